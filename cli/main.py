@@ -1,0 +1,52 @@
+"""Entry point: parses the command line and dispatches to one command module.
+
+Every failure a user can cause ends as one line on stderr and a non-zero exit, never a
+traceback. Not responsible for what the commands do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from llmtap.cli import decode
+from llmtap.cli.errors import UsageError
+
+COMMANDS = (decode,)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not the usage block
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="llmtap",
+        description="Record LLM API traffic, decode it into canonical records, and report on it.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+    for module in COMMANDS:
+        module.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return int(args.run(args) or 0)
+    except UsageError as exc:
+        print(f"llmtap: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("llmtap: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+
+
+def entry() -> None:
+    sys.exit(main())

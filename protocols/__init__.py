@@ -1,0 +1,24 @@
+"""Pure translators: the bytes of one LLM API exchange in, a canonical record out.
+
+Nothing here does I/O, imports mitmproxy, or touches a database; the addon, the importers
+and `llmtap decode` all feed bytes in and take `Exchange` records out. The one exception
+type that may leave this package is `DecodeError`.
+"""
+
+from llmtap.protocols.canonical import Exchange, RequestFacts, ToolCall, Usage
+from llmtap.protocols.errors import DecodeError
+from llmtap.protocols.exchange import ExchangeDecoder, decode_exchange
+from llmtap.protocols.routing import PROTOCOLS, provider_for, route
+
+__all__ = [
+    "PROTOCOLS",
+    "DecodeError",
+    "Exchange",
+    "ExchangeDecoder",
+    "RequestFacts",
+    "ToolCall",
+    "Usage",
+    "decode_exchange",
+    "provider_for",
+    "route",
+]

@@ -1,0 +1,274 @@
+"""Anthropic Messages (`POST …/v1/messages`): request facts, JSON responses and SSE streams.
+
+A stream is folded into the shape of a non-streamed Message, then decoded by the same
+`decode_body` a JSON response goes through, so the two cannot disagree.
+API reference: https://docs.anthropic.com/en/api/messages and
+https://docs.anthropic.com/en/docs/build-with-claude/streaming
+
+Not responsible for framing (SSE parsing, content decoding) or for routing.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from llmtap.protocols.canonical import Exchange, RequestFacts, ServerToolCall, ToolSpec, Usage
+from llmtap.protocols.common import (
+    KeptText,
+    api_error,
+    count,
+    has_counts,
+    items,
+    json_size,
+    new_budget,
+    stable_hash,
+    sub,
+    tool_call_from_object,
+    tool_call_from_text,
+    without_cache_markers,
+)
+
+PROTOCOL = "anthropic.messages"
+
+# https://docs.anthropic.com/en/api/messages#response-stop-reason
+FINISH = {
+    "end_turn": "end_turn",
+    "max_tokens": "max_tokens",
+    "tool_use": "tool_use",
+    "stop_sequence": "stop_sequence",
+    "refusal": "refusal",
+    "pause_turn": "pause_turn",
+    "model_context_window_exceeded": "context_window",
+}
+
+# Tools Anthropic runs itself; their calls arrive as `server_tool_use` blocks.
+_SERVER_TOOL_PREFIXES = ("web_search", "web_fetch", "code_execution", "mcp")
+_REASONING_BLOCKS = ("thinking", "redacted_thinking")
+_SERVER_CALL_BLOCKS = ("server_tool_use", "mcp_tool_use")
+
+
+def convert_usage(raw: Any) -> Usage | None:
+    """Anthropic's `input_tokens` excludes cache reads and writes; canonical input is all
+    of it. https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching"""
+    if not has_counts(raw):
+        return None
+    fresh = count(raw.get("input_tokens")) or 0
+    write = count(raw.get("cache_creation_input_tokens")) or 0
+    read = count(raw.get("cache_read_input_tokens")) or 0
+    split = sub(raw, "cache_creation")
+    return Usage(
+        input_tokens=fresh + write + read,
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+        output_tokens=count(raw.get("output_tokens")) or 0,
+        reasoning_tokens=count(sub(raw, "output_tokens_details").get("thinking_tokens")),
+        cache_write_5m_tokens=count(split.get("ephemeral_5m_input_tokens")),
+        cache_write_1h_tokens=count(split.get("ephemeral_1h_input_tokens")),
+    )
+
+
+def decode_body(body: dict[str, Any], ex: Exchange) -> None:
+    """Fill `ex` from a Message (or an error body), streamed-and-folded or not."""
+    if body.get("type") == "error" or "error" in body:
+        ex.error = api_error(body.get("error"))
+    ex.response_id = body.get("id") if isinstance(body.get("id"), str) else None
+    if isinstance(body.get("model"), str):
+        ex.model = body["model"]
+    raw_usage = body.get("usage")
+    ex.usage_raw = raw_usage
+    ex.usage = convert_usage(raw_usage)
+    text = KeptText(new_budget())
+    for block in items(body, "content"):
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            text.add(block.get("text"))
+        elif kind in _REASONING_BLOCKS:
+            ex.reasoning_blocks += 1
+        elif kind == "tool_use":
+            if "_llmtap_raw_input" in block:
+                call = tool_call_from_text(block.get("id"), block.get("name"), block["_llmtap_raw_input"])
+            else:
+                call = tool_call_from_object(block.get("id"), block.get("name"), block.get("input"))
+            ex.tool_calls.append(call)
+        elif kind in _SERVER_CALL_BLOCKS:
+            ex.server_tool_calls.append(
+                ServerToolCall(type=kind, id=block.get("id"), name=block.get("name"))
+            )
+    ex.text = text.value()
+    ex.text_truncated = text.truncated or bool(body.get("_llmtap_truncated"))
+    raw_finish = body.get("stop_reason")
+    ex.finish_reason_raw = raw_finish if isinstance(raw_finish, str) else None
+    ex.finish_reason = FINISH.get(raw_finish) if isinstance(raw_finish, str) else None
+    if ex.finish_reason == "end_turn" and ex.tool_calls:
+        ex.finish_reason = "tool_use"
+    if ex.error is not None:
+        ex.finish_reason = "error"
+
+
+class Fold:
+    """Folds stream events into a Message body. https://docs.anthropic.com/en/docs/build-with-claude/streaming"""
+
+    def __init__(self, budget: list[int]) -> None:
+        self.message: dict[str, Any] = {}
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.texts: dict[int, KeptText] = {}
+        self.inputs: dict[int, KeptText] = {}
+        self.budget = budget
+        self.complete = False
+        self.saw_token = False
+
+    def feed(self, event: Any, name: str = "") -> None:
+        if not isinstance(event, dict):
+            return
+        kind = event.get("type") or name
+        if kind == "message_start":
+            message = event.get("message")
+            if isinstance(message, dict):
+                self.message = {k: v for k, v in message.items() if k != "content"}
+                self.message["usage"] = dict(sub(message, "usage"))
+        elif kind == "content_block_start":
+            self._start(event)
+        elif kind == "content_block_delta":
+            self._delta(event)
+        elif kind == "message_delta":
+            delta = sub(event, "delta")
+            for key in ("stop_reason", "stop_sequence"):
+                if key in delta:
+                    self.message[key] = delta[key]
+            # message_delta usage is cumulative and final for every field it carries.
+            usage = self.message.setdefault("usage", {})
+            usage.update(sub(event, "usage"))
+        elif kind == "message_stop":
+            self.complete = True
+        elif kind == "error":
+            self.message["error"] = event.get("error")
+        # ping and unknown event types carry nothing we keep.
+
+    def end_marker(self) -> None:
+        """Anthropic streams have no `[DONE]`; nothing to do."""
+
+    def _start(self, event: dict[str, Any]) -> None:
+        index = count(event.get("index"))
+        block = event.get("content_block")
+        if index is None or not isinstance(block, dict):
+            return
+        self.blocks[index] = copy.copy(block)
+        if block.get("type") == "text":
+            self.texts[index] = KeptText(self.budget)
+            self.texts[index].add(block.get("text"))
+        elif block.get("type") in ("tool_use", *_SERVER_CALL_BLOCKS):
+            self.inputs[index] = KeptText(self.budget)
+            self.saw_token = self.saw_token or block.get("type") == "tool_use"
+
+    def _delta(self, event: dict[str, Any]) -> None:
+        index = count(event.get("index"))
+        delta = sub(event, "delta")
+        kind = delta.get("type")
+        if index is None:
+            return
+        if kind == "text_delta":
+            self.texts.setdefault(index, KeptText(self.budget)).add(delta.get("text"))
+            self.blocks.setdefault(index, {"type": "text"})
+            self.saw_token = True
+        elif kind == "input_json_delta":
+            self.inputs.setdefault(index, KeptText(self.budget)).add(delta.get("partial_json"))
+            self.blocks.setdefault(index, {"type": "tool_use"})
+            self.saw_token = True
+
+    def body(self) -> dict[str, Any]:
+        content = []
+        truncated = False
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if index in self.texts:
+                block["text"] = self.texts[index].value()
+                truncated = truncated or self.texts[index].truncated
+            if index in self.inputs:
+                raw = self.inputs[index].value()
+                truncated = truncated or self.inputs[index].truncated
+                # With no deltas (or only ""), the start block's `input` stands.
+                if raw.strip():
+                    block["_llmtap_raw_input"] = raw
+            content.append(block)
+        body = dict(self.message)
+        body["content"] = content
+        body["_llmtap_truncated"] = truncated
+        return body
+
+
+def requested_model(body: dict[str, Any], path: str) -> str | None:
+    return body.get("model") if isinstance(body.get("model"), str) else None
+
+
+def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
+    messages = [m for m in items(body, "messages") if isinstance(m, dict)]
+    facts = RequestFacts(
+        model=body.get("model") if isinstance(body.get("model"), str) else None,
+        stream=body.get("stream") if isinstance(body.get("stream"), bool) else None,
+        max_tokens=count(body.get("max_tokens")),
+        tool_choice=body.get("tool_choice"),
+        thinking=body.get("thinking") if isinstance(body.get("thinking"), dict) else None,
+        params={k: body[k] for k in ("temperature", "top_p", "top_k", "stop_sequences", "service_tier") if k in body},
+    )
+    for tool in items(body, "tools"):
+        if not isinstance(tool, dict):
+            continue
+        kind = str(tool.get("type") or "custom")
+        name = str(tool.get("name") or kind)
+        if kind.startswith(_SERVER_TOOL_PREFIXES):
+            facts.server_tools.append(name)
+        else:
+            schema = tool.get("input_schema") if isinstance(tool.get("input_schema"), dict) else None
+            facts.tools.append(ToolSpec(name=name, schema=schema, type=kind))
+    system = body.get("system")
+    if isinstance(system, str):
+        system = [{"type": "text", "text": system}]
+    facts.system_chars = sum(json_size(b.get("text", "")) for b in system or [] if isinstance(b, dict))
+    _scan_markers(facts, [body.get("tools"), system, body])
+    for message in messages:
+        role = str(message.get("role"))
+        facts.messages_by_role[role] = facts.messages_by_role.get(role, 0) + 1
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        normalized = {"role": role, "content": without_cache_markers(blocks)}
+        facts.message_hashes.append(stable_hash(normalized))
+        facts.message_chars.append(json_size(blocks))
+        _scan_blocks(facts, blocks, role)
+    facts.tools_hash = stable_hash(without_cache_markers(body.get("tools") or []))
+    facts.system_hash = stable_hash(without_cache_markers(system or []))
+    return facts
+
+
+def _scan_blocks(facts: RequestFacts, blocks: Any, role: str) -> None:
+    for block in blocks if isinstance(blocks, list) else []:
+        if not isinstance(block, dict):
+            continue
+        _mark(facts, block.get("cache_control"))
+        kind = block.get("type")
+        if kind == "image":
+            facts.images += 1
+        elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
+            facts.tool_result_ids.append(block["tool_use_id"])
+            _scan_blocks(facts, block.get("content"), role)
+        elif kind == "tool_use" and isinstance(block.get("id"), str):
+            facts.tool_call_ids.append(block["id"])
+
+
+def _scan_markers(facts: RequestFacts, places: list[Any]) -> None:
+    tools, system, body = places
+    for entry in (tools or []) + (system or []):
+        if isinstance(entry, dict):
+            _mark(facts, entry.get("cache_control"))
+    _mark(facts, body.get("cache_control"))  # automatic prompt caching, top level
+
+
+def _mark(facts: RequestFacts, marker: Any) -> None:
+    if not isinstance(marker, dict):
+        return
+    facts.cache_breakpoints += 1
+    ttl = marker.get("ttl") if marker.get("ttl") in ("5m", "1h") else "5m"
+    if facts.cache_ttl != "1h":
+        facts.cache_ttl = ttl

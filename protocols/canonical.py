@@ -1,0 +1,169 @@
+"""The canonical exchange of SPEC.md §2: one request and its response, as plain values.
+
+These are pure values with one meaning across providers. Identity (database ids, who sent
+it, when) is the storage's and the addon's business, not this module's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+FINISH_REASONS = (
+    "end_turn",
+    "max_tokens",
+    "tool_use",
+    "stop_sequence",
+    "content_filter",
+    "refusal",
+    "pause_turn",
+    "context_window",
+    "error",
+)
+
+# Where the usage counts came from: the provider's final report, the last cumulative count
+# of a stream that was cut (so possibly low), or nowhere.
+USAGE_PROVENANCE = ("reported", "partial", "missing")
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token counts, one meaning everywhere (SPEC §2 "Canonical usage").
+
+    `input_tokens` includes cached reads and cache writes; `output_tokens` includes
+    reasoning. `reasoning_tokens` is None when the provider does not report it. The 5m/1h
+    split of cache writes is None unless the provider reports it (Anthropic).
+    """
+
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int | None = None
+    cache_write_5m_tokens: int | None = None
+    cache_write_1h_tokens: int | None = None
+    total_tokens_reported: int | None = None
+
+    def checks(self) -> list[str]:
+        """The invariants a well-formed usage keeps; each broken one as a sentence."""
+        problems = []
+        if self.cache_read_tokens + self.cache_write_tokens > self.input_tokens:
+            problems.append(
+                f"cache_read_tokens + cache_write_tokens ({self.cache_read_tokens} + "
+                f"{self.cache_write_tokens}) exceed input_tokens ({self.input_tokens})"
+            )
+        if self.reasoning_tokens is not None and self.reasoning_tokens > self.output_tokens:
+            problems.append(
+                f"reasoning_tokens ({self.reasoning_tokens}) exceed output_tokens "
+                f"({self.output_tokens})"
+            )
+        total = self.total_tokens_reported
+        if total is not None and total != self.input_tokens + self.output_tokens:
+            problems.append(
+                f"reported total {total} != input_tokens + output_tokens "
+                f"({self.input_tokens + self.output_tokens})"
+            )
+        return problems
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A call of a client-side tool. `arguments_raw` is exactly what the model produced."""
+
+    id: str | None
+    name: str | None
+    arguments: dict[str, Any] | None
+    arguments_raw: str
+    valid_json: bool
+
+
+@dataclass(slots=True)
+class ServerToolCall:
+    """A call the provider ran itself (web search, code execution, grounding)."""
+
+    type: str
+    id: str | None = None
+    name: str | None = None
+
+
+@dataclass(slots=True)
+class ApiError:
+    type: str | None
+    code: str | None
+    message: str | None
+
+
+@dataclass(slots=True)
+class ToolSpec:
+    """A tool the request declared: its name and the JSON Schema of its arguments."""
+
+    name: str
+    schema: dict[str, Any] | None = None
+    type: str = "function"
+
+
+@dataclass(slots=True)
+class RequestFacts:
+    """What the request asked for, as reports and cache analysis need it."""
+
+    model: str | None = None
+    stream: bool | None = None
+    max_tokens: int | None = None
+    tools: list[ToolSpec] = field(default_factory=list)
+    server_tools: list[str] = field(default_factory=list)
+    tool_choice: Any = None
+    messages_by_role: dict[str, int] = field(default_factory=dict)
+    system_chars: int = 0
+    images: int = 0
+    cache_breakpoints: int = 0
+    cache_ttl: str | None = None
+    prompt_cache_key: str | None = None
+    previous_response_id: str | None = None
+    cached_content: str | None = None
+    thinking: dict[str, Any] | None = None
+    tool_result_ids: list[str] = field(default_factory=list)
+    tool_call_ids: list[str] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    # Prefix hashes for cache analysis: the tool list, the system prompt, and each
+    # message (cache markers removed), so two requests can be compared without bodies.
+    tools_hash: str | None = None
+    system_hash: str | None = None
+    message_hashes: list[str] = field(default_factory=list)
+    message_chars: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One request and its response, in the canonical shape of SPEC §2."""
+
+    protocol: str
+    provider: str | None = None
+    streamed: bool = False
+    status: int | None = None
+    complete: bool = False
+    model_requested: str | None = None
+    model: str | None = None
+    response_id: str | None = None
+    finish_reason: str | None = None
+    finish_reason_raw: str | None = None
+    usage: Usage | None = None
+    usage_raw: Any = None
+    usage_provenance: str = "missing"
+    usage_check: list[str] = field(default_factory=list)
+    text: str = ""
+    text_truncated: bool = False
+    refusal: str | None = None
+    reasoning_blocks: int = 0
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    server_tool_calls: list[ServerToolCall] = field(default_factory=list)
+    error: ApiError | None = None
+    request: RequestFacts | None = None
+    events: int = 0
+    # Why the response stopped short (client hung up, upstream reset), when it did.
+    interrupted: str | None = None
+    decode_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape `llmtap decode` prints and exports carry."""
+        return dataclasses.asdict(self)

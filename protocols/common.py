@@ -1,0 +1,195 @@
+"""Small helpers the protocol modules share: counts, tool calls, hashes, bounded text.
+
+Not responsible for any one provider's rules; those live in the protocol modules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from llmtap.protocols.canonical import ApiError, ToolCall
+from llmtap.protocols.errors import DecodeError
+
+# Text kept per exchange (visible text plus tool arguments). A stream longer than this is
+# still decoded to the end for usage and finish reason; only the kept text stops growing.
+MAX_KEPT_CHARS = 4 * 1024 * 1024
+
+
+def count(value: Any) -> int | None:
+    """A token count as an int, or None when absent or not a number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def first_count(mapping: Any, *keys: str) -> int | None:
+    if not isinstance(mapping, dict):
+        return None
+    for key in keys:
+        value = count(mapping.get(key))
+        if value is not None:
+            return value
+    return None
+
+
+def sub(mapping: Any, key: str) -> dict[str, Any]:
+    """`mapping[key]` when it is an object, else an empty one (None-safe drilling)."""
+    if isinstance(mapping, dict):
+        value = mapping.get(key)
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def items(mapping: Any, key: str) -> list[Any]:
+    if isinstance(mapping, dict):
+        value = mapping.get(key)
+        if isinstance(value, list):
+            return value
+    return []
+
+
+def text_of(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def has_counts(usage: Any) -> bool:
+    """Whether a usage object carries at least one token count (Vertex sends usage
+    objects holding only `trafficType` on a blocked prompt)."""
+    if not isinstance(usage, dict):
+        return False
+    return any(
+        ("token" in key.lower()) and count(value) is not None for key, value in usage.items()
+    )
+
+
+def tool_call_from_text(call_id: Any, name: Any, raw: str) -> ToolCall:
+    """A tool call whose arguments arrived as a JSON string (Chat, Responses, deltas).
+
+    An empty string means no arguments: Anthropic streams `""` for a tool without input
+    and Chat servers send `""` for a parameterless function. It counts as `{}`.
+    """
+    arguments: dict[str, Any] | None = None
+    if raw.strip() == "":
+        arguments = {}
+    else:
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            arguments = parsed
+    return ToolCall(
+        id=call_id if isinstance(call_id, str) else None,
+        name=name if isinstance(name, str) else None,
+        arguments=arguments,
+        arguments_raw=raw,
+        valid_json=arguments is not None,
+    )
+
+
+def tool_call_from_object(call_id: Any, name: Any, value: Any) -> ToolCall:
+    """A tool call whose wire carries the arguments as an object (Anthropic, Gemini)."""
+    if value is None:
+        value = {}
+    raw = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return ToolCall(
+        id=call_id if isinstance(call_id, str) else None,
+        name=name if isinstance(name, str) else None,
+        arguments=value if isinstance(value, dict) else None,
+        arguments_raw=raw,
+        valid_json=isinstance(value, dict),
+    )
+
+
+def api_error(error: Any, *, type_key: str = "type", code_key: str = "code") -> ApiError | None:
+    """An error object as `{type, code, message}`; a bare string becomes the message."""
+    if isinstance(error, str):
+        return ApiError(type=None, code=None, message=error)
+    if not isinstance(error, dict):
+        return None
+    code = error.get(code_key)
+    return ApiError(
+        type=_str(error.get(type_key)),
+        code=_str(code),
+        message=_str(error.get("message")),
+    )
+
+
+def _str(value: Any) -> str | None:
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    return str(value)
+
+
+def stable_hash(value: Any) -> str:
+    """A short digest of a JSON value, independent of key order and whitespace."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def without_cache_markers(value: Any) -> Any:
+    """The value with every `cache_control` key removed: moving a cache breakpoint does
+    not change the cached prefix, so it must not change the prefix hashes either."""
+    if isinstance(value, dict):
+        return {k: without_cache_markers(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [without_cache_markers(v) for v in value]
+    return value
+
+
+def json_size(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+class KeptText:
+    """Concatenates text pieces up to a shared budget; remembers whether it cut."""
+
+    __slots__ = ("parts", "budget", "truncated")
+
+    def __init__(self, budget: list[int]) -> None:
+        self.parts: list[str] = []
+        self.budget = budget  # one-element list shared by every KeptText of an exchange
+        self.truncated = False
+
+    def add(self, piece: Any) -> None:
+        if not isinstance(piece, str) or not piece:
+            return
+        left = self.budget[0]
+        if left <= 0:
+            self.truncated = True
+            return
+        if len(piece) > left:
+            piece = piece[:left]
+            self.truncated = True
+        self.budget[0] = left - len(piece)
+        self.parts.append(piece)
+
+    def value(self) -> str:
+        if len(self.parts) > 1:
+            self.parts = ["".join(self.parts)]
+        return self.parts[0] if self.parts else ""
+
+
+def new_budget() -> list[int]:
+    return [MAX_KEPT_CHARS]
+
+
+def parse_json(data: str | bytes, where: str) -> Any:
+    """`json.loads` whose every failure is a `DecodeError` naming `where`."""
+    try:
+        return json.loads(data)
+    except RecursionError as exc:
+        raise DecodeError("JSON nested too deeply", where) from exc
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"invalid UTF-8 ({exc.reason})", where) from exc
+    except ValueError as exc:
+        raise DecodeError(f"invalid JSON ({exc})", where) from exc

@@ -1,0 +1,320 @@
+"""One exchange, decoded incrementally: request facts, then response bytes as they arrive.
+
+`ExchangeDecoder` takes raw response chunks (still content-encoded), undoes the encoding,
+frames them (SSE, streamed JSON array, or one JSON document), feeds the protocol's fold,
+and at `finish()` decodes the folded body through the same path a JSON response takes.
+It never raises: whatever goes wrong becomes the record's `decode_error`.
+`decode_exchange` does the same for a whole body at once.
+
+Not responsible for where the bytes come from (proxy, HAR, file) or where records go.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from llmtap.protocols import (
+    anthropic_messages,
+    gemini_generate,
+    gemini_interactions,
+    openai_chat,
+    openai_responses,
+)
+from llmtap.protocols.canonical import ApiError, Exchange
+from llmtap.protocols.common import new_budget, parse_json
+from llmtap.protocols.content import ContentDecoder
+from llmtap.protocols.errors import DecodeError
+from llmtap.protocols.jsonarray import JSONArraySplitter
+from llmtap.protocols.routing import provider_for
+from llmtap.protocols.sse import SSEDecoder, SSEEvent
+
+TRANSLATORS: dict[str, ModuleType] = {
+    module.PROTOCOL: module
+    for module in (
+        anthropic_messages,
+        openai_chat,
+        openai_responses,
+        gemini_generate,
+        gemini_interactions,
+    )
+}
+
+# A non-streamed body is buffered to be parsed at the end; past this it is not decoded.
+MAX_JSON_BODY = 64 * 1024 * 1024
+_SNIFF_SSE = (b"event:", b"data:", b":", b"id:", b"retry:")
+
+
+class ExchangeDecoder:
+    """Feed response chunks with `feed`, then call `finish` once for the record."""
+
+    def __init__(
+        self,
+        protocol: str,
+        *,
+        request: bytes | dict[str, Any] | None = None,
+        path: str = "",
+        host: str | None = None,
+        status: int | None = None,
+        content_type: str | None = None,
+        content_encoding: str | None = None,
+        provider: str | None = None,
+        max_json_body: int = MAX_JSON_BODY,
+    ) -> None:
+        self.module = TRANSLATORS[protocol]
+        self.ex = Exchange(protocol=protocol, provider=provider or provider_for(protocol, host))
+        self.ex.status = status
+        self._path = path
+        self._content_type = (content_type or "").lower()
+        self._max_json = max_json_body
+        self._budget = new_budget()
+        self.fold = self.module.Fold(self._budget)
+        self._mode: str | None = None
+        self._sse: SSEDecoder | None = None
+        self._array: JSONArraySplitter | None = None
+        self._body = bytearray()
+        self._too_big = False
+        self._broken = False
+        self._token_seen = False
+        self._cut_tail = False
+        self._decode_request(request)
+        try:
+            self._content: ContentDecoder | None = ContentDecoder(content_encoding)
+        except DecodeError as exc:
+            self._content = None
+            self._fail(exc)
+
+    # -- request -------------------------------------------------------------------------
+
+    def _decode_request(self, request: bytes | dict[str, Any] | None) -> None:
+        body: Any = request
+        if isinstance(request, (bytes, bytearray)):
+            if not request.strip():
+                body = None
+            else:
+                try:
+                    body = parse_json(bytes(request), "request")
+                except DecodeError as exc:
+                    self._fail(exc)
+                    body = None
+        if body is not None and not isinstance(body, dict):
+            self._fail(DecodeError("request body is not a JSON object", "request"))
+            body = None
+        try:
+            if body is not None:
+                self.ex.request = self.module.decode_request(body, self._path)
+        except DecodeError as exc:
+            self._fail(exc)
+        except Exception as exc:  # a translator bug must not lose the record
+            self._fail(DecodeError(f"internal error decoding the request: {exc!r}", "request"))
+        self.ex.model_requested = self.module.requested_model(body or {}, self._path)
+        self.ex.model = self.ex.model_requested
+
+    # -- response ------------------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> bool:
+        """Take one chunk as it came off the wire. True when it carried the first token."""
+        if not chunk or self._broken or self._content is None:
+            return False
+        try:
+            self._frame(self._content.decode(chunk))
+        except DecodeError as exc:
+            self._fail(exc)
+            self._broken = True
+        except Exception as exc:  # noqa: BLE001 - a translator bug must not lose the record
+            self._fail(DecodeError(f"internal error: {exc!r}", f"event {self.ex.events}"))
+            self._broken = True
+        if not self._token_seen and self.fold.saw_token:
+            self._token_seen = True
+            return True
+        return False
+
+    def feed_message(self, obj: Any) -> bool:
+        """Take one already-framed message (a WebSocket text frame's JSON)."""
+        self._mode = "messages"
+        self.ex.streamed = True
+        self._event(obj, "")
+        if not self._token_seen and self.fold.saw_token:
+            self._token_seen = True
+            return True
+        return False
+
+    def finish(self, interrupted: str | None = None) -> Exchange:
+        """The record. `interrupted` says why the response stopped short, if it did."""
+        ex = self.ex
+        if not self._broken and self._content is not None:
+            try:
+                self._frame(self._content.flush(), final=True)
+            except DecodeError as exc:
+                self._fail(exc)
+            except Exception as exc:  # noqa: BLE001
+                self._fail(DecodeError(f"internal error: {exc!r}", "end of stream"))
+        ex.interrupted = interrupted
+        try:
+            self._decode_body()
+        except DecodeError as exc:
+            self._fail(exc)
+        except Exception as exc:  # noqa: BLE001
+            self._fail(DecodeError(f"internal error: {exc!r}", "response"))
+        self._settle()
+        return ex
+
+    def _frame(self, data: bytes, final: bool = False) -> None:
+        if self._mode is None:
+            if not data.strip() and not final:
+                self._body += data
+                return
+            self._choose_mode(bytes(self._body) + data)
+            data, self._body = bytes(self._body) + data, bytearray()
+        if self._mode == "sse":
+            assert self._sse is not None
+            for event in self._sse.decode(data) if data else []:
+                self._sse_event(event)
+            if final:
+                for event in self._sse.flush():
+                    self._sse_event(event, last=True)
+        elif self._mode == "array":
+            assert self._array is not None
+            for element in self._array.decode(data):
+                self._event(parse_json(element, f"element {self.ex.events}"), "")
+            if final and self._array.pending:
+                self._cut_tail = True
+        else:
+            self._buffer(data)
+
+    def _choose_mode(self, head: bytes) -> None:
+        streaming_path = ":streamGenerateContent" in self._path or ":streamgeneratecontent" in self._path
+        start = head.lstrip()[:8]
+        if "text/event-stream" in self._content_type or (
+            not self._content_type and start.startswith(_SNIFF_SSE)
+        ):
+            self._mode = "sse"
+            self._sse = SSEDecoder()
+        elif streaming_path and "alt=sse" not in self._path and start.startswith(b"["):
+            self._mode = "array"
+            self._array = JSONArraySplitter()
+        elif streaming_path and start.startswith(_SNIFF_SSE):
+            self._mode = "sse"
+            self._sse = SSEDecoder()
+        else:
+            self._mode = "json"
+        self.ex.streamed = self._mode != "json"
+
+    def _sse_event(self, event: SSEEvent, last: bool = False) -> None:
+        data = event.data
+        if not data.strip():
+            return
+        if data.strip() == "[DONE]":
+            self.ex.events += 1
+            self.fold.end_marker()
+            return
+        try:
+            obj = parse_json(data, f"event {self.ex.events}")
+        except DecodeError as exc:
+            self.ex.events += 1
+            if last:  # an unterminated, unparsable last event: the stream was cut mid-event
+                self._cut_tail = True
+                return
+            self._fail(exc)  # one bad event is recorded; the rest of the stream still counts
+            return
+        self._event(obj, event.event)
+
+    def _event(self, obj: Any, name: str) -> None:
+        self.ex.events += 1
+        self.fold.feed(obj, name)
+
+    def _buffer(self, data: bytes) -> None:
+        if self._too_big:
+            return
+        if len(self._body) + len(data) > self._max_json:
+            self._too_big = True
+            self._body = bytearray()
+            raise DecodeError(f"response body exceeds {self._max_json} bytes; not decoded", "response")
+        self._body += data
+
+    def _decode_body(self) -> None:
+        ex = self.ex
+        if self._mode in ("sse", "array", "messages"):
+            body = self.fold.body()
+            self.module.decode_body(body, ex)
+            ex.complete = self.fold.complete and not self._cut_tail
+            if self._cut_tail and ex.interrupted is None:
+                ex.interrupted = "stream ended inside an event"
+            return
+        if self._too_big or self._broken:
+            return
+        raw = bytes(self._body)
+        if not raw.strip():
+            if ex.status is not None and ex.status >= 400:
+                return
+            raise DecodeError("response body is empty", "response")
+        try:
+            body = parse_json(raw, "response")
+        except DecodeError:
+            if ex.status is not None and ex.status >= 400:
+                # A gateway's HTML error page is an upstream failure, not ours to decode.
+                ex.error = ApiError(type=None, code=str(ex.status), message=_snippet(raw))
+                return
+            raise
+        if isinstance(body, list):  # a whole streamed array delivered as one JSON document
+            ex.streamed = True
+            for element in body:
+                self._event(element, "")
+            self.module.decode_body(self.fold.body(), ex)
+            ex.complete = self.fold.complete
+            return
+        if not isinstance(body, dict):
+            raise DecodeError("response body is not a JSON object", "response")
+        self.module.decode_body(body, ex)
+        ex.complete = True
+
+    def _settle(self) -> None:
+        ex = self.ex
+        if ex.status is not None and ex.status >= 400:
+            if ex.error is None:
+                ex.error = ApiError(type=None, code=str(ex.status), message=None)
+            ex.finish_reason = "error"
+        if not ex.complete and ex.finish_reason != "error":
+            ex.finish_reason = None  # a cut stream: how it would have ended is unknown
+        if ex.usage is not None:
+            ex.usage_provenance = "reported" if ex.complete else "partial"
+            ex.usage_check = ex.usage.checks()
+        else:
+            ex.usage_provenance = "missing"
+        if ex.model is None:
+            ex.model = ex.model_requested
+
+    def _fail(self, exc: DecodeError) -> None:
+        if self.ex.decode_error is None:
+            self.ex.decode_error = str(exc)
+
+
+def _snippet(raw: bytes, limit: int = 200) -> str:
+    return raw[:limit].decode("utf-8", "replace").strip()
+
+
+def decode_exchange(
+    protocol: str,
+    *,
+    response: bytes,
+    request: bytes | dict[str, Any] | None = None,
+    path: str = "",
+    host: str | None = None,
+    status: int | None = None,
+    content_type: str | None = None,
+    content_encoding: str | None = None,
+    provider: str | None = None,
+) -> Exchange:
+    """Decode one whole exchange; the same steps as feeding `ExchangeDecoder` in one chunk."""
+    decoder = ExchangeDecoder(
+        protocol,
+        request=request,
+        path=path,
+        host=host,
+        status=status,
+        content_type=content_type,
+        content_encoding=content_encoding,
+        provider=provider,
+    )
+    decoder.feed(response)
+    return decoder.finish()

@@ -1,0 +1,256 @@
+"""Google Gemini `generateContent` and `streamGenerateContent` (SSE with `alt=sse`, else a
+streamed JSON array), on Google AI and Vertex AI paths.
+
+Stream chunks are folded into one `GenerateContentResponse` (parts appended in order, the
+last cumulative `usageMetadata`, the last `finishReason`) and decoded by the same
+`decode_body` as a JSON response. Only the first candidate is decoded.
+API reference: https://ai.google.dev/api/generate-content
+
+Not responsible for framing or for routing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from llmtap.protocols.canonical import Exchange, RequestFacts, ServerToolCall, ToolSpec, Usage
+from llmtap.protocols.common import (
+    KeptText,
+    api_error,
+    count,
+    has_counts,
+    items,
+    json_size,
+    new_budget,
+    stable_hash,
+    sub,
+    tool_call_from_object,
+)
+
+PROTOCOL = "gemini.generate"
+
+# https://ai.google.dev/api/generate-content#FinishReason
+FINISH = {
+    "STOP": "end_turn",
+    "MAX_TOKENS": "max_tokens",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+    "IMAGE_PROHIBITED_CONTENT": "content_filter",
+    "IMAGE_RECITATION": "content_filter",
+    "LANGUAGE": "content_filter",
+    "MALFORMED_FUNCTION_CALL": "error",
+    "UNEXPECTED_TOOL_CALL": "error",
+    "TOO_MANY_TOOL_CALLS": "error",
+}
+_MODEL_IN_PATH = re.compile(r"/models/([^/:?]+):")
+
+
+def convert_usage(raw: Any) -> Usage | None:
+    """Gemini bills thoughts as output but reports them apart from `candidatesTokenCount`;
+    tool-use prompt tokens are input reported apart from `promptTokenCount`.
+    https://ai.google.dev/api/generate-content#UsageMetadata"""
+    if not has_counts(raw):
+        return None
+    thoughts = count(raw.get("thoughtsTokenCount"))
+    return Usage(
+        input_tokens=(count(raw.get("promptTokenCount")) or 0) + (count(raw.get("toolUsePromptTokenCount")) or 0),
+        cache_read_tokens=count(raw.get("cachedContentTokenCount")) or 0,
+        cache_write_tokens=0,
+        output_tokens=(count(raw.get("candidatesTokenCount")) or 0) + (thoughts or 0),
+        reasoning_tokens=thoughts,
+        total_tokens_reported=count(raw.get("totalTokenCount")),
+    )
+
+
+def decode_body(body: dict[str, Any], ex: Exchange) -> None:
+    if body.get("error") is not None:
+        ex.error = api_error(body["error"], type_key="status", code_key="code")
+    if isinstance(body.get("responseId"), str):
+        ex.response_id = body["responseId"]
+    if isinstance(body.get("modelVersion"), str) and body["modelVersion"]:
+        ex.model = body["modelVersion"]
+    ex.usage_raw = body.get("usageMetadata")
+    ex.usage = convert_usage(body.get("usageMetadata"))
+    candidates = [c for c in items(body, "candidates") if isinstance(c, dict)]
+    candidate = min(candidates, key=lambda c: count(c.get("index")) or 0) if candidates else {}
+    text = KeptText(new_budget())
+    in_thought = False
+    for part in items(sub(candidate, "content"), "parts"):
+        if not isinstance(part, dict):
+            continue
+        thought = part.get("thought") is True
+        if thought and not in_thought:
+            ex.reasoning_blocks += 1  # consecutive thought parts are one block
+        in_thought = thought
+        if thought:
+            continue
+        if isinstance(part.get("text"), str):
+            text.add(part["text"])
+        elif isinstance(part.get("functionCall"), dict):
+            call = part["functionCall"]
+            ex.tool_calls.append(tool_call_from_object(call.get("id"), call.get("name"), call.get("args")))
+        elif "executableCode" in part:
+            ex.server_tool_calls.append(ServerToolCall(type="code_execution"))
+    ex.text = text.value()
+    ex.text_truncated = text.truncated or bool(body.get("_llmtap_truncated"))
+    grounding = sub(candidate, "groundingMetadata")
+    if grounding.get("webSearchQueries") or grounding.get("groundingChunks"):
+        ex.server_tool_calls.append(ServerToolCall(type="google_search"))
+    if sub(candidate, "urlContextMetadata"):
+        ex.server_tool_calls.append(ServerToolCall(type="url_context"))
+    _finish(body, candidate, ex)
+
+
+def _finish(body: dict[str, Any], candidate: dict[str, Any], ex: Exchange) -> None:
+    raw = candidate.get("finishReason")
+    blocked = sub(body, "promptFeedback").get("blockReason")
+    if not isinstance(raw, str) and isinstance(blocked, str):
+        ex.finish_reason_raw = blocked
+        ex.finish_reason = "content_filter"
+    elif isinstance(raw, str):
+        ex.finish_reason_raw = raw
+        ex.finish_reason = FINISH.get(raw)
+    if ex.finish_reason == "end_turn" and ex.tool_calls:
+        ex.finish_reason = "tool_use"
+    if ex.error is not None:
+        ex.finish_reason = "error"
+
+
+class Fold:
+    """Folds stream chunks (SSE events or array elements) into one response."""
+
+    def __init__(self, budget: list[int]) -> None:
+        self.head: dict[str, Any] = {}
+        self.parts: list[dict[str, Any]] = []
+        self.last_text: KeptText | None = None
+        self.budget = budget
+        self.candidate: dict[str, Any] = {}
+        self.usage: Any = None
+        self.error: Any = None
+        self.complete = False
+        self.saw_token = False
+        self.truncated = False
+
+    def feed(self, chunk: Any, name: str = "") -> None:
+        if not isinstance(chunk, dict):
+            return
+        if chunk.get("error") is not None:
+            self.error = chunk["error"]
+        for key in ("modelVersion", "responseId", "promptFeedback", "createTime"):
+            if chunk.get(key):
+                self.head[key] = chunk[key]
+        if has_counts(chunk.get("usageMetadata")) or "usageMetadata" in chunk and not self.usage:
+            self.usage = chunk["usageMetadata"]  # cumulative: the last one wins
+        if sub(chunk, "promptFeedback").get("blockReason"):
+            self.complete = True
+        for candidate in items(chunk, "candidates"):
+            if isinstance(candidate, dict) and (count(candidate.get("index")) or 0) == 0:
+                self._candidate(candidate)
+
+    def _candidate(self, candidate: dict[str, Any]) -> None:
+        for key, value in candidate.items():
+            if key != "content":
+                self.candidate[key] = value
+        for part in items(sub(candidate, "content"), "parts"):
+            if isinstance(part, dict):
+                self._part(part)
+        if candidate.get("finishReason"):
+            self.complete = True
+
+    def _part(self, part: dict[str, Any]) -> None:
+        text = part.get("text")
+        if isinstance(text, str) and set(part) <= {"text", "thought", "thoughtSignature"}:
+            thought = part.get("thought") is True
+            previous = self.parts[-1] if self.parts else None
+            if previous is not None and "_text" in previous and previous.get("thought") is thought:
+                previous["_text"].add(text)  # merge consecutive text fragments of one kind
+            else:
+                kept = KeptText(self.budget)
+                kept.add(text)
+                self.parts.append({"_text": kept, "thought": thought})
+            self.saw_token = self.saw_token or not thought
+            return
+        self.parts.append(part)
+        self.saw_token = self.saw_token or "functionCall" in part
+
+    def end_marker(self) -> None:
+        """Gemini streams have no `[DONE]`; the chunk with `finishReason` is the last."""
+
+    def body(self) -> dict[str, Any]:
+        parts = []
+        for part in self.parts:
+            if "_text" in part:
+                self.truncated = self.truncated or part["_text"].truncated
+                parts.append({"text": part["_text"].value(), "thought": part["thought"]})
+            else:
+                parts.append(part)
+        candidate = dict(self.candidate)
+        candidate["content"] = {"role": "model", "parts": parts}
+        body: dict[str, Any] = dict(self.head)
+        body["candidates"] = [candidate] if (parts or self.candidate) else []
+        body["usageMetadata"] = self.usage
+        if self.error is not None:
+            body["error"] = self.error
+        body["_llmtap_truncated"] = self.truncated
+        return body
+
+
+def requested_model(body: dict[str, Any], path: str) -> str | None:
+    match = _MODEL_IN_PATH.search(path.split("?", 1)[0] + ":")
+    if match:
+        return match.group(1)
+    return body.get("model") if isinstance(body.get("model"), str) else None
+
+
+def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
+    config = sub(body, "generationConfig")
+    facts = RequestFacts(
+        model=requested_model(body, path),
+        stream=":streamGenerateContent" in path if path else None,
+        max_tokens=count(config.get("maxOutputTokens")),
+        tool_choice=body.get("toolConfig"),
+        cached_content=body.get("cachedContent") if isinstance(body.get("cachedContent"), str) else None,
+        thinking=config.get("thinkingConfig") if isinstance(config.get("thinkingConfig"), dict) else None,
+        params={k: config[k] for k in ("temperature", "topP", "topK", "stopSequences", "responseMimeType", "candidateCount") if k in config},
+    )
+    tools = [t for t in items(body, "tools") if isinstance(t, dict)]
+    for tool in tools:
+        declarations = items(tool, "functionDeclarations") or items(tool, "function_declarations")
+        for declaration in declarations:
+            if isinstance(declaration, dict):
+                schema = declaration.get("parametersJsonSchema", declaration.get("parameters"))
+                facts.tools.append(ToolSpec(name=str(declaration.get("name")), schema=schema if isinstance(schema, dict) else None))
+        facts.server_tools += [key for key in tool if key not in ("functionDeclarations", "function_declarations")]
+    system = body.get("systemInstruction", body.get("system_instruction"))
+    facts.system_chars = sum(json_size(p.get("text", "")) for p in items(system, "parts") if isinstance(p, dict))
+    for content in items(body, "contents"):
+        if not isinstance(content, dict):
+            continue
+        role = str(content.get("role") or "user")
+        facts.messages_by_role[role] = facts.messages_by_role.get(role, 0) + 1
+        facts.message_hashes.append(stable_hash(content))
+        facts.message_chars.append(json_size(content.get("parts") or []))
+        _scan_parts(facts, items(content, "parts"))
+    facts.tools_hash = stable_hash(tools)
+    facts.system_hash = stable_hash(system or {})
+    return facts
+
+
+def _scan_parts(facts: RequestFacts, parts: list[Any]) -> None:
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        media = sub(part, "inlineData") or sub(part, "fileData")
+        if str(media.get("mimeType", "")).startswith("image/"):
+            facts.images += 1
+        response = sub(part, "functionResponse")
+        if isinstance(response.get("id"), str):
+            facts.tool_result_ids.append(response["id"])
+        call = sub(part, "functionCall")
+        if isinstance(call.get("id"), str):
+            facts.tool_call_ids.append(call["id"])

@@ -1,0 +1,245 @@
+"""Google Gemini Interactions (`POST …/v1beta/interactions`, `…/v1/interactions`), JSON
+and SSE, in both shapes the API has served: `steps` with `step.*` events, and the older
+`outputs` with `content.*` events.
+
+A stream is folded into an interaction object and decoded by the same `decode_body` as a
+JSON response.
+API reference: https://ai.google.dev/gemini-api/docs/interactions
+
+Not responsible for framing or for routing.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from llmtap.protocols.canonical import Exchange, RequestFacts, ServerToolCall, ToolSpec, Usage
+from llmtap.protocols.common import (
+    KeptText,
+    api_error,
+    count,
+    has_counts,
+    items,
+    json_size,
+    new_budget,
+    stable_hash,
+    sub,
+    tool_call_from_object,
+    tool_call_from_text,
+)
+
+PROTOCOL = "gemini.interactions"
+
+FINISH = {
+    "completed": "end_turn",
+    "requires_action": "tool_use",
+    "incomplete": "max_tokens",
+    "failed": "error",
+}
+TERMINAL = ("interaction.completed", "interaction.complete")
+_SERVER_TOOLS = ("google_search", "code_execution", "url_context", "file_search", "google_maps", "mcp_server", "computer_use")
+
+
+def convert_usage(raw: Any) -> Usage | None:
+    """Thought tokens are output reported apart; tool-use tokens are input reported apart."""
+    if not has_counts(raw):
+        return None
+    thoughts = count(raw.get("total_thought_tokens"))
+    return Usage(
+        input_tokens=(count(raw.get("total_input_tokens")) or 0) + (count(raw.get("total_tool_use_tokens")) or 0),
+        cache_read_tokens=count(raw.get("total_cached_tokens")) or 0,
+        cache_write_tokens=0,
+        output_tokens=(count(raw.get("total_output_tokens")) or 0) + (thoughts or 0),
+        reasoning_tokens=thoughts,
+        total_tokens_reported=count(raw.get("total_tokens")),
+    )
+
+
+def decode_body(body: dict[str, Any], ex: Exchange) -> None:
+    if body.get("error") is not None:
+        ex.error = api_error(body["error"], type_key="status", code_key="code")
+        if ex.error is not None and ex.error.type is None and isinstance(body["error"], dict):
+            ex.error.type = api_error(body["error"]).type
+    if isinstance(body.get("id"), str):
+        ex.response_id = body["id"]
+    if isinstance(body.get("model"), str) and body["model"]:
+        ex.model = body["model"]
+    ex.usage_raw = body.get("usage")
+    ex.usage = convert_usage(body.get("usage"))
+    text = KeptText(new_budget())
+    for entry in items(body, "steps") + items(body, "outputs"):
+        if isinstance(entry, dict):
+            _decode_entry(entry, ex, text)
+    ex.text = text.value()
+    ex.text_truncated = text.truncated or bool(body.get("_llmtap_truncated"))
+    status = body.get("status")
+    ex.finish_reason_raw = status if isinstance(status, str) else None
+    ex.finish_reason = FINISH.get(status) if isinstance(status, str) else None
+    if ex.finish_reason == "end_turn" and ex.tool_calls:
+        ex.finish_reason = "tool_use"
+    if ex.error is not None:
+        ex.finish_reason = "error"
+
+
+def _decode_entry(entry: dict[str, Any], ex: Exchange, text: KeptText) -> None:
+    kind = entry.get("type")
+    if kind == "text":
+        text.add(entry.get("text"))
+    elif kind == "model_output":
+        for part in items(entry, "content"):
+            if isinstance(part, dict) and part.get("type") == "text":
+                text.add(part.get("text"))
+    elif kind == "thought":
+        ex.reasoning_blocks += 1
+    elif kind == "function_call":
+        raw = entry.get("_llmtap_raw_arguments")
+        if isinstance(raw, str):
+            ex.tool_calls.append(tool_call_from_text(entry.get("id"), entry.get("name"), raw))
+        elif isinstance(entry.get("arguments"), str):
+            ex.tool_calls.append(tool_call_from_text(entry.get("id"), entry.get("name"), entry["arguments"]))
+        else:
+            ex.tool_calls.append(tool_call_from_object(entry.get("id"), entry.get("name"), entry.get("arguments")))
+    elif isinstance(kind, str) and kind.endswith("_call"):
+        ex.server_tool_calls.append(ServerToolCall(type=kind, id=entry.get("id"), name=entry.get("name")))
+
+
+class Fold:
+    """Folds `step.*` / `content.*` events into an interaction with `steps`/`outputs`."""
+
+    def __init__(self, budget: list[int]) -> None:
+        self.interaction: dict[str, Any] = {}
+        self.entries: dict[int, dict[str, Any]] = {}
+        self.texts: dict[int, KeptText] = {}
+        self.args: dict[int, KeptText] = {}
+        self.budget = budget
+        self.error: Any = None
+        self.complete = False
+        self.saw_token = False
+
+    def feed(self, event: Any, name: str = "") -> None:
+        if not isinstance(event, dict):
+            return
+        kind = event.get("event_type") or name
+        if kind in ("interaction.created", "interaction.start", *TERMINAL):
+            if isinstance(event.get("interaction"), dict):
+                self.interaction.update(event["interaction"])
+            self.complete = self.complete or kind in TERMINAL
+        elif kind == "interaction.status_update" and isinstance(event.get("status"), str):
+            self.interaction["status"] = event["status"]
+        elif kind in ("step.start", "content.start"):
+            index = count(event.get("index"))
+            entry = event.get("step", event.get("content"))
+            if index is not None and isinstance(entry, dict):
+                self.entries[index] = copy.copy(entry)
+        elif kind in ("step.delta", "content.delta"):
+            self._delta(event)
+        elif kind == "error":
+            self.error = event.get("error") if isinstance(event.get("error"), dict) else event
+
+    def _delta(self, event: dict[str, Any]) -> None:
+        index = count(event.get("index"))
+        delta = sub(event, "delta")
+        if index is None:
+            return
+        kind = delta.get("type")
+        if kind == "text":
+            self.texts.setdefault(index, KeptText(self.budget)).add(delta.get("text"))
+            self.entries.setdefault(index, {"type": "text"})
+            self.saw_token = True
+        elif kind == "arguments_delta" or (kind == "function_call" and isinstance(delta.get("arguments"), str)):
+            self.args.setdefault(index, KeptText(self.budget)).add(delta.get("arguments"))
+            self.saw_token = True
+        elif kind == "function_call":  # the older shape sends the whole call in one delta
+            self.entries[index] = {k: v for k, v in delta.items()}
+            self.saw_token = True
+        elif kind in ("thought_summary", "thought_signature", "thought"):
+            self.entries.setdefault(index, {"type": "thought"})
+        elif isinstance(kind, str) and kind.endswith("_call"):
+            self.entries.setdefault(index, dict(delta))
+
+    def end_marker(self) -> None:
+        """Interactions streams end with `interaction.completed`."""
+
+    def body(self) -> dict[str, Any]:
+        body = {k: v for k, v in self.interaction.items() if k not in ("steps", "outputs")}
+        entries = []
+        for index in sorted(self.entries):
+            entry = self.entries[index]
+            if index in self.texts:
+                text = self.texts[index].value()
+                if entry.get("type") == "model_output":
+                    entry["content"] = [{"type": "text", "text": text}]
+                else:
+                    entry["text"] = text
+            if index in self.args:
+                entry["_llmtap_raw_arguments"] = self.args[index].value()
+            entries.append(entry)
+        final = items(self.interaction, "steps") or items(self.interaction, "outputs")
+        body["steps"] = final or entries
+        if self.error is not None and body.get("error") is None:
+            body["error"] = self.error
+        body["_llmtap_truncated"] = any(t.truncated for t in (*self.texts.values(), *self.args.values()))
+        return body
+
+
+def requested_model(body: dict[str, Any], path: str) -> str | None:
+    for key in ("model", "agent"):
+        if isinstance(body.get(key), str):
+            return body[key]
+    return None
+
+
+def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
+    config = sub(body, "generation_config")
+    thinking = {k: config[k] for k in ("thinking_level", "thinking_summaries", "thinking_budget") if k in config}
+    facts = RequestFacts(
+        model=requested_model(body, path),
+        stream=body.get("stream") if isinstance(body.get("stream"), bool) else None,
+        max_tokens=count(config.get("max_output_tokens")),
+        tool_choice=config.get("tool_choice", body.get("tool_choice")),
+        previous_response_id=body.get("previous_interaction_id") if isinstance(body.get("previous_interaction_id"), str) else None,
+        thinking=thinking or None,
+        params={k: config[k] for k in ("temperature", "top_p", "seed", "stop_sequences") if k in config},
+    )
+    tools = [t for t in items(body, "tools") if isinstance(t, dict)]
+    for tool in tools:
+        kind = str(tool.get("type") or "function")
+        if kind in _SERVER_TOOLS:
+            facts.server_tools.append(kind)
+        else:
+            schema = tool.get("parameters") if isinstance(tool.get("parameters"), dict) else None
+            facts.tools.append(ToolSpec(name=str(tool.get("name") or kind), schema=schema, type=kind))
+    system = body.get("system_instruction")
+    facts.system_chars = json_size(system) if system else 0
+    entries = body.get("input")
+    if isinstance(entries, (str, dict)):
+        entries = [entries]
+    for entry in entries if isinstance(entries, list) else []:
+        _scan_entry(facts, entry)
+        facts.message_hashes.append(stable_hash(entry))
+        facts.message_chars.append(json_size(entry))
+    facts.tools_hash = stable_hash(tools)
+    facts.system_hash = stable_hash(system or "")
+    return facts
+
+
+def _scan_entry(facts: RequestFacts, entry: Any) -> None:
+    if isinstance(entry, str):
+        facts.messages_by_role["user"] = facts.messages_by_role.get("user", 0) + 1
+        return
+    if not isinstance(entry, dict):
+        return
+    role = str(entry.get("role") or "user")
+    facts.messages_by_role[role] = facts.messages_by_role.get(role, 0) + 1
+    content = entry.get("content")
+    for part in content if isinstance(content, list) else [entry]:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "image":
+            facts.images += 1
+        elif kind == "function_result" and isinstance(part.get("call_id"), str):
+            facts.tool_result_ids.append(part["call_id"])
+        elif kind == "function_call" and isinstance(part.get("id"), str):
+            facts.tool_call_ids.append(part["id"])

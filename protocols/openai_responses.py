@@ -1,0 +1,270 @@
+"""OpenAI Responses (`POST …/v1/responses`): JSON, SSE, and WebSocket mode, whose frames
+carry the same events as the SSE stream.
+
+A stream is folded into a `response` object (the terminal event's, with the output items
+assembled from the deltas when the terminal event leaves them out) and decoded by the
+same `decode_body` as a JSON response.
+API reference: https://platform.openai.com/docs/api-reference/responses and
+https://platform.openai.com/docs/api-reference/responses-streaming
+
+Not responsible for framing or for routing.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from llmtap.protocols.canonical import Exchange, RequestFacts, ServerToolCall, ToolSpec, Usage
+from llmtap.protocols.common import (
+    KeptText,
+    api_error,
+    count,
+    has_counts,
+    items,
+    json_size,
+    new_budget,
+    stable_hash,
+    sub,
+    tool_call_from_object,
+    tool_call_from_text,
+    without_cache_markers,
+)
+
+PROTOCOL = "openai.responses"
+
+TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+# https://platform.openai.com/docs/api-reference/responses/object#responses/object-incomplete_details
+_INCOMPLETE = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
+# Output items the provider ran itself.
+_SERVER_ITEMS = (
+    "web_search_call",
+    "file_search_call",
+    "code_interpreter_call",
+    "image_generation_call",
+    "mcp_call",
+    "mcp_list_tools",
+    "tool_search_call",
+)
+# Built-in tools the client runs: their calls carry an action object, not JSON text.
+_CLIENT_ACTION_ITEMS = ("computer_call", "local_shell_call", "shell_call", "apply_patch_call")
+_SERVER_TOOL_TYPES = (
+    "web_search",
+    "web_search_preview",
+    "file_search",
+    "code_interpreter",
+    "image_generation",
+    "mcp",
+)
+
+
+def convert_usage(raw: Any) -> Usage | None:
+    """`input_tokens` includes cached tokens; `output_tokens` includes reasoning."""
+    if not has_counts(raw):
+        return None
+    details_in = sub(raw, "input_tokens_details")
+    details_out = sub(raw, "output_tokens_details")
+    return Usage(
+        input_tokens=count(raw.get("input_tokens")) or 0,
+        cache_read_tokens=count(details_in.get("cached_tokens")) or 0,
+        cache_write_tokens=count(details_in.get("cache_write_tokens")) or 0,
+        output_tokens=count(raw.get("output_tokens")) or 0,
+        reasoning_tokens=count(details_out.get("reasoning_tokens")),
+        total_tokens_reported=count(raw.get("total_tokens")),
+    )
+
+
+def decode_body(body: dict[str, Any], ex: Exchange) -> None:
+    if body.get("error") is not None:
+        ex.error = api_error(body["error"])
+    if isinstance(body.get("id"), str):
+        ex.response_id = body["id"]
+    if isinstance(body.get("model"), str) and body["model"]:
+        ex.model = body["model"]
+    ex.usage_raw = body.get("usage")
+    ex.usage = convert_usage(body.get("usage"))
+    text = KeptText(new_budget())
+    refusals = []
+    for item in items(body, "output"):
+        if not isinstance(item, dict):
+            continue
+        _decode_item(item, ex, text, refusals)
+    ex.text = text.value()
+    ex.text_truncated = text.truncated or bool(body.get("_llmtap_truncated"))
+    ex.refusal = "".join(refusals) or None
+    _finish(body, ex)
+
+
+def _decode_item(item: dict[str, Any], ex: Exchange, text: KeptText, refusals: list[str]) -> None:
+    kind = item.get("type")
+    if kind == "message":
+        for part in items(item, "content"):
+            if not isinstance(part, dict):
+                continue
+            if part.get("type") == "output_text":
+                text.add(part.get("text"))
+            elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+                refusals.append(part["refusal"])
+    elif kind == "reasoning":
+        ex.reasoning_blocks += 1
+    elif kind == "function_call":
+        raw = item.get("arguments")
+        ex.tool_calls.append(tool_call_from_text(item.get("call_id"), item.get("name"), raw if isinstance(raw, str) else ""))
+    elif kind == "custom_tool_call":
+        raw = item.get("input")
+        ex.tool_calls.append(tool_call_from_text(item.get("call_id"), item.get("name"), raw if isinstance(raw, str) else ""))
+    elif kind in _CLIENT_ACTION_ITEMS:
+        action = item.get("action", item.get("operation"))
+        ex.tool_calls.append(tool_call_from_object(item.get("call_id"), kind.removesuffix("_call"), action))
+    elif isinstance(kind, str) and (kind in _SERVER_ITEMS or kind.endswith("_call")):
+        ex.server_tool_calls.append(ServerToolCall(type=kind, id=item.get("id"), name=item.get("name")))
+
+
+def _finish(body: dict[str, Any], ex: Exchange) -> None:
+    status = body.get("status")
+    ex.finish_reason_raw = status if isinstance(status, str) else None
+    if status == "completed":
+        ex.finish_reason = "tool_use" if ex.tool_calls else "end_turn"
+    elif status == "incomplete":
+        ex.finish_reason = _INCOMPLETE.get(sub(body, "incomplete_details").get("reason"))
+    elif status == "failed":
+        ex.finish_reason = "error"
+    if ex.refusal and ex.finish_reason == "end_turn":
+        ex.finish_reason = "refusal"
+    if ex.error is not None:
+        ex.finish_reason = "error"
+
+
+class Fold:
+    """Folds Responses stream events (SSE or WebSocket frames) into a `response` object."""
+
+    def __init__(self, budget: list[int]) -> None:
+        self.response: dict[str, Any] = {}
+        self.items: dict[int, dict[str, Any]] = {}
+        self.texts: dict[tuple[int, int], KeptText] = {}
+        self.args: dict[int, KeptText] = {}
+        self.budget = budget
+        self.error: Any = None
+        self.complete = False
+        self.saw_token = False
+
+    def feed(self, event: Any, name: str = "") -> None:
+        if not isinstance(event, dict):
+            return
+        kind = event.get("type") or name
+        if kind in ("response.created", "response.in_progress", "response.queued", *TERMINAL):
+            if isinstance(event.get("response"), dict):
+                self.response = event["response"]
+            self.complete = self.complete or kind in TERMINAL
+        elif kind == "response.output_item.added":
+            self._item(event, done=False)
+        elif kind == "response.output_item.done":
+            self._item(event, done=True)
+        elif kind == "response.output_text.delta":
+            key = (count(event.get("output_index")) or 0, count(event.get("content_index")) or 0)
+            self.texts.setdefault(key, KeptText(self.budget)).add(event.get("delta"))
+            self.saw_token = True
+        elif kind in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
+            index = count(event.get("output_index")) or 0
+            self.args.setdefault(index, KeptText(self.budget)).add(event.get("delta"))
+            self.saw_token = True
+        elif kind == "error":
+            self.error = event.get("error") if isinstance(event.get("error"), dict) else event
+
+    def end_marker(self) -> None:
+        """Responses streams end with a terminal event, not `[DONE]`."""
+
+    def _item(self, event: dict[str, Any], done: bool) -> None:
+        index = count(event.get("output_index"))
+        item = event.get("item")
+        if index is None or not isinstance(item, dict):
+            return
+        if done or index not in self.items:
+            self.items[index] = copy.copy(item)
+        if done:  # the finished item is authoritative: drop what the deltas built
+            self.args.pop(index, None)
+            for key in [k for k in self.texts if k[0] == index]:
+                del self.texts[key]
+
+    def body(self) -> dict[str, Any]:
+        body = dict(self.response)
+        if not items(body, "output"):
+            body["output"] = self._assembled()
+        if self.error is not None and body.get("error") is None:
+            body["error"] = self.error
+        body["_llmtap_truncated"] = any(t.truncated for t in (*self.texts.values(), *self.args.values()))
+        return body
+
+    def _assembled(self) -> list[dict[str, Any]]:
+        output = []
+        for index in sorted(self.items):
+            item = self.items[index]
+            if index in self.args:
+                key = "input" if item.get("type") == "custom_tool_call" else "arguments"
+                item[key] = self.args[index].value()
+            parts = sorted(k[1] for k in self.texts if k[0] == index)
+            if parts:
+                item["content"] = [
+                    {"type": "output_text", "text": self.texts[(index, part)].value()} for part in parts
+                ]
+            output.append(item)
+        return output
+
+
+def requested_model(body: dict[str, Any], path: str) -> str | None:
+    return body.get("model") if isinstance(body.get("model"), str) else None
+
+
+def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
+    if body.get("type") == "response.create" and isinstance(body.get("response"), dict):
+        body = body["response"]  # WebSocket mode may wrap the request
+    reasoning = body.get("reasoning")
+    facts = RequestFacts(
+        model=requested_model(body, path),
+        stream=body.get("stream") if isinstance(body.get("stream"), bool) else None,
+        max_tokens=count(body.get("max_output_tokens")),
+        tool_choice=body.get("tool_choice"),
+        prompt_cache_key=body.get("prompt_cache_key") if isinstance(body.get("prompt_cache_key"), str) else None,
+        previous_response_id=body.get("previous_response_id") if isinstance(body.get("previous_response_id"), str) else None,
+        thinking=reasoning if isinstance(reasoning, dict) else None,
+        params={k: body[k] for k in ("temperature", "top_p", "store", "truncation", "service_tier", "prompt_cache_retention", "text") if k in body},
+    )
+    if facts.params.get("prompt_cache_retention") == "24h":
+        facts.cache_ttl = "24h"
+    tools = [t for t in items(body, "tools") if isinstance(t, dict)]
+    for tool in tools:
+        kind = str(tool.get("type") or "function")
+        if kind in _SERVER_TOOL_TYPES or kind.startswith(("web_search", "code_interpreter")):
+            facts.server_tools.append(kind)
+        else:
+            schema = tool.get("parameters") if isinstance(tool.get("parameters"), dict) else None
+            facts.tools.append(ToolSpec(name=str(tool.get("name") or kind), schema=schema, type=kind))
+    instructions = body.get("instructions")
+    facts.system_chars = json_size(instructions) if instructions else 0
+    entries = body.get("input")
+    if isinstance(entries, str):
+        entries = [{"role": "user", "content": entries}]
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict):
+            _scan_entry(facts, entry)
+            facts.message_hashes.append(stable_hash(without_cache_markers(entry)))
+            facts.message_chars.append(json_size(entry.get("content", entry.get("output", entry.get("arguments", "")))))
+    facts.tools_hash = stable_hash(tools)
+    facts.system_hash = stable_hash(instructions or "")
+    return facts
+
+
+def _scan_entry(facts: RequestFacts, entry: dict[str, Any]) -> None:
+    kind = entry.get("type", "message")
+    if kind == "message" or "role" in entry:
+        role = str(entry.get("role"))
+        facts.messages_by_role[role] = facts.messages_by_role.get(role, 0) + 1
+        content = entry.get("content")
+        for part in content if isinstance(content, list) else []:
+            if isinstance(part, dict) and part.get("type") == "input_image":
+                facts.images += 1
+    elif kind.endswith("_call_output") and isinstance(entry.get("call_id"), str):
+        facts.tool_result_ids.append(entry["call_id"])
+        facts.messages_by_role["tool"] = facts.messages_by_role.get("tool", 0) + 1
+    elif kind.endswith("_call") and isinstance(entry.get("call_id"), str):
+        facts.tool_call_ids.append(entry["call_id"])
