@@ -10,10 +10,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from llmtap.cli import decode
+from llmtap.cli import db, decode, export, importer, maintain
 from llmtap.cli.errors import UsageError
+from llmtap.storage.errors import StoreError
 
-COMMANDS = (decode,)
+COMMANDS = (decode, importer, export, maintain, db)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         return int(args.run(args) or 0)
-    except UsageError as exc:
+    except (UsageError, StoreError) as exc:
         print(f"llmtap: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,0 +1,1 @@
+"""Alembic migrations for the store (SQLite and PostgreSQL; batch mode on SQLite)."""

@@ -76,6 +76,10 @@ class ToolCall:
     arguments: dict[str, Any] | None
     arguments_raw: str
     valid_json: bool
+    # Set by `toolcheck`: valid, truncated, unknown_tool, invalid_json, args_lost,
+    # schema_violation (SPEC §5), with a sentence saying why when not valid.
+    status: str = "valid"
+    status_detail: str | None = None
 
 
 @dataclass(slots=True)

@@ -15,7 +15,6 @@ import zlib
 from collections.abc import Callable
 
 import brotli
-
 from llmtap.protocols.errors import DecodeError
 
 if sys.version_info >= (3, 14):

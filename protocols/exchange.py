@@ -28,6 +28,7 @@ from llmtap.protocols.errors import DecodeError
 from llmtap.protocols.jsonarray import JSONArraySplitter
 from llmtap.protocols.routing import provider_for
 from llmtap.protocols.sse import SSEDecoder, SSEEvent
+from llmtap.protocols.toolcheck import check_tool_calls
 
 TRANSLATORS: dict[str, ModuleType] = {
     module.PROTOCOL: module
@@ -283,6 +284,10 @@ class ExchangeDecoder:
             ex.usage_provenance = "missing"
         if ex.model is None:
             ex.model = ex.model_requested
+        try:
+            check_tool_calls(ex)
+        except Exception as exc:  # noqa: BLE001 - a hostile schema must not lose the record
+            self._fail(DecodeError(f"internal error checking tool calls: {exc!r}", "tool_calls"))
 
     def _fail(self, exc: DecodeError) -> None:
         if self.ex.decode_error is None:

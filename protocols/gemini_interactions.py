@@ -38,6 +38,8 @@ FINISH = {
     "failed": "error",
 }
 TERMINAL = ("interaction.completed", "interaction.complete")
+# Statuses of an interaction still running: how a cut stream left it, not how it ended.
+_RUNNING = ("in_progress",)
 _SERVER_TOOLS = ("google_search", "code_execution", "url_context", "file_search", "google_maps", "mcp_server", "computer_use")
 
 
@@ -74,7 +76,7 @@ def decode_body(body: dict[str, Any], ex: Exchange) -> None:
     ex.text = text.value()
     ex.text_truncated = text.truncated or bool(body.get("_llmtap_truncated"))
     status = body.get("status")
-    ex.finish_reason_raw = status if isinstance(status, str) else None
+    ex.finish_reason_raw = status if isinstance(status, str) and status not in _RUNNING else None
     ex.finish_reason = FINISH.get(status) if isinstance(status, str) else None
     if ex.finish_reason == "end_turn" and ex.tool_calls:
         ex.finish_reason = "tool_use"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmtap.protocols.canonical import Exchange, RequestFacts, ServerToolCall, ToolSpec, Usage
+from llmtap.protocols.canonical import Exchange, RequestFacts, ServerToolCall, ToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
     KeptText,
     api_error,
@@ -86,20 +86,7 @@ def decode_body(body: dict[str, Any], ex: Exchange) -> None:
     ex.text_truncated = text.truncated or bool(body.get("_llmtap_truncated"))
     if message.get("reasoning_content") or message.get("reasoning"):
         ex.reasoning_blocks = 1  # DeepSeek, vLLM, OpenRouter expose reasoning text
-    for call in items(message, "tool_calls"):
-        if not isinstance(call, dict):
-            continue
-        function = sub(call, "function")
-        if call.get("type", "function") not in ("function", None) and not function:
-            custom = sub(call, "custom")
-            ex.tool_calls.append(tool_call_from_text(call.get("id"), custom.get("name"), str(custom.get("input") or "")))
-            continue
-        raw = function.get("arguments")
-        ex.tool_calls.append(tool_call_from_text(call.get("id"), function.get("name"), raw if isinstance(raw, str) else ""))
-    legacy = sub(message, "function_call")
-    if legacy:
-        raw = legacy.get("arguments")
-        ex.tool_calls.append(tool_call_from_text(None, legacy.get("name"), raw if isinstance(raw, str) else ""))
+    ex.tool_calls.extend(_tool_calls(message))
     for annotation in items(message, "annotations"):
         if isinstance(annotation, dict) and annotation.get("type") == "url_citation":
             ex.server_tool_calls.append(ServerToolCall(type="web_search"))
@@ -115,6 +102,27 @@ def decode_body(body: dict[str, Any], ex: Exchange) -> None:
         ex.finish_reason = "refusal"
     if ex.error is not None:
         ex.finish_reason = "error"
+
+
+def _tool_calls(message: dict[str, Any]) -> list[ToolCall]:
+    calls = []
+    for call in items(message, "tool_calls"):
+        if not isinstance(call, dict):
+            continue
+        function = sub(call, "function")
+        if call.get("type", "function") not in ("function", None) and not function:
+            custom = sub(call, "custom")  # custom tools take free text, not JSON
+            calls.append(tool_call_from_text(call.get("id"), custom.get("name"), _text(custom.get("input"))))
+            continue
+        calls.append(tool_call_from_text(call.get("id"), function.get("name"), _text(function.get("arguments"))))
+    legacy = sub(message, "function_call")  # the pre-tools `functions` API
+    if legacy:
+        calls.append(tool_call_from_text(None, legacy.get("name"), _text(legacy.get("arguments"))))
+    return calls
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 class Fold:

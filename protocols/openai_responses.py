@@ -34,6 +34,9 @@ from llmtap.protocols.common import (
 PROTOCOL = "openai.responses"
 
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+# Statuses of a response still running: how a cut or broken-off stream left it, not how it
+# ended. https://platform.openai.com/docs/api-reference/responses/object#responses/object-status
+_RUNNING = ("queued", "in_progress")
 # https://platform.openai.com/docs/api-reference/responses/object#responses/object-incomplete_details
 _INCOMPLETE = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 # Output items the provider ran itself.
@@ -122,7 +125,7 @@ def _decode_item(item: dict[str, Any], ex: Exchange, text: KeptText, refusals: l
 
 def _finish(body: dict[str, Any], ex: Exchange) -> None:
     status = body.get("status")
-    ex.finish_reason_raw = status if isinstance(status, str) else None
+    ex.finish_reason_raw = status if isinstance(status, str) and status not in _RUNNING else None
     if status == "completed":
         ex.finish_reason = "tool_use" if ex.tool_calls else "end_turn"
     elif status == "incomplete":
@@ -169,7 +172,7 @@ class Fold:
             self.args.setdefault(index, KeptText(self.budget)).add(event.get("delta"))
             self.saw_token = True
         elif kind == "error":
-            self.error = event.get("error") if isinstance(event.get("error"), dict) else event
+            self.error = _stream_error(event)
 
     def end_marker(self) -> None:
         """Responses streams end with a terminal event, not `[DONE]`."""
@@ -209,6 +212,16 @@ class Fold:
                 ]
             output.append(item)
         return output
+
+
+def _stream_error(event: dict[str, Any]) -> dict[str, Any]:
+    """The `error` event carries code, message and param beside its own `type: "error"`,
+    which names the event, not the error
+    (https://platform.openai.com/docs/api-reference/responses-streaming/error). Some servers
+    nest an `error` object instead; that one is taken as it is."""
+    if isinstance(event.get("error"), dict):
+        return event["error"]
+    return {k: v for k, v in event.items() if k not in ("type", "sequence_number")}
 
 
 def requested_model(body: dict[str, Any], path: str) -> str | None:

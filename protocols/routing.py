@@ -64,8 +64,8 @@ def route(method: str, path: str, body: bytes | dict[str, Any] | None = None) ->
     if protocol is None or body is None:
         return protocol
     parsed = _parse(body)
-    if isinstance(parsed, dict) and not any(key in parsed for key in _BODY_KEYS[protocol]):
-        return None
+    if isinstance(parsed, dict) and parsed and not any(key in parsed for key in _BODY_KEYS[protocol]):
+        return None  # a JSON object of some other API that shares the path
     return protocol
 
 

@@ -1,0 +1,121 @@
+"""`llmtap import FILE…`: HAR files and mitmproxy flow files, through the same translators
+and writer as live traffic, with a progress bar.
+
+An entry that is not an LLM generation is counted and skipped; an entry that cannot be
+read is reported in one line and skipped; a file that is neither format is a one-line
+error. Not responsible for decoding or storage themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmtap.cli import settings as settings_module
+from llmtap.cli.errors import UsageError
+from llmtap.cli.store import open_store
+from llmtap.storage.importers.flows import FlowFileError, looks_like_flows, read_flows
+from llmtap.storage.importers.har import HarError, exchanges, read_har
+from llmtap.storage.ingest import HttpExchange, to_record
+from llmtap.storage.secrets import KeyFingerprinter
+from llmtap.storage.writer import Writer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "import",
+        help="import HAR files and mitmproxy flow files into the store",
+        description="Decode the LLM exchanges in HAR files (browser or proxy exports) and "
+        "mitmproxy flow files and store them like live traffic.",
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE")
+    parser.add_argument("--bodies", choices=("none", "metadata", "full"), help="what to keep of the bodies (default metadata)")
+    settings_module.add_common(parser)
+    parser.set_defaults(run=run)
+
+
+@dataclass
+class Counts:
+    stored: int = 0
+    skipped: int = 0
+    unreadable: int = 0
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = [Path(p) for p in args.files]
+    for path in paths:
+        if not path.is_file():
+            raise UsageError(f"no such file: {str(path)!r}")
+    settings = settings_module.load(args)
+    engine = open_store(settings)
+    writer = Writer(engine, spool_dir=settings.spool_dir, body_mode=settings.body_mode)
+    fingerprinter = KeyFingerprinter.from_file(settings.secret_file)
+    counts = Counts()
+    err = Console(stderr=True)
+    try:
+        with _progress(err) as progress:
+            for path in paths:
+                total, items = _open(path)
+                task = progress.add_task(path.name, total=total)
+                for http, problem in items:
+                    progress.advance(task)
+                    if problem:
+                        counts.unreadable += 1
+                        err.print(f"[yellow]skipped[/] {path.name}: {problem}", highlight=False)
+                        continue
+                    assert http is not None
+                    record = to_record(http, fingerprinter=fingerprinter, key_teams=settings.key_teams)
+                    if record is None:
+                        counts.skipped += 1
+                        continue
+                    writer.submit(record)
+                    counts.stored += 1
+    finally:
+        writer.close()
+    spooled = writer.stats.spooled
+    note = f", {spooled} waiting in the spool (database unavailable)" if spooled else ""
+    print(
+        f"imported {counts.stored} LLM exchanges ({writer.stats.duplicates} already stored), "
+        f"skipped {counts.skipped} other requests and {counts.unreadable} unreadable entries{note}"
+    )
+    return 0
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=not sys.stderr.isatty(),
+        disable=not console.is_terminal,
+    )
+
+
+def _open(path: Path) -> tuple[int | None, Iterator[tuple[HttpExchange | None, str | None]]]:
+    try:
+        if looks_like_flows(path):
+            handle = open(path, "rb")  # noqa: SIM115 - closed by the generator
+            return None, _closing(handle, read_flows(handle))
+        entries, total = read_har(path)
+        return total, exchanges(entries)
+    except (HarError, FlowFileError) as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+
+
+def _closing(handle, items):
+    try:
+        try:
+            yield from items
+        except FlowFileError as exc:
+            raise UsageError(str(exc)) from None
+    finally:
+        handle.close()

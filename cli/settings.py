@@ -1,0 +1,75 @@
+"""Settings shared by the commands: from flags, then the environment, then the TOML
+config file, then defaults.
+
+Config file (`--config`, `$LLMTAP_CONFIG`, else `~/.llmtap/config.toml` when present):
+
+    db = "postgresql://llmtap@db.internal/llmtap"
+    bodies = "metadata"          # none | metadata | full
+    spool = "/var/lib/llmtap/spool"
+    [teams]                      # key fingerprint (see `llmtap fingerprint`) -> team
+    "9f2c…" = "search"
+
+Not responsible for what the commands do with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmtap.cli.errors import UsageError
+from llmtap.storage.engine import default_url, home
+from llmtap.storage.rows import BODY_MODES
+
+
+@dataclass
+class Settings:
+    db: str
+    body_mode: str
+    spool_dir: Path
+    secret_file: Path
+    key_teams: dict[str, str] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    config_path: Path | None = None
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", metavar="URL", help="SQLAlchemy URL of the store (env LLMTAP_DB; default a SQLite file in ~/.llmtap)")
+    parser.add_argument("--config", metavar="FILE", help="TOML config file (env LLMTAP_CONFIG)")
+
+
+def load(args: argparse.Namespace) -> Settings:
+    path, config = _config(getattr(args, "config", None))
+    body_mode = getattr(args, "bodies", None) or os.environ.get("LLMTAP_BODIES") or config.get("bodies") or "metadata"
+    if body_mode not in BODY_MODES:
+        raise UsageError(f"bodies must be one of {', '.join(BODY_MODES)}, not {body_mode!r}")
+    teams = config.get("teams", {})
+    if not isinstance(teams, dict) or not all(isinstance(v, str) for v in teams.values()):
+        raise UsageError(f"{path}: [teams] must map key fingerprints to team names")
+    base = home()
+    return Settings(
+        db=getattr(args, "db", None) or os.environ.get("LLMTAP_DB") or config.get("db") or default_url(),
+        body_mode=body_mode,
+        spool_dir=Path(config.get("spool") or os.environ.get("LLMTAP_SPOOL") or base / "spool").expanduser(),
+        secret_file=Path(config.get("secret_file") or base / "fingerprint.secret").expanduser(),
+        key_teams=dict(teams),
+        config=config,
+        config_path=path,
+    )
+
+
+def _config(flag: str | None) -> tuple[Path | None, dict[str, Any]]:
+    explicit = flag or os.environ.get("LLMTAP_CONFIG")
+    path = Path(explicit).expanduser() if explicit else home() / "config.toml"
+    if not path.exists():
+        if explicit:
+            raise UsageError(f"config file {str(path)!r} does not exist")
+        return None, {}
+    try:
+        return path, tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+        raise UsageError(f"cannot read config file {str(path)!r}: {exc}") from None

@@ -1,0 +1,15 @@
+"""Opening the store for a command: an engine at the schema's head, or a one-line error."""
+
+from __future__ import annotations
+
+from llmtap.cli.settings import Settings
+from llmtap.storage.engine import make_engine
+from llmtap.storage.migrate import ensure_current
+from sqlalchemy import Engine
+
+
+def open_store(settings: Settings, *, migrate: bool = True) -> Engine:
+    engine = make_engine(settings.db)
+    if migrate:
+        ensure_current(engine)
+    return engine

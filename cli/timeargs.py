@@ -1,0 +1,32 @@
+"""Time arguments: `--since/--until` take an ISO date or time (UTC unless it says) or an
+age such as `30d`, `12h`, `90m`; `--older-than` takes an age."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from llmtap.cli.errors import UsageError
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def age(value: str) -> timedelta:
+    match = _AGE.match(value)
+    if not match:
+        raise UsageError(f"not an age: {value!r} (use e.g. 30d, 12h, 90m)")
+    return timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
+
+
+def moment(value: str | None, now: datetime | None = None) -> datetime | None:
+    """An absolute UTC time from an ISO string or an age before now."""
+    if value is None:
+        return None
+    if _AGE.match(value):
+        return (now or datetime.now(UTC)) - age(value)
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"not a date or time: {value!r} (use e.g. 2026-11-01, 2026-11-01T09:00, 7d)") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

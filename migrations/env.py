@@ -1,0 +1,36 @@
+"""Alembic environment: uses the connection `llmtap.storage.migrate` passes in, batch
+mode on SQLite, and the store's MetaData (with its naming convention) as the target."""
+
+from __future__ import annotations
+
+from alembic import context
+from llmtap.storage.schema import metadata
+from sqlalchemy import create_engine
+
+config = context.config
+
+
+def run() -> None:
+    connection = config.attributes.get("connection")
+    if connection is None:  # plain `alembic` CLI use: a URL from the ini or -x url=...
+        url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
+        with create_engine(url).begin() as own:
+            _configure_and_run(own)
+        return
+    _configure_and_run(connection)
+
+
+def _configure_and_run(connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+if context.is_offline_mode():
+    raise SystemExit("llmtap migrations need a live connection (SQLite batch mode)")
+run()

@@ -1,0 +1,65 @@
+"""Where the store is and how to connect: the default SQLite file, URL normalisation,
+and SQLite tuned for a recorder (WAL, a busy timeout, foreign keys).
+
+Not responsible for the schema's version (see `migrate.py`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from llmtap.storage.errors import StoreError
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+
+def home() -> Path:
+    """llmtap's own folder: the default database, the spool, the fingerprint secret."""
+    return Path(os.environ.get("LLMTAP_HOME") or Path.home() / ".llmtap")
+
+
+def default_url() -> str:
+    return os.environ.get("LLMTAP_DB") or f"sqlite:///{home() / 'llmtap.db'}"
+
+
+def normalize_url(url: str) -> str:
+    """`postgresql://` means psycopg 3 here (psycopg2 is not a dependency)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise StoreError(f"not a database URL: {url!r}") from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
+        raise StoreError(f"unsupported database {parsed.drivername!r}: use sqlite:// or postgresql://")
+    return parsed.render_as_string(hide_password=False)
+
+
+def make_engine(url: str | None = None, *, busy_timeout_ms: int = 5000) -> Engine:
+    url = normalize_url(url or default_url())
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database
+        if database and database != ":memory:":
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
+        event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_ms))
+        return engine
+    return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 5})
+
+
+def _sqlite_pragmas(busy_timeout_ms: int):
+    def on_connect(dbapi_connection, _record) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        except Exception:  # noqa: BLE001 - a read-only file cannot switch modes; reads still work
+            pass
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    return on_connect

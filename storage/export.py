@@ -1,0 +1,114 @@
+"""Stored exchanges read back as canonical dicts (SPEC §2 fields plus identity and timings).
+
+Used by `llmtap export` and anything else that lists exchanges. Rows are fetched in pages
+so a large store is never held in memory at once. Not responsible for output formats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from llmtap.storage.schema import exchanges, tool_calls
+from sqlalchemy import Engine, select
+
+PAGE = 1000
+
+USAGE_COLUMNS = {
+    "input_tokens": "usage_input_tokens",
+    "cache_read_tokens": "usage_cache_read_input_tokens",
+    "cache_write_tokens": "usage_cache_creation_input_tokens",
+    "cache_write_5m_tokens": "usage_cache_creation_5m_input_tokens",
+    "cache_write_1h_tokens": "usage_cache_creation_1h_input_tokens",
+    "output_tokens": "usage_output_tokens",
+    "reasoning_tokens": "usage_reasoning_output_tokens",
+}
+IDENTITY = ("id", "team", "key_fingerprint", "key_last4", "host", "path", "source")
+TIMINGS = ("started_at", "first_byte_at", "first_token_at", "ended_at", "ttfb_ms", "ttft_ms", "duration_ms")
+CANONICAL = (
+    "protocol", "provider", "streamed", "status", "complete", "model_requested", "model",
+    "response_id", "finish_reason", "finish_reason_raw",
+)
+
+
+def utc(value: datetime | None) -> datetime | None:
+    """SQLite hands timestamps back without their zone; they were written as UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def exchange_dicts(
+    engine: Engine, since: datetime | None = None, until: datetime | None = None
+) -> Iterator[dict[str, Any]]:
+    """Canonical dicts of the exchanges started in [since, until), oldest first."""
+    last: tuple[Any, str] | None = None
+    while True:
+        query = select(exchanges).order_by(exchanges.c.started_at, exchanges.c.id).limit(PAGE)
+        if since is not None:
+            query = query.where(exchanges.c.started_at >= since)
+        if until is not None:
+            query = query.where(exchanges.c.started_at < until)
+        if last is not None:
+            query = query.where(
+                (exchanges.c.started_at > last[0])
+                | ((exchanges.c.started_at == last[0]) & (exchanges.c.id > last[1]))
+            )
+        with engine.connect() as connection:
+            rows = connection.execute(query).mappings().all()
+            calls = _tool_calls(connection, [row["id"] for row in rows])
+        if not rows:
+            return
+        for row in rows:
+            yield to_canonical(row, calls.get(row["id"], []))
+        last = (rows[-1]["started_at"], rows[-1]["id"])
+
+
+def _tool_calls(connection: Any, ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    if not ids:
+        return {}
+    query = select(tool_calls).where(tool_calls.c.exchange_id.in_(ids)).order_by(
+        tool_calls.c.exchange_id, tool_calls.c.position
+    )
+    out: dict[str, list[dict[str, Any]]] = {}
+    for call in connection.execute(query).mappings():
+        out.setdefault(call["exchange_id"], []).append(
+            {
+                "id": call["call_id"],
+                "name": call["name"],
+                "arguments": call["arguments"],
+                "arguments_raw": call["arguments_raw"],
+                "valid_json": call["valid_json"],
+                "status": call["status"],
+                "status_detail": call["status_detail"],
+            }
+        )
+    return out
+
+
+def to_canonical(row: Any, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {key: row[key] for key in IDENTITY}
+    out.update({key: utc(row[key]) if key.endswith("_at") else row[key] for key in TIMINGS})
+    out.update({key: row[key] for key in CANONICAL})
+    usage = None
+    if row["usage_input_tokens"] is not None:
+        usage = {name: row[column] for name, column in USAGE_COLUMNS.items()}
+    out["usage"] = usage
+    out["usage_provenance"] = row["usage_provenance"]
+    out["text"] = row["text"]
+    out["reasoning_blocks"] = row["reasoning_blocks"]
+    out["tool_calls"] = calls
+    out["server_tool_calls"] = row["server_tool_calls"] or []
+    error = None
+    if row["error_type"] or row["error_code"] or row["error_message"]:
+        error = {"type": row["error_type"], "code": row["error_code"], "message": row["error_message"]}
+    out["error"] = error
+    out["request"] = {
+        key.removeprefix("request_"): row[key]
+        for key in row.keys()
+        if key.startswith("request_") and key != "request_body_ref"
+    }
+    out["decode_error"] = row["decode_error"]
+    out["interrupted"] = row["interrupted"]
+    return out

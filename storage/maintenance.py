@@ -1,0 +1,116 @@
+"""Retention and re-decoding: `prune` deletes old exchanges and the blobs nothing uses any
+more; `reprocess` re-decodes stored raw bodies with the current translators, in place.
+
+Not responsible for parsing command-line durations (the CLI does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from llmtap.protocols import ExchangeDecoder
+from llmtap.storage import bodies as blobs
+from llmtap.storage.record import Recorded
+from llmtap.storage.rows import rows_for
+from llmtap.storage.schema import bodies, body_refs, exchanges, tool_calls
+from sqlalchemy import Engine, delete, exists, func, select, update
+
+PAGE = 500
+
+
+def prune(engine: Engine, before: datetime) -> tuple[int, int]:
+    """Delete exchanges started before `before`; returns (exchanges, blobs) deleted."""
+    with engine.begin() as connection:
+        old = select(exchanges.c.id).where(exchanges.c.started_at < before)
+        # Children first: SQLite only cascades with foreign keys on, and not every
+        # connection that ever wrote the file had them on.
+        connection.execute(delete(tool_calls).where(tool_calls.c.exchange_id.in_(old)))
+        connection.execute(delete(body_refs).where(body_refs.c.exchange_id.in_(old)))
+        removed = connection.execute(delete(exchanges).where(exchanges.c.started_at < before)).rowcount
+        unused = ~exists().where(body_refs.c.body_hash == bodies.c.hash)
+        collected = connection.execute(delete(bodies).where(unused)).rowcount
+    return removed or 0, collected or 0
+
+
+def load_blob(connection: Any, digest: str) -> bytes:
+    row = connection.execute(select(bodies.c.encoding, bodies.c.data).where(bodies.c.hash == digest)).one()
+    return blobs.decompress(row.data, row.encoding)
+
+
+@dataclass
+class ReprocessResult:
+    reprocessed: int = 0
+    without_bodies: int = 0
+    changed: int = 0
+
+
+def reprocess(engine: Engine, progress: Callable[[int], None] | None = None) -> ReprocessResult:
+    """Re-decode every exchange whose raw response body was kept (body mode `full`)."""
+    result = ReprocessResult()
+    with engine.connect() as connection:
+        result.without_bodies = connection.execute(
+            select(func.count()).select_from(exchanges).where(exchanges.c.response_body_ref.is_(None))
+        ).scalar_one()
+    last_id = ""
+    while True:
+        with engine.begin() as connection:
+            rows = connection.execute(
+                select(exchanges)
+                .where(exchanges.c.response_body_ref.is_not(None), exchanges.c.id > last_id)
+                .order_by(exchanges.c.id)
+                .limit(PAGE)
+            ).mappings().all()
+            if not rows:
+                break
+            for row in rows:
+                result.changed += _reprocess_row(connection, row)
+                result.reprocessed += 1
+            last_id = rows[-1]["id"]
+        if progress:
+            progress(len(rows))
+    return result
+
+
+def _reprocess_row(connection: Any, row: Any) -> int:
+    request = None
+    if row["request_body_ref"]:
+        request, _ = blobs.join_request(load_blob(connection, row["request_body_ref"]), lambda h: load_blob(connection, h))
+    response = load_blob(connection, row["response_body_ref"])
+    decoder = ExchangeDecoder(
+        row["protocol"],
+        request=request,
+        path=row["path"] or "",
+        host=row["host"],
+        status=row["status"],
+        content_type=row["response_content_type"],
+        provider=row["provider"],
+    )
+    decoder.feed(response)
+    exchange = decoder.finish(interrupted=row["interrupted"])
+    record = Recorded(exchange=exchange, started_at=row["started_at"], id=row["id"])
+    fresh_rows = rows_for(record, row["body_mode"])
+    fresh = fresh_rows.exchanges[0]
+    keep = {"id", "dedupe_key", "body_mode", "request_body_ref", "response_body_ref"}
+    changes = {
+        key: value
+        for key, value in fresh.items()
+        if key in exchanges.c and key not in keep and not _identity_column(key)
+    }
+    before = {key: row[key] for key in changes}
+    connection.execute(update(exchanges).where(exchanges.c.id == row["id"]).values(**changes))
+    connection.execute(delete(tool_calls).where(tool_calls.c.exchange_id == row["id"]))
+    if fresh_rows.tool_calls:
+        connection.execute(tool_calls.insert(), fresh_rows.tool_calls)
+    return int(before != changes)
+
+
+def _identity_column(key: str) -> bool:
+    """Who and when stay as recorded; only what decoding yields is recomputed."""
+    return key in {
+        "team", "key_fingerprint", "key_last4", "client_addr", "source", "method", "host", "path",
+        "started_at", "first_byte_at", "first_token_at", "ended_at", "ttfb_ms", "ttft_ms",
+        "duration_ms", "retry_after_s", "response_content_type",
+    }

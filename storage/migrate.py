@@ -1,0 +1,70 @@
+"""Alembic, driven from code: bring a database to the head revision (or any other).
+
+The migration scripts live in `migrations/` (the `llmtap.migrations` package), so this
+works from an installed wheel with no alembic.ini. Not responsible for the tables' shape
+(see `schema.py`) nor for connections (see `engine.py`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from llmtap import migrations
+from llmtap.storage.errors import StoreError
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    config.set_main_option(
+        "file_template", "%%(year)d_%%(month).2d_%%(day).2d_%%(rev)s_%%(slug)s"
+    )
+    return config
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    _run(engine, lambda config: command.upgrade(config, revision))
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    _run(engine, lambda config: command.downgrade(config, revision))
+
+
+def current(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def heads() -> list[str]:
+    return list(ScriptDirectory.from_config(alembic_config()).get_heads())
+
+
+def ensure_current(engine: Engine) -> None:
+    """Upgrade a new or older database to head; a no-op when it is already there."""
+    try:
+        if current(engine) in heads():
+            return
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot open the database: {_first_line(exc)}") from None
+    upgrade(engine)
+
+
+def _run(engine: Engine, action) -> None:
+    config = alembic_config()
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            action(config)
+    except SQLAlchemyError as exc:
+        raise StoreError(f"migration failed: {_first_line(exc)}") from None
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(getattr(exc, "orig", None) or exc)
+    return text.strip().splitlines()[0] if text.strip() else exc.__class__.__name__

@@ -1,0 +1,223 @@
+"""A `Recorded` exchange as the rows of the store's tables, under a body mode.
+
+Body modes (SPEC §4): `none` keeps numbers, names and ids but no content (no answer text,
+no tool arguments, no bodies); `metadata` (the default) keeps the canonical record with
+the answer text and tool arguments but no raw bodies; `full` keeps the raw request and
+response bodies too, redacted, compressed and content-addressed.
+
+Not responsible for executing SQL (see `writer.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from llmtap.protocols.canonical import RequestFacts
+from llmtap.storage import bodies
+from llmtap.storage.record import Recorded
+from llmtap.storage.secrets import scrub
+
+BODY_MODES = ("none", "metadata", "full")
+
+
+@dataclass(slots=True)
+class RowSet:
+    """Everything one batch inserts, table by table."""
+
+    exchanges: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    body_refs: list[dict[str, Any]] = field(default_factory=list)
+
+    def extend(self, other: RowSet) -> None:
+        self.exchanges += other.exchanges
+        self.tool_calls += other.tool_calls
+        self.bodies += other.bodies
+        self.body_refs += other.body_refs
+
+    def __len__(self) -> int:
+        return len(self.exchanges)
+
+
+def _ms(start: datetime, end: datetime | None) -> float | None:
+    if end is None:
+        return None
+    return round((end - start).total_seconds() * 1000.0, 3)
+
+
+def dedupe_key(rec: Recorded) -> str:
+    """Same exchange seen twice (a retried batch, a file imported again) → same key.
+
+    With a provider response id: that id and the answer's shape. Without one: when it
+    started and what was said, which two distinct requests never share.
+    """
+    ex = rec.exchange
+    usage = ex.usage
+    if ex.response_id:
+        parts = [ex.protocol, ex.provider or "", ex.response_id, ex.model or "", str(ex.status)]
+    else:
+        parts = [ex.protocol, rec.started_at.isoformat(), rec.host or "", rec.path or "", rec.team]
+        parts += [_digest(rec.request_body), _digest(rec.response_body), str(ex.status)]
+    parts += [
+        str(usage.input_tokens if usage else ""),
+        str(usage.output_tokens if usage else ""),
+        str(len(ex.text)),
+        str(ex.complete),
+    ]
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).hexdigest()
+
+
+def _digest(body: bytes | None) -> str:
+    return "" if body is None else hashlib.blake2b(body, digest_size=16).hexdigest()
+
+
+def rows_for(rec: Recorded, body_mode: str = "metadata") -> RowSet:
+    ex = rec.exchange
+    keep_content = body_mode != "none"
+    out = RowSet()
+    row = _identity(rec) | _canonical(ex, keep_content) | _request(ex)
+    row["body_mode"] = body_mode
+    row["request_body_ref"] = row["response_body_ref"] = None
+    if body_mode == "full":
+        _bodies(rec, row, out)
+    out.exchanges.append(row)
+    for position, call in enumerate(ex.tool_calls):
+        out.tool_calls.append(
+            {
+                "exchange_id": rec.id,
+                "position": position,
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": call.arguments if keep_content else None,
+                "arguments_raw": scrub(call.arguments_raw) if keep_content else None,
+                "arguments_chars": len(call.arguments_raw),
+                "valid_json": call.valid_json,
+                "status": call.status,
+                "status_detail": call.status_detail,
+            }
+        )
+    return out
+
+
+def _identity(rec: Recorded) -> dict[str, Any]:
+    return {
+        "id": rec.id,
+        "dedupe_key": dedupe_key(rec),
+        "team": rec.team or "unattributed",
+        "key_fingerprint": rec.key_fingerprint,
+        "key_last4": rec.key_last4,
+        "client_addr": rec.client_addr,
+        "source": rec.source,
+        "method": rec.method,
+        "host": rec.host,
+        "path": scrub(rec.path) if rec.path else rec.path,
+        "started_at": rec.started_at,
+        "first_byte_at": rec.first_byte_at,
+        "first_token_at": rec.first_token_at,
+        "ended_at": rec.ended_at,
+        "ttfb_ms": _ms(rec.started_at, rec.first_byte_at),
+        "ttft_ms": _ms(rec.started_at, rec.first_token_at),
+        "duration_ms": _ms(rec.started_at, rec.ended_at),
+        "retry_after_s": rec.retry_after_s,
+        "response_content_type": rec.response_content_type,
+    }
+
+
+def _canonical(ex: Any, keep_content: bool) -> dict[str, Any]:
+    usage = ex.usage
+    error = ex.error
+    return {
+        "protocol": ex.protocol,
+        "provider": ex.provider,
+        "streamed": ex.streamed,
+        "status": ex.status,
+        "complete": ex.complete,
+        "model_requested": ex.model_requested,
+        "model": ex.model,
+        "response_id": ex.response_id,
+        "finish_reason": ex.finish_reason,
+        "finish_reason_raw": ex.finish_reason_raw,
+        "usage_input_tokens": usage.input_tokens if usage else None,
+        "usage_cache_read_input_tokens": usage.cache_read_tokens if usage else None,
+        "usage_cache_creation_input_tokens": usage.cache_write_tokens if usage else None,
+        "usage_cache_creation_5m_input_tokens": usage.cache_write_5m_tokens if usage else None,
+        "usage_cache_creation_1h_input_tokens": usage.cache_write_1h_tokens if usage else None,
+        "usage_output_tokens": usage.output_tokens if usage else None,
+        "usage_reasoning_output_tokens": usage.reasoning_tokens if usage else None,
+        "usage_total_tokens_reported": usage.total_tokens_reported if usage else None,
+        "usage_provenance": ex.usage_provenance,
+        "usage_raw": ex.usage_raw,
+        "usage_check": ex.usage_check or None,
+        "text": scrub(ex.text) if keep_content else None,
+        "text_truncated": ex.text_truncated,
+        "refusal": ex.refusal if keep_content else None,
+        "reasoning_blocks": ex.reasoning_blocks,
+        "tool_call_count": len(ex.tool_calls),
+        "server_tool_calls": [dataclasses.asdict(c) for c in ex.server_tool_calls] or None,
+        "error_type": error.type if error else None,
+        "error_code": error.code if error else None,
+        "error_message": scrub(error.message) if error and error.message else None,
+        "events": ex.events,
+        "interrupted": ex.interrupted,
+        "decode_error": scrub(ex.decode_error) if ex.decode_error else None,
+    }
+
+
+def _request(ex: Any) -> dict[str, Any]:
+    if ex.request is None:
+        return dict.fromkeys(_REQUEST_COLUMNS)
+    return _request_values(ex.request)
+
+
+def _request_values(facts: RequestFacts) -> dict[str, Any]:
+    return {
+        "request_stream": facts.stream,
+        "request_max_tokens": facts.max_tokens,
+        "request_tools": [dataclasses.asdict(t) for t in facts.tools],
+        "request_server_tools": facts.server_tools,
+        "request_tool_choice": facts.tool_choice,
+        "request_messages_by_role": facts.messages_by_role,
+        "request_message_count": sum(facts.messages_by_role.values()),
+        "request_system_chars": facts.system_chars,
+        "request_images": facts.images,
+        "request_cache_breakpoints": facts.cache_breakpoints,
+        "request_cache_ttl": facts.cache_ttl,
+        "request_prompt_cache_key": facts.prompt_cache_key,
+        "request_previous_response_id": facts.previous_response_id,
+        "request_cached_content": facts.cached_content,
+        "request_thinking": facts.thinking,
+        "request_tool_result_ids": facts.tool_result_ids,
+        "request_tool_call_ids": facts.tool_call_ids,
+        "request_params": facts.params,
+        "tools_hash": facts.tools_hash,
+        "system_hash": facts.system_hash,
+        "first_message_hash": facts.message_hashes[0] if facts.message_hashes else None,
+        "message_hashes": facts.message_hashes,
+        "message_chars": facts.message_chars,
+    }
+
+
+_REQUEST_COLUMNS = tuple(_request_values(RequestFacts()))
+
+
+def _bodies(rec: Recorded, row: dict[str, Any], out: RowSet) -> None:
+    seen: set[str] = set()
+    blobs: list[bodies.Blob] = []
+    if rec.request_body is not None:
+        request_blobs = bodies.split_request(rec.request_body, rec.request_headers, drop_media=True)
+        row["request_body_ref"] = request_blobs[0].hash
+        blobs += request_blobs
+    if rec.response_body is not None:
+        response = bodies.response_blob(rec.response_body)
+        row["response_body_ref"] = response.hash
+        blobs.append(response)
+    for piece in blobs:
+        if piece.hash in seen:
+            continue
+        seen.add(piece.hash)
+        out.bodies.append(piece.row())
+        out.body_refs.append({"exchange_id": rec.id, "body_hash": piece.hash})

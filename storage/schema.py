@@ -1,0 +1,174 @@
+"""The store's tables (SQLAlchemy Core), shared by SQLite and PostgreSQL.
+
+`exchanges` holds one row per exchange with every canonical field; usage columns follow
+the OpenTelemetry GenAI names (`usage_input_tokens` includes cached input,
+`usage_output_tokens` includes reasoning). `tool_calls` holds each call with its status.
+`bodies` holds compressed, content-addressed blobs; `body_refs` says which exchange uses
+which blob, so a conversation's repeated prefix is stored once and pruning can collect.
+
+Not responsible for writing rows (see `writer.py`) or for migrations (see `migrations/`,
+which must describe exactly these tables).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects import postgresql
+
+# Constraint names are explicit so batch migrations on SQLite can alter them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+JSONType = JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as_null=True), "postgresql")
+Timestamp = DateTime(timezone=True)
+
+exchanges = Table(
+    "exchanges",
+    metadata,
+    Column("id", String(26), primary_key=True),  # time-ordered, made by the recorder
+    Column("dedupe_key", String(32), nullable=True, unique=True),
+    # who and where
+    Column("team", String(200), nullable=False, server_default="unattributed"),
+    Column("key_fingerprint", String(32), nullable=True),
+    Column("key_last4", String(4), nullable=True),
+    Column("client_addr", String(64), nullable=True),
+    Column("source", String(16), nullable=False, server_default="proxy"),
+    Column("method", String(10), nullable=True),
+    Column("host", String(255), nullable=True),
+    Column("path", Text, nullable=True),
+    # when
+    Column("started_at", Timestamp, nullable=False),
+    Column("first_byte_at", Timestamp, nullable=True),
+    Column("first_token_at", Timestamp, nullable=True),
+    Column("ended_at", Timestamp, nullable=True),
+    Column("ttfb_ms", Float, nullable=True),
+    Column("ttft_ms", Float, nullable=True),
+    Column("duration_ms", Float, nullable=True),
+    # the canonical exchange (SPEC §2)
+    Column("protocol", String(32), nullable=False),
+    Column("provider", String(255), nullable=True),
+    Column("streamed", Boolean, nullable=False),
+    Column("status", Integer, nullable=True),
+    Column("complete", Boolean, nullable=False),
+    Column("model_requested", String(255), nullable=True),
+    Column("model", String(255), nullable=True),
+    Column("response_id", String(255), nullable=True),
+    Column("finish_reason", String(32), nullable=True),
+    Column("finish_reason_raw", String(64), nullable=True),
+    Column("usage_input_tokens", BigInteger, nullable=True),
+    Column("usage_cache_read_input_tokens", BigInteger, nullable=True),
+    Column("usage_cache_creation_input_tokens", BigInteger, nullable=True),
+    Column("usage_cache_creation_5m_input_tokens", BigInteger, nullable=True),
+    Column("usage_cache_creation_1h_input_tokens", BigInteger, nullable=True),
+    Column("usage_output_tokens", BigInteger, nullable=True),
+    Column("usage_reasoning_output_tokens", BigInteger, nullable=True),
+    Column("usage_total_tokens_reported", BigInteger, nullable=True),
+    Column("usage_provenance", String(16), nullable=False),
+    Column("usage_raw", JSONType, nullable=True),
+    Column("usage_check", JSONType, nullable=True),
+    Column("text", Text, nullable=True),
+    Column("text_truncated", Boolean, nullable=False, server_default=text("false")),
+    Column("refusal", Text, nullable=True),
+    Column("reasoning_blocks", Integer, nullable=False, server_default="0"),
+    Column("tool_call_count", Integer, nullable=False, server_default="0"),
+    Column("server_tool_calls", JSONType, nullable=True),
+    Column("error_type", String(128), nullable=True),
+    Column("error_code", String(128), nullable=True),
+    Column("error_message", Text, nullable=True),
+    Column("retry_after_s", Float, nullable=True),
+    Column("events", Integer, nullable=False, server_default="0"),
+    Column("interrupted", Text, nullable=True),
+    Column("decode_error", Text, nullable=True),
+    # the request facts reports need
+    Column("request_stream", Boolean, nullable=True),
+    Column("request_max_tokens", BigInteger, nullable=True),
+    Column("request_tools", JSONType, nullable=True),
+    Column("request_server_tools", JSONType, nullable=True),
+    Column("request_tool_choice", JSONType, nullable=True),
+    Column("request_messages_by_role", JSONType, nullable=True),
+    Column("request_message_count", Integer, nullable=True),
+    Column("request_system_chars", Integer, nullable=True),
+    Column("request_images", Integer, nullable=True),
+    Column("request_cache_breakpoints", Integer, nullable=True),
+    Column("request_cache_ttl", String(8), nullable=True),
+    Column("request_prompt_cache_key", String(255), nullable=True),
+    Column("request_previous_response_id", String(255), nullable=True),
+    Column("request_cached_content", String(255), nullable=True),
+    Column("request_thinking", JSONType, nullable=True),
+    Column("request_tool_result_ids", JSONType, nullable=True),
+    Column("request_tool_call_ids", JSONType, nullable=True),
+    Column("request_params", JSONType, nullable=True),
+    # prefix hashes for cache analysis
+    Column("tools_hash", String(16), nullable=True),
+    Column("system_hash", String(16), nullable=True),
+    Column("first_message_hash", String(16), nullable=True),
+    Column("message_hashes", JSONType, nullable=True),
+    Column("message_chars", JSONType, nullable=True),
+    # stored bodies (SPEC §4 body setting); blobs live in `bodies`
+    Column("body_mode", String(8), nullable=False, server_default="metadata"),
+    Column("request_body_ref", String(64), nullable=True),
+    Column("response_body_ref", String(64), nullable=True),
+    Column("response_content_type", String(128), nullable=True),
+    Index("ix_exchanges_started_at", "started_at"),
+    Index("ix_exchanges_team_started_at", "team", "started_at"),
+    Index("ix_exchanges_model", "model"),
+    Index("ix_exchanges_first_message_hash", "first_message_hash"),
+    Index("ix_exchanges_response_id", "response_id"),
+)
+
+tool_calls = Table(
+    "tool_calls",
+    metadata,
+    Column("exchange_id", String(26), ForeignKey("exchanges.id", ondelete="CASCADE"), primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("call_id", String(255), nullable=True),
+    Column("name", String(255), nullable=True),
+    Column("arguments", JSONType, nullable=True),
+    Column("arguments_raw", Text, nullable=True),
+    Column("arguments_chars", Integer, nullable=False, server_default="0"),
+    Column("valid_json", Boolean, nullable=False),
+    Column("status", String(24), nullable=False),
+    Column("status_detail", Text, nullable=True),
+    Index("ix_tool_calls_call_id", "call_id"),
+    Index("ix_tool_calls_status", "status"),
+)
+
+bodies = Table(
+    "bodies",
+    metadata,
+    Column("hash", String(64), primary_key=True),  # sha256 of the uncompressed bytes
+    Column("encoding", String(8), nullable=False),  # how `data` is compressed: zstd
+    Column("size", BigInteger, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+)
+
+body_refs = Table(
+    "body_refs",
+    metadata,
+    Column("exchange_id", String(26), ForeignKey("exchanges.id", ondelete="CASCADE"), primary_key=True),
+    Column("body_hash", String(64), primary_key=True),
+    Index("ix_body_refs_body_hash", "body_hash"),
+)

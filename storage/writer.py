@@ -1,0 +1,383 @@
+"""The writer: records in without waiting, batched inserts on a thread of its own, and a
+spool when the database is away.
+
+`submit()` is O(1) and never blocks or raises, so the proxy's event loop can call it.
+The thread turns records into rows, inserts them in batches (one transaction each,
+duplicates ignored by id and by provider response id), and when the database is down or
+locked appends the batch to the spool and retries with backoff; when the database is back
+the spool is replayed first, so order is kept. `flush()` waits until everything submitted
+is committed or spooled; `close()` flushes and stops. A row the database rejects for its
+content (not for being away) goes to `rejected.jsonl` beside the spool, never nowhere.
+
+Not responsible for decoding (records arrive decoded) or for signals (the process that
+owns the writer calls `close()` on SIGINT/SIGTERM).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llmtap.storage import schema, spool
+from llmtap.storage.record import Recorded
+from llmtap.storage.rows import BODY_MODES, RowSet, rows_for
+from sqlalchemy import Engine, Table
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+log = logging.getLogger("llmtap.storage")
+
+_STOP = object()
+
+
+@dataclass
+class WriterStats:
+    submitted: int = 0
+    written: int = 0
+    duplicates: int = 0
+    spooled: int = 0
+    replayed: int = 0
+    rejected: int = 0
+    db_errors: int = 0
+    batches: int = 0
+
+    @property
+    def settled(self) -> int:
+        """Records whose fate is durable: in the database, in the spool, or rejected."""
+        return self.written + self.duplicates + self.spooled + self.rejected
+
+
+class Writer:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        spool_dir: Path,
+        body_mode: str = "metadata",
+        batch_size: int = 500,
+        max_delay: float = 0.2,
+        retry_initial: float = 0.5,
+        retry_max: float = 10.0,
+    ) -> None:
+        if body_mode not in BODY_MODES:
+            raise ValueError(f"body mode must be one of {', '.join(BODY_MODES)}")
+        self.engine = engine
+        self.body_mode = body_mode
+        self.batch_size = batch_size
+        self.max_delay = max_delay
+        self.retry_initial = retry_initial
+        self.retry_max = retry_max
+        self.spool = spool.Spool(spool_dir)
+        self.rejected_path = spool_dir / "rejected.jsonl"
+        self.stats = WriterStats()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._settled = threading.Condition()
+        self._held: list[RowSet] = []  # rows neither the database nor the disk would take
+        self._down_until = 0.0
+        self._backoff = retry_initial
+        self._dialect = engine.dialect.name
+        self._thread = threading.Thread(target=self._run, name="llmtap-writer", daemon=True)
+        self._closed = False
+        self._thread.start()
+
+    # -- the caller's side ---------------------------------------------------------------
+
+    def submit(self, record: Recorded) -> None:
+        """Hand over one record; returns at once."""
+        with self._settled:
+            self.stats.submitted += 1
+        self._queue.put(record)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every record submitted so far is committed or spooled."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._settled:
+            target = self.stats.submitted
+            while self.stats.settled < target:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._settled.wait(timeout=left if left is not None else 0.5)
+        return True
+
+    def close(self, timeout: float | None = 60.0) -> bool:
+        """Flush everything queued and stop the thread."""
+        if self._closed:
+            return True
+        self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+        finished = not self._thread.is_alive()
+        self.spool.close()
+        return finished and not self._held
+
+    @property
+    def backlog(self) -> int:
+        return self.stats.submitted - self.stats.settled
+
+    # -- the thread ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            batch, stopping = self._take()
+            try:
+                self._handle(batch, final=stopping)
+            except Exception:  # noqa: BLE001 - the thread must outlive any bug
+                log.exception("llmtap writer: unexpected failure; rows kept in memory for retry")
+
+    def _take(self) -> tuple[list[Recorded], bool]:
+        batch: list[Recorded] = []
+        deadline = time.monotonic() + self.max_delay
+        while len(batch) < self.batch_size:
+            left = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=max(left, 0.001)) if left > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                batch.extend(self._drain())
+                return batch, True
+            batch.append(item)
+        return batch, False
+
+    def _drain(self) -> list[Recorded]:
+        rest = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return rest
+            if item is not _STOP:
+                rest.append(item)
+
+    def _handle(self, batch: list[Recorded], final: bool) -> None:
+        rows = self._rows(batch)
+        if final:  # write everything now, in batches, database or spool
+            for start in range(0, max(len(rows.exchanges), 1), self.batch_size):
+                self._deliver(_slice(rows, start, self.batch_size))
+            self._retry_held(force=True)
+            return
+        if rows.exchanges:
+            self._deliver(rows)
+        elif time.monotonic() >= self._down_until:  # idle: catch up on what waits
+            self._retry_held()
+            if self.spool.pending or self.spool.has_files():
+                self._replay()
+
+    def _rows(self, batch: Iterable[Recorded]) -> RowSet:
+        rows = RowSet()
+        for record in batch:
+            try:
+                rows.extend(rows_for(record, self.body_mode))
+            except Exception as exc:  # noqa: BLE001 - a record that cannot become rows
+                log.error("llmtap writer: record %s could not be stored: %r", record.id, exc)
+                self._reject_record(record, exc)
+        return rows
+
+    def _deliver(self, rows: RowSet) -> None:
+        if not rows.exchanges:
+            return
+        now = time.monotonic()
+        if now < self._down_until or self._held:
+            self._to_spool(rows)
+            return
+        if self.spool.pending or self.spool.has_files():
+            if not self._replay():
+                self._to_spool(rows)
+                return
+        try:
+            self._write(rows)
+        except SQLAlchemyError as exc:
+            if _is_unavailable(exc):
+                self._went_down(exc)
+                self._to_spool(rows)
+            else:
+                self._isolate(rows, exc)
+
+    def _replay(self) -> bool:
+        try:
+            replayed = self.spool.replay(self._write_replayed)
+        except SQLAlchemyError as exc:
+            if _is_unavailable(exc):
+                self._went_down(exc)
+            else:
+                log.error("llmtap writer: spool replay hit a bad row: %s", _first_line(exc))
+            return False
+        if replayed:
+            log.info("llmtap writer: replayed %d spooled exchanges", replayed)
+        return True
+
+    def _write_replayed(self, rows: RowSet) -> None:
+        try:
+            inserted = self._insert(rows)
+        except SQLAlchemyError as exc:
+            if _is_unavailable(exc):
+                raise
+            inserted = self._isolate_quietly(rows)
+        self.stats.replayed += inserted
+        self._came_up()
+
+    def _write(self, rows: RowSet) -> None:
+        inserted = self._insert(rows)
+        self._came_up()
+        self._settle(written=inserted, duplicates=len(rows.exchanges) - inserted)
+
+    def _insert(self, rows: RowSet) -> int:
+        with self.engine.begin() as connection:
+            if rows.bodies:
+                connection.execute(self._insert_ignore(schema.bodies), _unique(rows.bodies, "hash"))
+            statement = self._insert_ignore(schema.exchanges).returning(schema.exchanges.c.id)
+            inserted = set(connection.execute(statement, rows.exchanges).scalars())
+            calls = [c for c in rows.tool_calls if c["exchange_id"] in inserted]
+            refs = [r for r in rows.body_refs if r["exchange_id"] in inserted]
+            if calls:
+                connection.execute(self._insert_ignore(schema.tool_calls), calls)
+            if refs:
+                connection.execute(self._insert_ignore(schema.body_refs), refs)
+        self.stats.batches += 1
+        return len(inserted)
+
+    def _insert_ignore(self, table: Table) -> Any:
+        dialect = postgresql if self._dialect == "postgresql" else sqlite
+        return dialect.insert(table).on_conflict_do_nothing()
+
+    def _isolate(self, rows: RowSet, exc: SQLAlchemyError) -> None:
+        """A batch the database refused for its content: find the rows at fault."""
+        log.error("llmtap writer: batch refused (%s); writing row by row", _first_line(exc))
+        for single in _singles(rows):
+            try:
+                self._write(single)
+            except SQLAlchemyError as row_exc:
+                if _is_unavailable(row_exc):
+                    self._went_down(row_exc)
+                    self._to_spool(single)
+                else:
+                    self._reject(single, row_exc)
+
+    def _isolate_quietly(self, rows: RowSet) -> int:
+        inserted = 0
+        for single in _singles(rows):
+            try:
+                inserted += self._insert(single)
+            except SQLAlchemyError as exc:
+                if _is_unavailable(exc):
+                    raise
+                self._reject(single, exc, count=False)
+        return inserted
+
+    def _to_spool(self, rows: RowSet) -> None:
+        try:
+            self.spool.append(rows)
+        except OSError as exc:  # the disk refuses too: keep them in memory and retry
+            log.error("llmtap writer: cannot spool (%s); holding %d exchanges in memory", exc, len(rows))
+            self._held.append(rows)
+            self._settle(spooled=len(rows))
+            return
+        self._settle(spooled=len(rows))
+
+    def _retry_held(self, force: bool = False) -> None:
+        """Rows neither the database nor the disk took: try the database, then the disk."""
+        held, self._held = self._held, []
+        for rows in held:
+            if force or not self._down_until:
+                try:
+                    self._insert(rows)
+                    continue
+                except SQLAlchemyError:
+                    pass
+            try:
+                self.spool.append(rows)
+            except OSError:
+                self._held.append(rows)
+
+    def _reject(self, rows: RowSet, exc: Exception, count: bool = True) -> None:
+        log.error("llmtap writer: exchange %s rejected: %s", rows.exchanges[0]["id"], _first_line(exc))
+        try:
+            self.rejected_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.rejected_path, "ab") as handle:
+                handle.write(spool.encode(rows))
+        except OSError:
+            self._held.append(rows)
+        if count:
+            self._settle(rejected=len(rows))
+
+    def _reject_record(self, record: Recorded, exc: Exception) -> None:
+        with self._settled:
+            self.stats.rejected += 1
+            self._settled.notify_all()
+
+    def _settle(self, **counts: int) -> None:
+        with self._settled:
+            for name, value in counts.items():
+                setattr(self.stats, name, getattr(self.stats, name) + value)
+            self._settled.notify_all()
+
+    def _went_down(self, exc: Exception) -> None:
+        self.stats.db_errors += 1
+        if self._down_until == 0.0:
+            log.warning("llmtap writer: database unavailable (%s); spooling", _first_line(exc))
+        self._down_until = time.monotonic() + self._backoff
+        self._backoff = min(self._backoff * 2, self.retry_max)
+
+    def _came_up(self) -> None:
+        if self._down_until:
+            log.info("llmtap writer: database is back")
+        self._down_until = 0.0
+        self._backoff = self.retry_initial
+
+
+def _is_unavailable(exc: SQLAlchemyError) -> bool:
+    """Away (down, locked, read-only, refusing connections) rather than refusing a row."""
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
+    if isinstance(exc, IntegrityError):
+        return False
+    if isinstance(exc, OperationalError):
+        return True
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    name = type(getattr(exc, "orig", None)).__name__
+    return name in ("OperationalError", "InterfaceError", "ConnectionException", "AdminShutdown")
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else exc.__class__.__name__
+
+
+def _unique(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    seen: dict[Any, dict[str, Any]] = {}
+    for row in rows:
+        seen.setdefault(row[key], row)
+    return list(seen.values())
+
+
+def _slice(rows: RowSet, start: int, size: int) -> RowSet:
+    exchanges = rows.exchanges[start : start + size]
+    ids = {row["id"] for row in exchanges}
+    return RowSet(
+        exchanges,
+        [c for c in rows.tool_calls if c["exchange_id"] in ids],
+        rows.bodies if start == 0 else [],
+        [r for r in rows.body_refs if r["exchange_id"] in ids],
+    )
+
+
+def _singles(rows: RowSet) -> Iterable[RowSet]:
+    wanted_bodies = {r["body_hash"] for r in rows.body_refs}
+    by_hash = {b["hash"]: b for b in rows.bodies if b["hash"] in wanted_bodies}
+    for row in rows.exchanges:
+        refs = [r for r in rows.body_refs if r["exchange_id"] == row["id"]]
+        yield RowSet(
+            [row],
+            [c for c in rows.tool_calls if c["exchange_id"] == row["id"]],
+            [by_hash[r["body_hash"]] for r in refs if r["body_hash"] in by_hash],
+            refs,
+        )
