@@ -7,14 +7,15 @@ traceback. Not responsible for what the commands do.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
-from llmtap.cli import db, decode, export, importer, maintain
+from llmtap.cli import db, decode, export, importer, maintain, proxy
 from llmtap.cli.errors import UsageError
 from llmtap.storage.errors import StoreError
 
-COMMANDS = (decode, importer, export, maintain, db)
+COMMANDS = (proxy, decode, importer, export, maintain, db)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,6 +48,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback on request
+        if os.environ.get("LLMTAP_DEBUG"):
+            raise
+        print(f"llmtap: internal error: {exc!r} (set LLMTAP_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 70
 
 
 def entry() -> None:

@@ -88,7 +88,7 @@ def decode_body(body: dict[str, Any], ex: Exchange) -> None:
         elif kind in _REASONING_BLOCKS:
             ex.reasoning_blocks += 1
         elif kind == "tool_use":
-            if "_llmtap_raw_input" in block:
+            if isinstance(block.get("_llmtap_raw_input"), str):
                 call = tool_call_from_text(block.get("id"), block.get("name"), block["_llmtap_raw_input"])
             else:
                 call = tool_call_from_object(block.get("id"), block.get("name"), block.get("input"))
@@ -226,8 +226,9 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
     system = body.get("system")
     if isinstance(system, str):
         system = [{"type": "text", "text": system}]
-    facts.system_chars = sum(json_size(b.get("text", "")) for b in system or [] if isinstance(b, dict))
-    _scan_markers(facts, [body.get("tools"), system, body])
+    system = system if isinstance(system, list) else []
+    facts.system_chars = sum(json_size(b.get("text", "")) for b in system if isinstance(b, dict))
+    _scan_markers(facts, [items(body, "tools"), system, body])
     for message in messages:
         role = str(message.get("role"))
         facts.messages_by_role[role] = facts.messages_by_role.get(role, 0) + 1
@@ -238,7 +239,7 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         facts.message_chars.append(json_size(blocks))
         _scan_blocks(facts, blocks, role)
     facts.tools_hash = stable_hash(without_cache_markers(body.get("tools") or []))
-    facts.system_hash = stable_hash(without_cache_markers(system or []))
+    facts.system_hash = stable_hash(without_cache_markers(system))
     return facts
 
 
@@ -259,7 +260,7 @@ def _scan_blocks(facts: RequestFacts, blocks: Any, role: str) -> None:
 
 def _scan_markers(facts: RequestFacts, places: list[Any]) -> None:
     tools, system, body = places
-    for entry in (tools or []) + (system or []):
+    for entry in tools + system:
         if isinstance(entry, dict):
             _mark(facts, entry.get("cache_control"))
     _mark(facts, body.get("cache_control"))  # automatic prompt caching, top level

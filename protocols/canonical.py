@@ -169,5 +169,18 @@ class Exchange:
     decode_error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape `llmtap decode` prints and exports carry."""
-        return dataclasses.asdict(self)
+        """The JSON shape `llmtap decode` prints and exports carry.
+
+        Values that came from the payload (`usage_raw`, `arguments`, schemas, params) are
+        shared, not copied: `dataclasses.asdict` would recurse into them, and a payload may
+        nest deeper than Python recursion goes (`json.loads` accepts ~1,500 levels)."""
+        return _plain(self)
+
+
+def _plain(value: Any) -> Any:
+    """A dataclass as a dict, recursing only into dataclasses and lists of them."""
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list):
+        return [_plain(item) if dataclasses.is_dataclass(item) else item for item in value]
+    return value

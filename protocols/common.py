@@ -136,12 +136,22 @@ def stable_hash(value: Any) -> str:
 
 def without_cache_markers(value: Any) -> Any:
     """The value with every `cache_control` key removed: moving a cache breakpoint does
-    not change the cached prefix, so it must not change the prefix hashes either."""
-    if isinstance(value, dict):
-        return {k: without_cache_markers(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [without_cache_markers(v) for v in value]
-    return value
+    not change the cached prefix, so it must not change the prefix hashes either.
+
+    Walks with its own stack: `json.loads` accepts nesting deeper than Python recursion."""
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    while stack:
+        node, parent, key = stack.pop()
+        if isinstance(node, dict):
+            parent[key] = copy = dict.fromkeys(k for k in node if k != "cache_control")
+            stack.extend((node[k], copy, k) for k in copy)
+        elif isinstance(node, list):
+            parent[key] = copy = [None] * len(node)
+            stack.extend((item, copy, i) for i, item in enumerate(node))
+        else:
+            parent[key] = node
+    return root[0]
 
 
 def json_size(value: Any) -> int:

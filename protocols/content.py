@@ -31,19 +31,23 @@ _STEP = 1024 * 1024  # bytes of output taken from a decompressor per step
 class _Zlib:
     def __init__(self, wbits: int) -> None:
         self._d = zlib.decompressobj(wbits)
-        self._raw_fallback = wbits == zlib.MAX_WBITS | 32  # deflate sent without a header
-        self._seen = False
+        # `deflate` may come without its zlib header (raw deflate). zlib judges the header
+        # on its first 2 bytes, which may arrive in separate chunks: keep them to replay.
+        self._head: bytes | None = b"" if wbits == zlib.MAX_WBITS | 32 else None
 
     def step(self, data: bytes) -> bytes:
         try:
             out = self._d.decompress(data, _STEP)
         except zlib.error:
-            if not (self._raw_fallback and not self._seen):
+            if self._head is None:
                 raise
             self._d = zlib.decompressobj(-zlib.MAX_WBITS)
-            self._raw_fallback = False
+            data, self._head = self._head + data, None
             out = self._d.decompress(data, _STEP)
-        self._seen = True
+        if self._head is not None:
+            self._head += data
+            if len(self._head) >= 2:
+                self._head = None  # the header was accepted: this is zlib or gzip
         return out
 
     def more(self) -> bytes:

@@ -44,6 +44,7 @@ TRANSLATORS: dict[str, ModuleType] = {
 # A non-streamed body is buffered to be parsed at the end; past this it is not decoded.
 MAX_JSON_BODY = 64 * 1024 * 1024
 _SNIFF_SSE = (b"event:", b"data:", b":", b"id:", b"retry:")
+_SNIFF_BYTES = max(map(len, _SNIFF_SSE))
 
 
 class ExchangeDecoder:
@@ -78,7 +79,7 @@ class ExchangeDecoder:
         self._broken = False
         self._token_seen = False
         self._cut_tail = False
-        self._decode_request(request)
+        self._request = request  # decoded in finish(), off the path bytes travel
         try:
             self._content: ContentDecoder | None = ContentDecoder(content_encoding)
         except DecodeError as exc:
@@ -143,6 +144,8 @@ class ExchangeDecoder:
     def finish(self, interrupted: str | None = None) -> Exchange:
         """The record. `interrupted` says why the response stopped short, if it did."""
         ex = self.ex
+        self._decode_request(self._request)
+        self._request = None
         if not self._broken and self._content is not None:
             try:
                 self._frame(self._content.flush(), final=True)
@@ -162,11 +165,11 @@ class ExchangeDecoder:
 
     def _frame(self, data: bytes, final: bool = False) -> None:
         if self._mode is None:
-            if not data.strip() and not final:
-                self._body += data
-                return
-            self._choose_mode(bytes(self._body) + data)
-            data, self._body = bytes(self._body) + data, bytearray()
+            self._body += data
+            if len(self._body.lstrip()) < _SNIFF_BYTES and not final:
+                return  # too few bytes yet to tell SSE from JSON, however the chunks fell
+            data, self._body = bytes(self._body), bytearray()
+            self._choose_mode(data)
         if self._mode == "sse":
             assert self._sse is not None
             for event in self._sse.decode(data) if data else []:
@@ -246,8 +249,8 @@ class ExchangeDecoder:
             return
         raw = bytes(self._body)
         if not raw.strip():
-            if ex.status is not None and ex.status >= 400:
-                return
+            if (ex.status is not None and ex.status >= 400) or ex.interrupted:
+                return  # an error without a body, or no response at all
             raise DecodeError("response body is empty", "response")
         try:
             body = parse_json(raw, "response")

@@ -166,9 +166,10 @@ class Fold:
         text = part.get("text")
         if isinstance(text, str) and set(part) <= {"text", "thought", "thoughtSignature"}:
             thought = part.get("thought") is True
-            previous = self.parts[-1] if self.parts else None
-            if previous is not None and "_text" in previous and previous.get("thought") is thought:
-                previous["_text"].add(text)  # merge consecutive text fragments of one kind
+            previous = self.parts[-1] if self.parts else {}
+            kept = previous.get("_text")
+            if isinstance(kept, KeptText) and previous.get("thought") is thought:
+                kept.add(text)  # merge consecutive text fragments of one kind
             else:
                 kept = KeptText(self.budget)
                 kept.add(text)
@@ -184,9 +185,10 @@ class Fold:
     def body(self) -> dict[str, Any]:
         parts = []
         for part in self.parts:
-            if "_text" in part:
-                self.truncated = self.truncated or part["_text"].truncated
-                parts.append({"text": part["_text"].value(), "thought": part["thought"]})
+            kept = part.get("_text")
+            if isinstance(kept, KeptText):  # our text run; a part off the wire may say "_text" too
+                self.truncated = self.truncated or kept.truncated
+                parts.append({"text": kept.value(), "thought": part["thought"]})
             else:
                 parts.append(part)
         candidate = dict(self.candidate)

@@ -3,7 +3,7 @@ without `alt=sse` sends `[{…},\\r\\n{…}]` element by element).
 
 `decode(chunk)` returns the text of every element completed so far; `flush()` says
 whether the closing `]` arrived. Structural scanning uses one regular expression per
-chunk, so the work stays linear in the input.
+chunk, so the work stays linear in the input; one element is bounded by `max_element`.
 
 Not responsible for parsing the elements (the protocol module `json.loads` them).
 """
@@ -16,12 +16,14 @@ from llmtap.protocols.errors import DecodeError
 
 _STRUCTURE = re.compile(rb'["{}\[\]]')
 _STRING_END = re.compile(rb'["\\]')
+# Bytes one element may hold, as much as a whole non-streamed body (exchange.MAX_JSON_BODY).
+MAX_ELEMENT = 64 * 1024 * 1024
 
 
 class JSONArraySplitter:
-    __slots__ = ("_buf", "_pos", "_depth", "_in_string", "_start", "_opened", "closed", "_escape")
+    __slots__ = ("_buf", "_pos", "_depth", "_in_string", "_start", "_opened", "closed", "_escape", "_max")
 
-    def __init__(self) -> None:
+    def __init__(self, max_element: int = MAX_ELEMENT) -> None:
         self._buf = bytearray()
         self._pos = 0  # scan position in _buf
         self._depth = 0  # nesting inside the top-level array (0 = between elements)
@@ -30,6 +32,7 @@ class JSONArraySplitter:
         self._start = -1  # where the current element began
         self._opened = False
         self.closed = False
+        self._max = max_element
 
     def decode(self, chunk: bytes) -> list[str]:
         if self.closed or not chunk:
@@ -73,6 +76,8 @@ class JSONArraySplitter:
                     elements.append(bytes(buf[self._start : pos]).decode("utf-8", "replace"))
                     self._start = -1
         self._compact(pos)
+        if len(self._buf) > self._max:
+            raise DecodeError(f"an element of the streamed JSON array exceeds {self._max} bytes", "[]")
         return elements
 
     @property

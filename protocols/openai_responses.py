@@ -26,6 +26,7 @@ from llmtap.protocols.common import (
     new_budget,
     stable_hash,
     sub,
+    text_of,
     tool_call_from_object,
     tool_call_from_text,
     without_cache_markers,
@@ -129,7 +130,8 @@ def _finish(body: dict[str, Any], ex: Exchange) -> None:
     if status == "completed":
         ex.finish_reason = "tool_use" if ex.tool_calls else "end_turn"
     elif status == "incomplete":
-        ex.finish_reason = _INCOMPLETE.get(sub(body, "incomplete_details").get("reason"))
+        reason = sub(body, "incomplete_details").get("reason")
+        ex.finish_reason = _INCOMPLETE.get(reason) if isinstance(reason, str) else None
     elif status == "failed":
         ex.finish_reason = "error"
     if ex.refusal and ex.finish_reason == "end_turn":
@@ -268,7 +270,7 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
 
 
 def _scan_entry(facts: RequestFacts, entry: dict[str, Any]) -> None:
-    kind = entry.get("type", "message")
+    kind = text_of(entry.get("type", "message")) or ""
     if kind == "message" or "role" in entry:
         role = str(entry.get("role"))
         facts.messages_by_role[role] = facts.messages_by_role.get(role, 0) + 1

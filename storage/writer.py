@@ -15,6 +15,7 @@ owns the writer calls `close()` on SIGINT/SIGTERM).
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
@@ -22,7 +23,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from llmtap.storage import schema, spool
 from llmtap.storage.record import Recorded
@@ -36,6 +37,14 @@ log = logging.getLogger("llmtap.storage")
 _STOP = object()
 
 
+@runtime_checkable
+class Pending(Protocol):
+    """A record whose last, costlier steps (finishing the decode, checking tool calls)
+    run on the writer's thread: `build()` returns the record, or None to skip it."""
+
+    def build(self) -> Recorded | None: ...
+
+
 @dataclass
 class WriterStats:
     submitted: int = 0
@@ -44,13 +53,14 @@ class WriterStats:
     spooled: int = 0
     replayed: int = 0
     rejected: int = 0
+    skipped: int = 0
     db_errors: int = 0
     batches: int = 0
 
     @property
     def settled(self) -> int:
         """Records whose fate is durable: in the database, in the spool, or rejected."""
-        return self.written + self.duplicates + self.spooled + self.rejected
+        return self.written + self.duplicates + self.spooled + self.rejected + self.skipped
 
 
 class Writer:
@@ -88,7 +98,7 @@ class Writer:
 
     # -- the caller's side ---------------------------------------------------------------
 
-    def submit(self, record: Recorded) -> None:
+    def submit(self, record: Recorded | Pending) -> None:
         """Hand over one record; returns at once."""
         with self._settled:
             self.stats.submitted += 1
@@ -171,14 +181,19 @@ class Writer:
             if self.spool.pending or self.spool.has_files():
                 self._replay()
 
-    def _rows(self, batch: Iterable[Recorded]) -> RowSet:
+    def _rows(self, batch: Iterable[Recorded | Pending]) -> RowSet:
         rows = RowSet()
-        for record in batch:
+        for item in batch:
             try:
+                # A pending record finishes its decoding here, off the proxy's event loop.
+                record = item.build() if isinstance(item, Pending) else item
+                if record is None:  # not a generation after all (body shape)
+                    self._settle(skipped=1)
+                    continue
                 rows.extend(rows_for(record, self.body_mode))
             except Exception as exc:  # noqa: BLE001 - a record that cannot become rows
-                log.error("llmtap writer: record %s could not be stored: %r", record.id, exc)
-                self._reject_record(record, exc)
+                log.error("llmtap writer: a record could not be stored: %r", exc)
+                self._reject_record(item, exc)
         return rows
 
     def _deliver(self, rows: RowSet) -> None:
@@ -308,7 +323,15 @@ class Writer:
         if count:
             self._settle(rejected=len(rows))
 
-    def _reject_record(self, record: Recorded, exc: Exception) -> None:
+    def _reject_record(self, record: Recorded | Pending, exc: Exception) -> None:
+        try:  # keep what can be kept, for a human to look at
+            exchange = record.exchange.to_dict() if isinstance(record, Recorded) else repr(record)
+            line = json.dumps({"error": repr(exc), "exchange": exchange}, default=str) + "\n"
+            self.rejected_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.rejected_path, "a", encoding="utf-8") as handle:
+                handle.write(line)
+        except (OSError, TypeError, ValueError):
+            log.error("llmtap writer: could not keep the rejected record either")
         with self._settled:
             self.stats.rejected += 1
             self._settled.notify_all()

@@ -1,0 +1,84 @@
+"""Who sent an exchange (SPEC §4), read from the flow on the hooks, plus header hygiene.
+
+First match wins: the proxy-auth user name (`HTTPS_PROXY=http://TEAM:secret@host:port`,
+taken from the CONNECT request for HTTPS or from the request itself for plain HTTP), the
+`X-LLMTap-Team` header, the reverse listener's team, the key-fingerprint map; else
+`unattributed`. `X-LLMTap-Team` and `Proxy-Authorization` are removed before the request
+is forwarded. API keys become a keyed fingerprint and their last four characters here;
+the key itself goes no further.
+
+Not responsible for loading the maps (the CLI or `script_setup` builds them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mitmproxy import http
+
+from llmtap.storage.ingest import TEAM_HEADER, attribute_team, proxy_auth_user
+from llmtap.storage.secrets import KeyFingerprinter, api_key
+
+
+@dataclass(slots=True)
+class Who:
+    team: str
+    key_fingerprint: str | None
+    key_last4: str | None
+    client_addr: str | None
+
+
+@dataclass
+class Attribution:
+    fingerprinter: KeyFingerprinter | None = None
+    key_teams: Mapping[str, str] = field(default_factory=dict)
+    listener_teams: Mapping[int, str] = field(default_factory=dict)  # listen port -> team
+    _connect_users: dict[str, str] = field(default_factory=dict)  # client connection id -> user
+
+    def remember_connect(self, flow: http.HTTPFlow) -> None:
+        """HTTPS through the proxy: the credentials ride the CONNECT request only."""
+        user = proxy_auth_user(flow.request.headers.get("proxy-authorization"))
+        if user:
+            self._connect_users[flow.client_conn.id] = user
+        flow.request.headers.pop("proxy-authorization", None)
+
+    def forget(self, client: Any) -> None:
+        self._connect_users.pop(getattr(client, "id", None), None)
+
+    @staticmethod
+    def strip(flow: http.HTTPFlow) -> None:
+        flow.request.headers.pop(TEAM_HEADER, None)
+        flow.request.headers.pop("proxy-authorization", None)
+
+    def identify(self, flow: http.HTTPFlow) -> Who:
+        headers = flow.request.headers
+        user = self._connect_users.get(flow.client_conn.id) or proxy_auth_user(headers.get("proxy-authorization"))
+        header_team = headers.get(TEAM_HEADER)
+        self.strip(flow)
+        key = api_key(headers.items(multi=True), flow.request.query and _query(flow) or "")
+        fingerprint = self.fingerprinter.fingerprint(key) if key and self.fingerprinter else None
+        team = attribute_team(
+            proxy_user=user,
+            team_header=header_team,
+            listener_team=self._listener_team(flow),
+            fingerprint=fingerprint,
+            key_teams=self.key_teams,
+        )
+        peer = flow.client_conn.peername
+        return Who(
+            team=team,
+            key_fingerprint=fingerprint,
+            key_last4=KeyFingerprinter.last4(key) if key else None,
+            client_addr=str(peer[0]) if peer else None,
+        )
+
+    def _listener_team(self, flow: http.HTTPFlow) -> str | None:
+        sockname = flow.client_conn.sockname
+        port = sockname[1] if sockname and len(sockname) > 1 else None
+        return self.listener_teams.get(port) if port is not None else None
+
+
+def _query(flow: http.HTTPFlow) -> str:
+    return flow.request.path.partition("?")[2]

@@ -1,0 +1,194 @@
+"""The llmtap mitmproxy addon: route each flow, tee LLM responses, hand records to the writer.
+
+Traffic first. mitmproxy's own `Save` addon crashes on purpose when it cannot write; this
+addon does the opposite: a decoder or database failure is logged and becomes a record's
+`decode_error` (or waits in the spool), and the client still gets every byte as the
+server sent it, when the server sent it. Hooks do O(1) work: routing by method and path,
+attribution from headers, a key fingerprint, and setting the stream tee. Decoding
+finishes and rows are written on the writer's thread.
+
+Not responsible for decoding payloads (protocols), storing rows (storage), or starting
+mitmproxy (see `proxy.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from mitmproxy import ctx, http
+
+from llmtap.addon.attribution import Attribution
+from llmtap.addon.tee import ExchangeMeta, PendingExchange, StreamTee
+from llmtap.addon.websocket import WebSocketSessions
+from llmtap.protocols import ExchangeDecoder, route
+from llmtap.protocols.routing import websocket_protocol
+from llmtap.storage.ingest import retry_after
+from llmtap.storage.secrets import redact_headers, redact_query
+from llmtap.storage.writer import Writer
+
+log = logging.getLogger("llmtap.addon")
+
+PROTOCOL_KEY = "llmtap_protocol"
+META_KEY = "llmtap_meta"
+DEFAULT_KEEP = 32 * 1024 * 1024  # raw response bytes kept per exchange in body mode `full`
+
+
+def _request_body(request: http.Request) -> bytes | None:
+    """The request body without its content coding (SDKs rarely compress requests)."""
+    if not request.headers.get("content-encoding"):
+        return request.raw_content
+    try:
+        return request.get_content(strict=True)
+    except ValueError:
+        return request.raw_content
+
+
+class Recorder:
+    """Add to mitmproxy as an addon; give it a started `Writer` (or let `configure` open one
+    from the `llmtap_*` options when loaded with `mitmdump -s`)."""
+
+    def __init__(self, writer: Writer | None = None, attribution: Attribution | None = None) -> None:
+        self.writer = writer
+        self.attribution = attribution or Attribution()
+        self.own_writer = writer is None
+        self.websockets = WebSocketSessions(self._submit)
+        self.counts = {"recorded": 0, "other": 0, "interrupted": 0}
+
+    # -- options (only used when loaded as a script) -------------------------------------
+
+    def load(self, loader: Any) -> None:
+        loader.add_option("llmtap_db", str, "", "SQLAlchemy URL of the llmtap store")
+        loader.add_option("llmtap_bodies", str, "metadata", "what to keep of bodies: none, metadata, full")
+        loader.add_option("llmtap_home", str, "", "llmtap's folder (spool, fingerprint secret)")
+        loader.add_option("llmtap_config", str, "", "llmtap TOML config file (key fingerprint -> team map)")
+        loader.add_option(
+            "llmtap_listener_teams", Sequence[str], [], "PORT=TEAM: the team of a reverse listener's traffic"
+        )
+
+    def configure(self, updated: set[str]) -> None:
+        if not self.own_writer or self.writer is not None:
+            return
+        if not any(name.startswith("llmtap_") for name in updated) and updated:
+            return
+        from llmtap.addon.script_setup import open_from_options
+
+        self.writer, self.attribution = open_from_options(ctx.options)
+
+    def done(self) -> None:
+        self.websockets.close_all()
+        if self.writer is not None:
+            if not self.writer.close():
+                log.error("llmtap: writer did not finish in time; rows are in the spool")
+            log.info("llmtap: %s", self.counts)
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    def http_connect(self, flow: http.HTTPFlow) -> None:
+        self.attribution.remember_connect(flow)
+
+    def client_disconnected(self, client: Any) -> None:
+        self.attribution.forget(client)
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        protocol = route(flow.request.method, flow.request.path)
+        if protocol is None:
+            if websocket_protocol(flow.request.path) is None:
+                self.counts["other"] += 1
+            return
+        flow.metadata[PROTOCOL_KEY] = protocol
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        protocol = flow.metadata.get(PROTOCOL_KEY)
+        if protocol is None:
+            self.attribution.strip(flow)  # never forward our own headers upstream
+            return
+        request = flow.request
+        who = self.attribution.identify(flow)
+        flow.metadata[META_KEY] = ExchangeMeta(
+            method=request.method,
+            host=request.pretty_host,
+            path=redact_query(request.path),
+            team=who.team,
+            key_fingerprint=who.key_fingerprint,
+            key_last4=who.key_last4,
+            client_addr=who.client_addr,
+            request_body=_request_body(request),
+            request_headers=redact_headers(request.headers.items(multi=True)),
+            started=request.timestamp_start or time.time(),
+        )
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        meta: ExchangeMeta | None = flow.metadata.get(META_KEY)
+        if meta is None or flow.response is None:
+            return
+        response = flow.response
+        meta.first_byte = response.timestamp_start or time.time()
+        meta.content_type = response.headers.get("content-type")
+        meta.content_encoding = response.headers.get("content-encoding")
+        meta.retry_after_s = retry_after(response.headers.get("retry-after"), response.headers.get("retry-after-ms"))
+        decoder = ExchangeDecoder(
+            flow.metadata[PROTOCOL_KEY],
+            request=meta.request_body,
+            path=flow.request.path,
+            host=meta.host,
+            status=response.status_code,
+            content_type=meta.content_type,
+            content_encoding=meta.content_encoding,
+        )
+        keep = DEFAULT_KEEP if self.writer is not None and self.writer.body_mode == "full" else None
+        response.stream = StreamTee(decoder, meta, self._submit, keep_limit=keep)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        """Runs after the tee's `b""`; the client's end of stream waits for it: O(1)."""
+        tee = self._tee(flow)
+        if tee is not None and not tee.finished:
+            # A response with no body is never streamed: the tee saw nothing.
+            if flow.response is not None and flow.response.raw_content:
+                tee(flow.response.raw_content)
+            tee.finish(None)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        """A client or server disconnect skips the `b""` call: finish the partial record."""
+        message = flow.error.msg if flow.error else "connection closed"
+        tee = self._tee(flow)
+        if tee is not None:
+            if not tee.finished:
+                self.counts["interrupted"] += 1
+                tee.finish(message)
+            return
+        meta: ExchangeMeta | None = flow.metadata.get(META_KEY)
+        if meta is not None:  # no response at all (upstream unreachable)
+            decoder = ExchangeDecoder(flow.metadata[PROTOCOL_KEY], request=meta.request_body, path=flow.request.path, host=meta.host)
+            meta.ended = time.time()
+            self.counts["interrupted"] += 1
+            self._submit(PendingExchange(decoder, meta, message))
+            flow.metadata.pop(META_KEY, None)
+
+    # -- WebSocket (OpenAI Responses WebSocket mode) ---------------------------------------
+
+    def websocket_start(self, flow: http.HTTPFlow) -> None:
+        if websocket_protocol(flow.request.path) is not None:
+            self.websockets.start(flow, self.attribution.identify(flow))
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        self.websockets.message(flow)
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        self.websockets.end(flow)
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    @staticmethod
+    def _tee(flow: http.HTTPFlow) -> StreamTee | None:
+        stream = flow.response.stream if flow.response is not None else None
+        return stream if isinstance(stream, StreamTee) else None
+
+    def _submit(self, pending: PendingExchange) -> None:
+        if self.writer is None:
+            log.error("llmtap: no writer configured; exchange not recorded")
+            return
+        self.counts["recorded"] += 1
+        self.writer.submit(pending)

@@ -1,0 +1,45 @@
+"""Opening a writer and attribution maps from mitmproxy options, for `mitmdump -s`.
+
+`llmtap proxy` builds these itself from its settings; this is the path for people who run
+their own mitmdump with `-s addon/script.py --set llmtap_db=…`. Not responsible for hooks.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from llmtap.addon.attribution import Attribution
+from llmtap.storage.engine import default_url, home, make_engine
+from llmtap.storage.migrate import ensure_current
+from llmtap.storage.secrets import KeyFingerprinter
+from llmtap.storage.writer import Writer
+
+
+def listener_teams(entries: list[str]) -> dict[int, str]:
+    teams = {}
+    for entry in entries:
+        port, _, team = entry.partition("=")
+        if port.strip().isdigit() and team.strip():
+            teams[int(port)] = team.strip()
+    return teams
+
+
+def open_from_options(options: Any) -> tuple[Writer, Attribution]:
+    if options.llmtap_home:
+        os.environ["LLMTAP_HOME"] = options.llmtap_home
+    base = home()
+    config: dict[str, Any] = {}
+    if options.llmtap_config:
+        config = tomllib.loads(Path(options.llmtap_config).expanduser().read_text())
+    engine = make_engine(options.llmtap_db or config.get("db") or default_url())
+    ensure_current(engine)
+    writer = Writer(engine, spool_dir=Path(config.get("spool") or base / "spool"), body_mode=options.llmtap_bodies)
+    attribution = Attribution(
+        fingerprinter=KeyFingerprinter.from_file(base / "fingerprint.secret"),
+        key_teams=dict(config.get("teams") or {}),
+        listener_teams=listener_teams(list(options.llmtap_listener_teams)),
+    )
+    return writer, attribution

@@ -1,0 +1,119 @@
+"""OpenAI Responses WebSocket mode: one socket, many responses, each an exchange.
+
+The client sends `response.create` messages; the server answers with the same events as
+the SSE stream, as text frames. mitmproxy hands each whole message to `websocket_message`
+and forwards it only after the hook returns, so the work here is one JSON parse and a
+fold step per message. `flow.websocket.messages` grows for the socket's life; it is
+trimmed to the newest message.
+
+Not responsible for attribution (done once at the upgrade) or storage.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mitmproxy import http
+
+from llmtap.addon.attribution import Who
+from llmtap.addon.tee import ExchangeMeta, PendingExchange
+from llmtap.protocols import ExchangeDecoder
+from llmtap.protocols.openai_responses import TERMINAL
+from llmtap.storage.secrets import redact_headers, redact_query
+
+log = logging.getLogger("llmtap.addon")
+KEEP_MESSAGES = 1
+
+
+@dataclass
+class _Session:
+    who: Who
+    host: str
+    path: str
+    headers: list[tuple[str, str]]
+    decoder: ExchangeDecoder | None = None
+    meta: ExchangeMeta | None = None
+
+
+class WebSocketSessions:
+    def __init__(self, sink: Callable[[PendingExchange], None]) -> None:
+        self.sink = sink
+        self.sessions: dict[str, _Session] = {}
+
+    def start(self, flow: http.HTTPFlow, who: Who) -> None:
+        self.sessions[flow.id] = _Session(
+            who=who,
+            host=flow.request.pretty_host,
+            path=redact_query(flow.request.path),
+            headers=redact_headers(flow.request.headers.items(multi=True)),
+        )
+
+    def message(self, flow: http.HTTPFlow) -> None:
+        session = self.sessions.get(flow.id)
+        if session is None or flow.websocket is None or not flow.websocket.messages:
+            return
+        message = flow.websocket.messages[-1]
+        try:
+            if message.is_text:
+                self._handle(session, message.content, message.from_client, message.timestamp)
+        except Exception:  # noqa: BLE001 - the socket's traffic comes first
+            log.exception("llmtap: websocket message not recorded (traffic unaffected)")
+        if len(flow.websocket.messages) > KEEP_MESSAGES:
+            del flow.websocket.messages[:-KEEP_MESSAGES]
+
+    def _handle(self, session: _Session, content: bytes, from_client: bool, at: float) -> None:
+        try:
+            event = json.loads(content)
+        except (ValueError, RecursionError):
+            event = None
+        if from_client:
+            if isinstance(event, dict) and event.get("type") == "response.create":
+                self._finish(session, "a new response.create arrived first")
+                self._begin(session, content, at)
+            return
+        if session.decoder is None or session.meta is None:
+            return
+        if session.meta.first_byte is None:
+            session.meta.first_byte = at
+        if session.decoder.feed_message(event) and session.meta.first_token is None:
+            session.meta.first_token = at
+        if isinstance(event, dict) and event.get("type") in (*TERMINAL, "error"):
+            self._finish(session, None)
+
+    def _begin(self, session: _Session, request: bytes, at: float) -> None:
+        session.decoder = ExchangeDecoder("openai.responses", request=request, path=session.path, host=session.host)
+        session.meta = ExchangeMeta(
+            method="WS",
+            host=session.host,
+            path=session.path,
+            team=session.who.team,
+            key_fingerprint=session.who.key_fingerprint,
+            key_last4=session.who.key_last4,
+            client_addr=session.who.client_addr,
+            request_body=None,
+            request_headers=session.headers,
+            started=at,
+            source="websocket",
+        )
+        session.meta.request_body = request
+
+    def _finish(self, session: _Session, interrupted: str | None) -> None:
+        if session.decoder is None or session.meta is None:
+            return
+        session.meta.ended = time.time()
+        self.sink(PendingExchange(session.decoder, session.meta, interrupted))
+        session.decoder = session.meta = None
+
+    def end(self, flow: http.HTTPFlow) -> None:
+        session = self.sessions.pop(flow.id, None)
+        if session is not None:
+            self._finish(session, "the websocket closed before the response ended")
+
+    def close_all(self) -> None:
+        for session in self.sessions.values():
+            self._finish(session, "the proxy shut down before the response ended")
+        self.sessions.clear()

@@ -1,0 +1,143 @@
+"""`llmtap proxy`: run mitmproxy with the recorder (SPEC §3).
+
+Options come from flags, then the environment (`LLMTAP_LISTEN_HOST`, `LLMTAP_PORT`,
+`LLMTAP_REVERSE="anthropic=8081;openai=8082,search"`), then the config file's `[proxy]`
+table, then defaults: a regular proxy on 127.0.0.1:8080 and no reverse listeners.
+
+    [proxy]
+    listen_host = "127.0.0.1"
+    port = 8080                      # the regular (HTTPS-intercepting) proxy; false: none
+    [[proxy.reverse]]
+    provider = "anthropic"           # anthropic | openai | gemini
+    port = 8081
+    team = "search"                  # optional: this listener's traffic belongs to it
+    upstream = "https://api.anthropic.com"   # optional
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from llmtap.cli import settings as settings_module
+from llmtap.cli.errors import UsageError
+from llmtap.cli.store import open_store
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "proxy",
+        help="run the recording proxy (mitmproxy with the llmtap addon)",
+        description="Record LLM traffic: a regular proxy (HTTPS via mitmproxy's CA) and/or "
+        "reverse listeners per provider. Prints what to set in the client.",
+    )
+    parser.add_argument("--listen-host", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="regular proxy port (default 8080)")
+    parser.add_argument("--no-regular", action="store_true", help="no regular proxy, reverse listeners only")
+    parser.add_argument(
+        "--reverse", action="append", default=[], metavar="NAME=PORT[,TEAM]",
+        help="reverse listener for anthropic, openai or gemini; repeat for each",
+    )
+    parser.add_argument(
+        "--upstream", action="append", default=[], metavar="NAME=URL",
+        help="where a reverse listener forwards to (default the provider's API)",
+    )
+    parser.add_argument("--mode", action="append", default=[], metavar="SPEC", help="a mitmproxy mode spec; repeats")
+    parser.add_argument("--bodies", choices=("none", "metadata", "full"), help="what to keep of bodies")
+    parser.add_argument("--confdir", help="mitmproxy's folder with its CA (default ~/.mitmproxy)")
+    parser.add_argument("--quiet", action="store_true", help="do not print client settings")
+    settings_module.add_common(parser)
+    parser.set_defaults(run=run)
+
+
+def _reverse(entries: list[str], upstreams: dict[str, str], config: list[Any]) -> list[Any]:
+    from llmtap.addon.proxy import ALIASES, UPSTREAMS, ReverseListener
+
+    listeners = []
+    for entry in config:
+        if not isinstance(entry, dict) or "provider" not in entry or "port" not in entry:
+            raise UsageError("each [[proxy.reverse]] needs provider and port")
+        entries = [*entries, f"{entry['provider']}={entry['port']}" + (f",{entry['team']}" if entry.get("team") else "")]
+        if entry.get("upstream"):
+            upstreams.setdefault(ALIASES.get(entry["provider"], entry["provider"]), entry["upstream"])
+    for entry in entries:
+        name, _, rest = entry.partition("=")
+        name = ALIASES.get(name.strip().lower(), name.strip().lower())
+        port_text, _, team = rest.partition(",")
+        if name not in UPSTREAMS or not port_text.strip().isdigit():
+            raise UsageError(f"--reverse wants NAME=PORT[,TEAM] with NAME one of anthropic, openai, gemini: {entry!r}")
+        upstream = upstreams.get(name, UPSTREAMS[name])
+        listeners.append(ReverseListener(name, int(port_text), upstream, team.strip() or None))
+    return listeners
+
+
+def _upstreams(entries: list[str]) -> dict[str, str]:
+    from llmtap.addon.proxy import ALIASES
+
+    out = {}
+    for entry in entries:
+        name, _, url = entry.partition("=")
+        if not url.startswith(("http://", "https://")):
+            raise UsageError(f"--upstream wants NAME=URL: {entry!r}")
+        out[ALIASES.get(name.strip().lower(), name.strip().lower())] = url.rstrip("/")
+    return out
+
+
+def plan_from(args: argparse.Namespace, settings: Any) -> Any:
+    from llmtap.addon.proxy import ProxyPlan, check_modes
+
+    section = settings.config.get("proxy", {})
+    env_reverse = [e for e in os.environ.get("LLMTAP_REVERSE", "").split(";") if e.strip()]
+    port = args.port or _int(os.environ.get("LLMTAP_PORT")) or section.get("port", 8080)
+    if args.no_regular or port is False or ((args.reverse or args.mode) and not args.port and "port" not in section):
+        port = None
+    plan = ProxyPlan(
+        listen_host=args.listen_host or os.environ.get("LLMTAP_LISTEN_HOST") or section.get("listen_host", "127.0.0.1"),
+        regular_port=port,
+        reverse=_reverse(args.reverse or env_reverse, _upstreams(args.upstream), section.get("reverse", [])),
+        extra_modes=list(args.mode) + list(section.get("modes", [])),
+        confdir=Path(args.confdir or section.get("confdir") or "~/.mitmproxy").expanduser(),
+        quiet=args.quiet,
+    )
+    try:
+        check_modes(plan.modes())
+    except ValueError as exc:
+        raise UsageError(f"bad proxy mode: {exc}") from None
+    if not plan.modes():
+        raise UsageError("nothing to listen on: give --port, --reverse or --mode")
+    return plan
+
+
+def _int(value: str | None) -> int | None:
+    if value is None or not value.strip():
+        return None
+    if not value.strip().isdigit():
+        raise UsageError(f"LLMTAP_PORT must be a port number, not {value!r}")
+    return int(value)
+
+
+def run(args: argparse.Namespace) -> int:
+    from llmtap.addon.attribution import Attribution
+    from llmtap.addon.proxy import prepare_ca
+    from llmtap.addon.proxy import run as run_proxy
+    from llmtap.storage.engine import home
+    from llmtap.storage.secrets import KeyFingerprinter
+    from llmtap.storage.writer import Writer
+
+    settings = settings_module.load(args)
+    plan = plan_from(args, settings)
+    engine = open_store(settings)
+    plan.ca_bundle = prepare_ca(plan.confdir, home() / "ca-bundle.pem")
+    writer = Writer(engine, spool_dir=settings.spool_dir, body_mode=settings.body_mode)
+    attribution = Attribution(
+        fingerprinter=KeyFingerprinter.from_file(settings.secret_file),
+        key_teams=settings.key_teams,
+        listener_teams={listener.port: listener.team for listener in plan.reverse if listener.team},
+    )
+    label = engine.url.render_as_string(hide_password=True)
+    try:
+        return run_proxy(plan, writer, attribution, f"{label} (bodies: {settings.body_mode})")
+    finally:
+        writer.close()
