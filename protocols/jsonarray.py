@@ -76,8 +76,6 @@ class JSONArraySplitter:
                     elements.append(bytes(buf[self._start : pos]).decode("utf-8", "replace"))
                     self._start = -1
         self._compact(pos)
-        if len(self._buf) > self._max:
-            raise DecodeError(f"an element of the streamed JSON array exceeds {self._max} bytes", "[]")
         return elements
 
     @property
@@ -122,3 +120,5 @@ class JSONArraySplitter:
             if self._start >= 0:
                 self._start = 0
         self._pos = pos
+        if len(self._buf) > self._max:  # what is kept is the unfinished element
+            raise DecodeError(f"an element of the streamed JSON array exceeds {self._max} bytes", "[]")

@@ -226,13 +226,21 @@ def _stream_error(event: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in event.items() if k not in ("type", "sequence_number")}
 
 
+def _unwrap(body: dict[str, Any]) -> dict[str, Any]:
+    """WebSocket mode sends `response.create` messages, which may carry the request's fields
+    at the top level or wrapped in `response`."""
+    if body.get("type") == "response.create" and isinstance(body.get("response"), dict):
+        return body["response"]
+    return body
+
+
 def requested_model(body: dict[str, Any], path: str) -> str | None:
+    body = _unwrap(body)
     return body.get("model") if isinstance(body.get("model"), str) else None
 
 
 def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
-    if body.get("type") == "response.create" and isinstance(body.get("response"), dict):
-        body = body["response"]  # WebSocket mode may wrap the request
+    body = _unwrap(body)
     reasoning = body.get("reasoning")
     facts = RequestFacts(
         model=requested_model(body, path),

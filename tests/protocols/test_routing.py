@@ -1,0 +1,144 @@
+"""`protocols/routing.py`: which requests are generations of which protocol (SPEC §1), by
+method, path and body shape, never by host; and the `provider` a host names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from llmtap.protocols import provider_for, route
+from llmtap.protocols.routing import websocket_protocol
+
+VERTEX = "/v1/projects/p/locations/l/publishers/google/models/gemini-2.5-pro"
+VERTEX_BETA = "/v1beta1/projects/p/locations/global/publishers/google/models/gemini-2.5-flash"
+
+GENERATIONS = {
+    "/v1/messages": "anthropic.messages",
+    "/v1/messages?beta=true": "anthropic.messages",
+    "/v1/messages/": "anthropic.messages",
+    "/anthropic/v1/messages": "anthropic.messages",
+    "/v1/chat/completions": "openai.chat",
+    "/api/v1/chat/completions": "openai.chat",  # OpenRouter
+    "/v1beta/openai/chat/completions": "openai.chat",  # Gemini's compat endpoint
+    "/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21": "openai.chat",  # Azure
+    "/chat/completions": "openai.chat",
+    "/v1/responses": "openai.responses",
+    "/openai/v1/responses": "openai.responses",
+    "/v1beta/models/gemini-2.5-flash:generateContent": "gemini.generate",
+    "/v1beta/models/gemini-2.5-flash:streamGenerateContent": "gemini.generate",
+    "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse": "gemini.generate",
+    "/v1/models/gemini-2.5-flash:generateContent?key=REDACTED": "gemini.generate",
+    f"{VERTEX}:generateContent": "gemini.generate",
+    f"{VERTEX}:streamGenerateContent?alt=sse": "gemini.generate",
+    f"{VERTEX_BETA}:streamGenerateContent": "gemini.generate",
+    "/v1beta/interactions": "gemini.interactions",
+    "/v1/interactions": "gemini.interactions",
+}
+
+NOT_GENERATIONS = [
+    "/v1/messages/count_tokens",
+    "/v1/messages/count_tokens?beta=true",
+    "/v1/messages/batches",
+    "/v1/messages/batches/msgbatch_01/results",
+    "/v1/models",
+    "/v1/models/claude-sonnet-4-5",
+    "/v1beta/models",
+    "/v1beta/models/gemini-2.5-flash",
+    "/v1beta/models/gemini-2.5-flash:countTokens",
+    "/v1beta/models/gemini-2.5-flash:embedContent",
+    "/v1beta/models/gemini-2.5-flash:batchGenerateContent",
+    f"{VERTEX}:countTokens",
+    "/v1/embeddings",
+    "/v1/completions",
+    "/v1/responses/resp_123",
+    "/v1/responses/resp_123/cancel",
+    "/v1/responses/resp_123/input_items",
+    "/v1/chat/completions/chatcmpl-123",
+    "/v1beta/interactions/v1_abc",
+    "/v1/files?purpose=/v1/messages",
+    "/",
+    "",
+]
+
+
+@pytest.mark.parametrize(("path", "protocol"), GENERATIONS.items(), ids=GENERATIONS.keys())
+def test_generation_paths(path: str, protocol: str):
+    assert route("POST", path) == protocol
+    assert route("post", path) == protocol
+
+
+@pytest.mark.parametrize("path", NOT_GENERATIONS)
+def test_other_posts_are_not_generations(path: str):
+    assert route("POST", path) is None
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"])
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/chat/completions", "/v1/responses", "/v1/models"])
+def test_only_post_is_a_generation(method: str, path: str):
+    assert route(method, path) is None
+
+
+BODIES = [
+    # (path, body, protocol)
+    ("/v1/messages", {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": []}, "anthropic.messages"),
+    ("/v1/messages", {"requests": [{"custom_id": "a", "params": {}}]}, None),  # a batch's shape
+    ("/v1/chat/completions", {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}, "openai.chat"),
+    ("/v1/chat/completions", {"prompt": "hi", "max_tokens": 5}, None),  # a legacy completion
+    ("/v1/responses", {"model": "gpt-4.1", "input": "hi"}, "openai.responses"),
+    ("/v1/responses", {"previous_response_id": "resp_1", "input": []}, "openai.responses"),
+    ("/v1/responses", {"foo": "bar"}, None),
+    ("/v1beta/models/gemini-2.5-flash:generateContent", {"contents": []}, "gemini.generate"),
+    ("/v1beta/models/gemini-2.5-flash:generateContent", {"model": "x", "messages": []}, None),
+    ("/v1beta/interactions", {"model": "gemini-2.5-flash", "input": "hi"}, "gemini.interactions"),
+    ("/v1beta/interactions", {"agent": "deep-research-pro-preview", "input": "hi"}, "gemini.interactions"),
+    ("/v1beta/interactions", {}, "gemini.interactions"),  # empty: no other API's shape either
+]
+
+
+@pytest.mark.parametrize(("path", "body", "protocol"), BODIES)
+def test_body_shape(path: str, body: dict, protocol: str | None):
+    assert route("POST", path, body) == protocol
+    assert route("POST", path, json.dumps(body).encode()) == protocol
+
+
+@pytest.mark.parametrize("body", [b"", b"not json", b"\xff\xfe", b"[1, 2]", b'"text"', b"{"])
+def test_a_body_that_is_not_a_json_object_still_routes_by_path(body: bytes):
+    # Recorded with a decode error rather than silently dropped.
+    assert route("POST", "/v1/messages", body) == "anthropic.messages"
+
+
+def test_websocket_mode_only_for_responses():
+    assert websocket_protocol("/v1/responses") == "openai.responses"
+    assert websocket_protocol("/v1/responses?model=gpt-4.1") == "openai.responses"
+    assert websocket_protocol("/v1/chat/completions") is None
+    assert websocket_protocol("/v1/realtime") is None
+
+
+PROVIDERS = [
+    ("anthropic.messages", "api.anthropic.com", "anthropic"),
+    ("anthropic.messages", "api.anthropic.com:443", "anthropic"),
+    ("openai.chat", "api.anthropic.com", "anthropic"),  # Anthropic's OpenAI-compatible endpoint
+    ("openai.chat", "api.openai.com", "openai"),
+    ("openai.responses", "API.OpenAI.com", "openai"),
+    ("openai.chat", "generativelanguage.googleapis.com", "google"),  # Gemini's compat endpoint
+    ("gemini.generate", "generativelanguage.googleapis.com", "google"),
+    ("gemini.generate", "us-central1-aiplatform.googleapis.com", "google"),
+    ("gemini.generate", "gateway.internal.example", "google"),
+    ("gemini.interactions", "generativelanguage.googleapis.com", "google"),
+    ("openai.chat", "openrouter.ai", "openrouter.ai"),
+    ("openai.chat", "OpenRouter.ai", "openrouter.ai"),
+    ("openai.chat", "localhost:11434", "localhost"),
+    ("openai.chat", "vllm.internal:8000", "vllm.internal"),
+    ("openai.chat", "notapi.openai.com", "notapi.openai.com"),  # a suffix is not a domain
+    ("openai.chat", "api.openai.com.evil.example", "api.openai.com.evil.example"),
+    ("anthropic.messages", "my-proxy.example", "my-proxy.example"),
+    ("anthropic.messages", None, "anthropic"),
+    ("openai.chat", None, "openai"),
+    ("openai.responses", "", "openai"),
+    ("gemini.generate", None, "google"),
+]
+
+
+@pytest.mark.parametrize(("protocol", "host", "provider"), PROVIDERS)
+def test_provider_for(protocol: str, host: str | None, provider: str):
+    assert provider_for(protocol, host) == provider
