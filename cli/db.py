@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 
 from llmtap.cli import settings as settings_module
-from llmtap.cli.store import open_store
-from llmtap.storage.migrate import current, heads, upgrade
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -22,6 +20,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_upgrade(args: argparse.Namespace) -> int:
+    from llmtap.cli.store import open_store
+    from llmtap.storage.migrate import current, heads, upgrade
+
     engine = open_store(settings_module.load(args), migrate=False)
     upgrade(engine)
     print(f"database at revision {current(engine)} (head {', '.join(heads())})")
@@ -29,6 +30,9 @@ def run_upgrade(args: argparse.Namespace) -> int:
 
 
 def run_current(args: argparse.Namespace) -> int:
+    from llmtap.cli.store import open_store
+    from llmtap.storage.migrate import current
+
     engine = open_store(settings_module.load(args), migrate=False)
     print(current(engine) or "empty (no migrations applied)")
     return 0

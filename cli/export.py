@@ -13,9 +13,7 @@ from typing import Any, TextIO
 
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
-from llmtap.cli.store import open_store
 from llmtap.cli.timeargs import moment
-from llmtap.storage.export import USAGE_COLUMNS, exchange_dicts
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -41,6 +39,8 @@ def _json_default(value: Any) -> Any:
 
 def flat(row: dict[str, Any]) -> dict[str, Any]:
     """One CSV/Parquet row: usage and error as columns, nested values as JSON text."""
+    from llmtap.storage.export import USAGE_COLUMNS
+
     out = {k: v for k, v in row.items() if k not in ("usage", "error", "tool_calls", "request", "server_tool_calls")}
     usage = row["usage"] or {}
     for name in USAGE_COLUMNS:
@@ -57,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
     since, until = moment(args.since), moment(args.until)
     if args.format == "parquet" and not args.output:
         raise UsageError("--format parquet needs --output FILE")
+    from llmtap.cli.store import open_store
+    from llmtap.storage.export import exchange_dicts
+
     engine = open_store(settings_module.load(args))
     rows = exchange_dicts(engine, since, until)
     if args.format == "parquet":

@@ -14,16 +14,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from typing import TYPE_CHECKING, Any
+
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
-from llmtap.cli.store import open_store
-from llmtap.storage.importers.flows import FlowFileError, looks_like_flows, read_flows
-from llmtap.storage.importers.har import HarError, exchanges, read_har
-from llmtap.storage.ingest import HttpExchange, to_record
-from llmtap.storage.secrets import KeyFingerprinter
-from llmtap.storage.writer import Writer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from llmtap.storage.ingest import HttpExchange
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -47,6 +47,13 @@ class Counts:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from llmtap.cli.store import open_store
+    from llmtap.storage.ingest import to_record
+    from llmtap.storage.secrets import KeyFingerprinter
+    from llmtap.storage.writer import Writer
+
     paths = [Path(p) for p in args.files]
     for path in paths:
         if not path.is_file():
@@ -87,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _progress(console: Console) -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -99,6 +108,12 @@ def _progress(console: Console) -> Progress:
 
 
 def _open(path: Path) -> tuple[int | None, Iterator[tuple[HttpExchange | None, str | None]]]:
+    from llmtap.storage.importers.flows import FlowFileError, looks_like_flows, read_flows
+    from llmtap.storage.importers.har import HarError, exchanges, read_har
+
+    from llmtap.storage.importers.flows import FlowFileError, looks_like_flows, read_flows
+    from llmtap.storage.importers.har import HarError, exchanges, read_har
+
     try:
         if looks_like_flows(path):
             handle = open(path, "rb")  # noqa: SIM115 - closed by the generator
@@ -111,7 +126,9 @@ def _open(path: Path) -> tuple[int | None, Iterator[tuple[HttpExchange | None, s
         raise UsageError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
 
 
-def _closing(handle, items):
+def _closing(handle: Any, items: Any) -> Any:
+    from llmtap.storage.importers.flows import FlowFileError
+
     try:
         try:
             yield from items

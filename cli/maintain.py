@@ -7,9 +7,7 @@ import argparse
 from datetime import UTC, datetime
 
 from llmtap.cli import settings as settings_module
-from llmtap.cli.store import open_store
 from llmtap.cli.timeargs import age
-from llmtap.storage.maintenance import prune, reprocess
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -28,6 +26,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_prune(args: argparse.Namespace) -> int:
+    from llmtap.cli.store import open_store
+    from llmtap.storage.maintenance import prune
+
     cutoff = datetime.now(UTC) - age(args.older_than)
     engine = open_store(settings_module.load(args))
     removed, collected = prune(engine, cutoff)
@@ -36,6 +37,9 @@ def run_prune(args: argparse.Namespace) -> int:
 
 
 def run_reprocess(args: argparse.Namespace) -> int:
+    from llmtap.cli.store import open_store
+    from llmtap.storage.maintenance import reprocess
+
     engine = open_store(settings_module.load(args))
     result = reprocess(engine)
     print(

@@ -23,7 +23,6 @@ from typing import Any
 
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
-from llmtap.cli.store import open_store
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -48,6 +47,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--bodies", choices=("none", "metadata", "full"), help="what to keep of bodies")
     parser.add_argument("--confdir", help="mitmproxy's folder with its CA (default ~/.mitmproxy)")
     parser.add_argument("--quiet", action="store_true", help="do not print client settings")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
+        help="a mitmproxy option, as mitmdump --set takes it (e.g. ssl_insecure=true); repeats",
+    )
     settings_module.add_common(parser)
     parser.set_defaults(run=run)
 
@@ -86,7 +89,7 @@ def _upstreams(entries: list[str]) -> dict[str, str]:
 
 
 def plan_from(args: argparse.Namespace, settings: Any) -> Any:
-    from llmtap.addon.proxy import ProxyPlan, check_modes
+    from llmtap.addon.proxy import ProxyOptionError, ProxyPlan, check_modes, check_settings
 
     section = settings.config.get("proxy", {})
     env_reverse = [e for e in os.environ.get("LLMTAP_REVERSE", "").split(";") if e.strip()]
@@ -100,7 +103,12 @@ def plan_from(args: argparse.Namespace, settings: Any) -> Any:
         extra_modes=list(args.mode) + list(section.get("modes", [])),
         confdir=Path(args.confdir or section.get("confdir") or "~/.mitmproxy").expanduser(),
         quiet=args.quiet,
+        settings=list(args.settings),
     )
+    try:
+        check_settings(plan.settings)
+    except ProxyOptionError as exc:
+        raise UsageError(str(exc)) from None
     try:
         check_modes(plan.modes())
     except ValueError as exc:
@@ -120,7 +128,7 @@ def _int(value: str | None) -> int | None:
 
 def run(args: argparse.Namespace) -> int:
     from llmtap.addon.attribution import Attribution
-    from llmtap.addon.proxy import prepare_ca
+    from llmtap.addon.proxy import ProxyOptionError, prepare_ca
     from llmtap.addon.proxy import run as run_proxy
     from llmtap.storage.engine import home
     from llmtap.storage.secrets import KeyFingerprinter
@@ -139,5 +147,7 @@ def run(args: argparse.Namespace) -> int:
     label = engine.url.render_as_string(hide_password=True)
     try:
         return run_proxy(plan, writer, attribution, f"{label} (bodies: {settings.body_mode})")
+    except ProxyOptionError as exc:
+        raise UsageError(str(exc)) from None
     finally:
         writer.close()

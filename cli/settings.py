@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from llmtap.cli.errors import UsageError
-from llmtap.storage.engine import default_url, home
-from llmtap.storage.rows import BODY_MODES
+
+BODY_MODES = ("none", "metadata", "full")
 
 
 @dataclass
@@ -43,6 +43,8 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def load(args: argparse.Namespace) -> Settings:
+    from llmtap.storage.engine import default_url, home  # sqlalchemy: only when needed
+
     path, config = _config(getattr(args, "config", None))
     body_mode = getattr(args, "bodies", None) or os.environ.get("LLMTAP_BODIES") or config.get("bodies") or "metadata"
     if body_mode not in BODY_MODES:
@@ -63,6 +65,8 @@ def load(args: argparse.Namespace) -> Settings:
 
 
 def _config(flag: str | None) -> tuple[Path | None, dict[str, Any]]:
+    from llmtap.storage.engine import home
+
     explicit = flag or os.environ.get("LLMTAP_CONFIG")
     path = Path(explicit).expanduser() if explicit else home() / "config.toml"
     if not path.exists():

@@ -14,8 +14,6 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from jsonschema import exceptions as schema_errors
-from jsonschema import validators
 from llmtap.protocols.canonical import Exchange, ToolCall, ToolSpec
 
 STATUSES = ("valid", "truncated", "unknown_tool", "invalid_json", "args_lost", "schema_violation")
@@ -61,6 +59,9 @@ def _schema_key(schema: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=512)
 def _validator(schema_text: str) -> Any:
+    from jsonschema import exceptions as schema_errors  # costly to import; few exchanges need it
+    from jsonschema import validators
+
     schema = json.loads(schema_text)
     cls = validators.validator_for(schema, default=validators.Draft202012Validator)
     try:
