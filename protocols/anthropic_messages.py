@@ -244,7 +244,10 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
 
 
 def _scan_blocks(facts: RequestFacts, blocks: Any, role: str) -> None:
-    for block in blocks if isinstance(blocks, list) else []:
+    # Depth-first with a stack of its own: tool results may nest deeper than Python recurses.
+    pending = list(reversed(blocks)) if isinstance(blocks, list) else []
+    while pending:
+        block = pending.pop()
         if not isinstance(block, dict):
             continue
         _mark(facts, block.get("cache_control"))
@@ -253,7 +256,8 @@ def _scan_blocks(facts: RequestFacts, blocks: Any, role: str) -> None:
             facts.images += 1
         elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
             facts.tool_result_ids.append(block["tool_use_id"])
-            _scan_blocks(facts, block.get("content"), role)
+            content = block.get("content")
+            pending.extend(reversed(content) if isinstance(content, list) else [])
         elif kind == "tool_use" and isinstance(block.get("id"), str):
             facts.tool_call_ids.append(block["id"])
 

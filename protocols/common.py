@@ -160,15 +160,21 @@ def json_size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
+# Pieces a KeptText joins into one string: a stream of one-word deltas would otherwise
+# keep a str object (~50 bytes of overhead) per word, ~10x the text it holds.
+_JOIN_EVERY = 1024
+
+
 class KeptText:
     """Concatenates text pieces up to a shared budget; remembers whether it cut."""
 
-    __slots__ = ("parts", "budget", "truncated")
+    __slots__ = ("parts", "budget", "truncated", "_loose")
 
     def __init__(self, budget: list[int]) -> None:
         self.parts: list[str] = []
         self.budget = budget  # one-element list shared by every KeptText of an exchange
         self.truncated = False
+        self._loose = 0  # pieces appended since the last join
 
     def add(self, piece: Any) -> None:
         if not isinstance(piece, str) or not piece:
@@ -182,10 +188,15 @@ class KeptText:
             self.truncated = True
         self.budget[0] = left - len(piece)
         self.parts.append(piece)
+        self._loose += 1
+        if self._loose == _JOIN_EVERY:
+            self.parts[-_JOIN_EVERY:] = ["".join(self.parts[-_JOIN_EVERY:])]
+            self._loose = 0
 
     def value(self) -> str:
         if len(self.parts) > 1:
             self.parts = ["".join(self.parts)]
+            self._loose = 0
         return self.parts[0] if self.parts else ""
 
 
