@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Payload values may nest as deep as json.loads allows; printing or storing them
+    # recurses in json.dumps, so give it room (the C stack easily holds this).
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

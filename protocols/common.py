@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 from typing import Any
 
 from llmtap.protocols.canonical import ApiError, ToolCall
@@ -205,12 +207,64 @@ def new_budget() -> list[int]:
 
 
 def parse_json(data: str | bytes, where: str) -> Any:
-    """`json.loads` whose every failure is a `DecodeError` naming `where`."""
+    """`json.loads` whose every failure is a `DecodeError` naming `where`.
+
+    Stricter than `json.loads` where a store needs it: `NaN` and `Infinity` are not JSON
+    (and PostgreSQL refuses them), and strings with a lone surrogate escape (`"\\ud800"`)
+    or a NUL (`"\\u0000"`) cannot be written as UTF-8 or into PostgreSQL text; such
+    characters become U+FFFD.
+    """
     try:
-        return json.loads(data)
+        value = json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError as exc:
         raise DecodeError("JSON nested too deeply", where) from exc
     except UnicodeDecodeError as exc:
         raise DecodeError(f"invalid UTF-8 ({exc.reason})", where) from exc
     except ValueError as exc:
         raise DecodeError(f"invalid JSON ({exc})", where) from exc
+    if _UNSAFE_ESCAPE.search(data if isinstance(data, str) else data.decode("latin-1")):
+        value = _replace_unsafe(value)
+    return value
+
+
+_UNSAFE_ESCAPE = re.compile(r"\\u(?:[dD][89a-fA-F][0-9a-fA-F]{2}|0000)")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"{text[:20]} is too large for a number")
+    return value
+
+
+def _clean(text: str) -> str:
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _replace_unsafe(value: Any) -> Any:
+    """`value` with every string cleaned; iterative, as deep nesting is allowed here."""
+    if isinstance(value, str):
+        return _clean(value)
+    root = [value]
+    stack: list[Any] = [root]
+    while stack:
+        container = stack.pop()
+        pairs = list(container.items()) if isinstance(container, dict) else list(enumerate(container))
+        for key, item in pairs:
+            if isinstance(item, str):
+                container[key] = _clean(item)
+            elif isinstance(item, (dict, list)):
+                stack.append(item)
+            if isinstance(container, dict) and isinstance(key, str) and _clean(key) != key:
+                container[_clean(key)] = container.pop(key)
+    return root[0]
