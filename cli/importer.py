@@ -49,6 +49,7 @@ class Counts:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from llmtap.cli.report import pricer_for
     from llmtap.cli.store import open_store
     from llmtap.storage.ingest import to_record
     from llmtap.storage.secrets import KeyFingerprinter
@@ -60,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"no such file: {str(path)!r}")
     settings = settings_module.load(args)
     engine = open_store(settings)
-    writer = Writer(engine, spool_dir=settings.spool_dir, body_mode=settings.body_mode)
+    writer = Writer(
+        engine, spool_dir=settings.spool_dir, body_mode=settings.body_mode, enrich=pricer_for(settings).price_rows
+    )
     fingerprinter = KeyFingerprinter.from_file(settings.secret_file)
     counts = Counts()
     err = Console(stderr=True)

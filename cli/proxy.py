@@ -130,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
     from llmtap.addon.attribution import Attribution
     from llmtap.addon.proxy import ProxyOptionError, prepare_ca
     from llmtap.addon.proxy import run as run_proxy
+    from llmtap.cli.report import pricer_for
+    from llmtap.cli.store import open_store
     from llmtap.storage.engine import home
     from llmtap.storage.secrets import KeyFingerprinter
     from llmtap.storage.writer import Writer
@@ -138,7 +140,9 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_from(args, settings)
     engine = open_store(settings)
     plan.ca_bundle = prepare_ca(plan.confdir, home() / "ca-bundle.pem")
-    writer = Writer(engine, spool_dir=settings.spool_dir, body_mode=settings.body_mode)
+    writer = Writer(
+        engine, spool_dir=settings.spool_dir, body_mode=settings.body_mode, enrich=pricer_for(settings).price_rows
+    )
     attribution = Attribution(
         fingerprinter=KeyFingerprinter.from_file(settings.secret_file),
         key_teams=settings.key_teams,

@@ -5,6 +5,7 @@ Config file (`--config`, `$LLMTAP_CONFIG`, else `~/.llmtap/config.toml` when pre
 
     db = "postgresql://llmtap@db.internal/llmtap"
     bodies = "metadata"          # none | metadata | full
+    prices = "~/.llmtap/prices.toml"   # local prices that override or add models
     spool = "/var/lib/llmtap/spool"
     [teams]                      # key fingerprint (see `llmtap fingerprint`) -> team
     "9f2c…" = "search"
@@ -33,6 +34,7 @@ class Settings:
     spool_dir: Path
     secret_file: Path
     key_teams: dict[str, str] = field(default_factory=dict)
+    price_file: Path | None = None
     config: dict[str, Any] = field(default_factory=dict)
     config_path: Path | None = None
 
@@ -59,9 +61,19 @@ def load(args: argparse.Namespace) -> Settings:
         spool_dir=Path(config.get("spool") or os.environ.get("LLMTAP_SPOOL") or base / "spool").expanduser(),
         secret_file=Path(config.get("secret_file") or base / "fingerprint.secret").expanduser(),
         key_teams=dict(teams),
+        price_file=_price_file(getattr(args, "prices", None) or os.environ.get("LLMTAP_PRICES") or config.get("prices")),
         config=config,
         config_path=path,
     )
+
+
+def _price_file(value: str | None) -> Path | None:
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise UsageError(f"price file {str(path)!r} does not exist")
+    return path
 
 
 def _config(flag: str | None) -> tuple[Path | None, dict[str, Any]]:

@@ -21,7 +21,9 @@ STATUSES = ("valid", "truncated", "unknown_tool", "invalid_json", "args_lost", "
 
 def check_tool_calls(ex: Exchange) -> None:
     """Set `status` and `status_detail` on every tool call of `ex`."""
-    declared = {tool.name: tool for tool in ex.request.tools} if ex.request else None
+    # A request that declares no client tools (or whose body we lack) cannot say a name
+    # is unknown: stateful APIs may carry the tool list from an earlier turn.
+    declared = {tool.name: tool for tool in ex.request.tools} if ex.request and ex.request.tools else None
     last = len(ex.tool_calls) - 1
     for position, call in enumerate(ex.tool_calls):
         truncated = ex.finish_reason == "max_tokens" and position == last

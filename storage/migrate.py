@@ -13,6 +13,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from llmtap import migrations
 from llmtap.storage.errors import StoreError
 from sqlalchemy import Engine
@@ -48,11 +49,23 @@ def heads() -> list[str]:
 def ensure_current(engine: Engine) -> None:
     """Upgrade a new or older database to head; a no-op when it is already there."""
     try:
-        if current(engine) in heads():
-            return
+        revision = current(engine)
     except SQLAlchemyError as exc:
         raise StoreError(f"cannot open the database: {_first_line(exc)}") from None
+    if revision in heads():
+        return
+    if revision is not None and not _known(revision):
+        raise StoreError(
+            f"the database is at schema revision {revision!r}, which this llmtap does not know (a newer llmtap's?)"
+        )
     upgrade(engine)
+
+
+def _known(revision: str) -> bool:
+    try:
+        return ScriptDirectory.from_config(alembic_config()).get_revision(revision) is not None
+    except CommandError:
+        return False
 
 
 def _run(engine: Engine, action) -> None:
@@ -61,7 +74,7 @@ def _run(engine: Engine, action) -> None:
         with engine.begin() as connection:
             config.attributes["connection"] = connection
             action(config)
-    except SQLAlchemyError as exc:
+    except (SQLAlchemyError, CommandError) as exc:  # CommandError: e.g. an unknown revision
         raise StoreError(f"migration failed: {_first_line(exc)}") from None
 
 

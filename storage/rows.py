@@ -19,9 +19,21 @@ from typing import Any
 from llmtap.protocols.canonical import RequestFacts
 from llmtap.storage import bodies
 from llmtap.storage.record import Recorded
-from llmtap.storage.secrets import scrub
+from llmtap.storage.secrets import scrub, scrub_json
 
 BODY_MODES = ("none", "metadata", "full")
+PRICE_COLUMNS = (
+    "price_status",
+    "price_model",
+    "price_version",
+    "cost_input_pico",
+    "cost_cache_read_pico",
+    "cost_cache_write_pico",
+    "cost_output_pico",
+    "cost_total_pico",
+    "rate_input_pico",
+    "rate_cache_read_pico",
+)
 
 
 @dataclass(slots=True)
@@ -82,6 +94,7 @@ def rows_for(rec: Recorded, body_mode: str = "metadata") -> RowSet:
     row = _identity(rec) | _canonical(ex, keep_content) | _request(ex)
     row["body_mode"] = body_mode
     row["request_body_ref"] = row["response_body_ref"] = None
+    row.update(dict.fromkeys(PRICE_COLUMNS))  # filled by a pricer the writer was given
     if body_mode == "full":
         _bodies(rec, row, out)
     out.exchanges.append(row)
@@ -92,7 +105,7 @@ def rows_for(rec: Recorded, body_mode: str = "metadata") -> RowSet:
                 "position": position,
                 "call_id": call.id,
                 "name": call.name,
-                "arguments": call.arguments if keep_content else None,
+                "arguments": scrub_json(call.arguments) if keep_content else None,
                 "arguments_raw": scrub(call.arguments_raw) if keep_content else None,
                 "arguments_chars": len(call.arguments_raw),
                 "valid_json": call.valid_json,
@@ -154,7 +167,7 @@ def _canonical(ex: Any, keep_content: bool) -> dict[str, Any]:
         "usage_check": ex.usage_check or None,
         "text": scrub(ex.text) if keep_content else None,
         "text_truncated": ex.text_truncated,
-        "refusal": ex.refusal if keep_content else None,
+        "refusal": scrub(ex.refusal) if keep_content else None,
         "reasoning_blocks": ex.reasoning_blocks,
         "tool_call_count": len(ex.tool_calls),
         "server_tool_calls": [dataclasses.asdict(c) for c in ex.server_tool_calls] or None,
@@ -177,22 +190,23 @@ def _request_values(facts: RequestFacts) -> dict[str, Any]:
     return {
         "request_stream": facts.stream,
         "request_max_tokens": facts.max_tokens,
-        "request_tools": [dataclasses.asdict(t) for t in facts.tools],
-        "request_server_tools": facts.server_tools,
-        "request_tool_choice": facts.tool_choice,
+        # what a request declares is free text too (schemas, stop sequences): no keys
+        "request_tools": scrub_json([dataclasses.asdict(t) for t in facts.tools]),
+        "request_server_tools": scrub_json(facts.server_tools),
+        "request_tool_choice": scrub_json(facts.tool_choice),
         "request_messages_by_role": facts.messages_by_role,
         "request_message_count": sum(facts.messages_by_role.values()),
         "request_system_chars": facts.system_chars,
         "request_images": facts.images,
         "request_cache_breakpoints": facts.cache_breakpoints,
         "request_cache_ttl": facts.cache_ttl,
-        "request_prompt_cache_key": facts.prompt_cache_key,
+        "request_prompt_cache_key": scrub(facts.prompt_cache_key),
         "request_previous_response_id": facts.previous_response_id,
         "request_cached_content": facts.cached_content,
-        "request_thinking": facts.thinking,
+        "request_thinking": scrub_json(facts.thinking),
         "request_tool_result_ids": facts.tool_result_ids,
         "request_tool_call_ids": facts.tool_call_ids,
-        "request_params": facts.params,
+        "request_params": scrub_json(facts.params),
         "tools_hash": facts.tools_hash,
         "system_hash": facts.system_hash,
         "first_message_hash": facts.message_hashes[0] if facts.message_hashes else None,

@@ -132,6 +132,18 @@ exchanges = Table(
     Column("request_body_ref", String(64), nullable=True),
     Column("response_body_ref", String(64), nullable=True),
     Column("response_content_type", String(128), nullable=True),
+    # cost (analytics.pricing fills these): pico-dollars (1e-12 USD) as integers, so no
+    # database rounds money; rates are per token, for what-if sums such as cache misses
+    Column("price_status", String(16), nullable=True),  # priced | unpriced | usage_missing
+    Column("price_model", String(255), nullable=True),
+    Column("price_version", String(96), nullable=True),
+    Column("cost_input_pico", BigInteger, nullable=True),
+    Column("cost_cache_read_pico", BigInteger, nullable=True),
+    Column("cost_cache_write_pico", BigInteger, nullable=True),
+    Column("cost_output_pico", BigInteger, nullable=True),
+    Column("cost_total_pico", BigInteger, nullable=True),
+    Column("rate_input_pico", BigInteger, nullable=True),
+    Column("rate_cache_read_pico", BigInteger, nullable=True),
     Index("ix_exchanges_started_at", "started_at"),
     Index("ix_exchanges_team_started_at", "team", "started_at"),
     Index("ix_exchanges_model", "model"),

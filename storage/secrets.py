@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import re
 import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 REDACTED = "[REDACTED]"
@@ -115,3 +117,16 @@ def redact_query(path: str) -> str:
 def scrub(text: str) -> str:
     """Free text with anything shaped like a provider key replaced."""
     return _KEY_SHAPES.sub(REDACTED, text) if text else text
+
+
+def scrub_json(value: Any) -> Any:
+    """A JSON value (tool schemas, request parameters, tool arguments) with every
+    key-shaped string replaced; the value itself when it holds none."""
+    if not value or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return scrub(value)
+    text = json.dumps(value, ensure_ascii=False)
+    if not _KEY_SHAPES.search(text):
+        return value
+    return json.loads(_KEY_SHAPES.sub(REDACTED, text))  # key shapes hold no JSON escapes

@@ -20,7 +20,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from llmtap.storage import schema, spool
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import BODY_MODES, RowSet, rows_for
-from sqlalchemy import Engine, Table
+from sqlalchemy import Engine, Table, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
@@ -74,6 +74,7 @@ class Writer:
         max_delay: float = 0.2,
         retry_initial: float = 0.5,
         retry_max: float = 10.0,
+        enrich: Callable[[list[dict[str, Any]]], None] | None = None,
     ) -> None:
         if body_mode not in BODY_MODES:
             raise ValueError(f"body mode must be one of {', '.join(BODY_MODES)}")
@@ -83,11 +84,13 @@ class Writer:
         self.max_delay = max_delay
         self.retry_initial = retry_initial
         self.retry_max = retry_max
+        self.enrich = enrich  # e.g. the pricer: fills columns of exchange rows in place
         self.spool = spool.Spool(spool_dir)
         self.rejected_path = spool_dir / "rejected.jsonl"
         self.stats = WriterStats()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._settled = threading.Condition()
+        self._count_lock = threading.Lock()
         self._held: list[RowSet] = []  # rows neither the database nor the disk would take
         self._down_until = 0.0
         self._backoff = retry_initial
@@ -99,10 +102,15 @@ class Writer:
     # -- the caller's side ---------------------------------------------------------------
 
     def submit(self, record: Recorded | Pending) -> None:
-        """Hand over one record; returns at once."""
-        with self._settled:
-            self.stats.submitted += 1
+        """Hand over one record; returns at once.
+
+        Takes no lock the writer's thread waits for, so a SIGTERM handler that interrupts
+        it and calls `close()` cannot deadlock; queued before counted, so a record the
+        handler's `close()` drains is never one the queue does not hold.
+        """
         self._queue.put(record)
+        with self._count_lock:
+            self.stats.submitted += 1
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every record submitted so far is committed or spooled."""
@@ -173,6 +181,8 @@ class Writer:
             for start in range(0, max(len(rows.exchanges), 1), self.batch_size):
                 self._deliver(_slice(rows, start, self.batch_size))
             self._retry_held(force=True)
+            if time.monotonic() >= self._down_until and self.spool.has_files():
+                self._replay()  # an earlier run's spool, when this run never went idle
             return
         if rows.exchanges:
             self._deliver(rows)
@@ -194,6 +204,11 @@ class Writer:
             except Exception as exc:  # noqa: BLE001 - a record that cannot become rows
                 log.error("llmtap writer: a record could not be stored: %r", exc)
                 self._reject_record(item, exc)
+        if self.enrich is not None and rows.exchanges:
+            try:
+                self.enrich(rows.exchanges)
+            except Exception:  # noqa: BLE001 - rows are stored unpriced; `reprice` catches up
+                log.exception("llmtap writer: enrich step failed")
         return rows
 
     def _deliver(self, rows: RowSet) -> None:
@@ -248,16 +263,24 @@ class Writer:
         with self.engine.begin() as connection:
             if rows.bodies:
                 connection.execute(self._insert_ignore(schema.bodies), _unique(rows.bodies, "hash"))
-            statement = self._insert_ignore(schema.exchanges).returning(schema.exchanges.c.id)
-            inserted = set(connection.execute(statement, rows.exchanges).scalars())
-            calls = [c for c in rows.tool_calls if c["exchange_id"] in inserted]
-            refs = [r for r in rows.body_refs if r["exchange_id"] in inserted]
+            # A plain executemany, not RETURNING: psycopg would parse a multi-row VALUES
+            # statement of ~40k placeholders per batch in Python (bench/ingest.py: 7x slower).
+            result = connection.execute(
+                self._insert_ignore(schema.exchanges), rows.exchanges, execution_options=_COUNT_ROWS
+            )
+            inserted = result.rowcount
+            calls, refs = rows.tool_calls, rows.body_refs
+            if inserted != len(rows.exchanges):  # some were stored before: keep only the rows
+                present = _present_ids(connection, rows.exchanges)  # that now have a parent
+                calls = [c for c in calls if c["exchange_id"] in present]
+                refs = [r for r in refs if r["exchange_id"] in present]
+                inserted = inserted if inserted >= 0 else len(present)
             if calls:
                 connection.execute(self._insert_ignore(schema.tool_calls), calls)
             if refs:
                 connection.execute(self._insert_ignore(schema.body_refs), refs)
         self.stats.batches += 1
-        return len(inserted)
+        return inserted
 
     def _insert_ignore(self, table: Table) -> Any:
         dialect = postgresql if self._dialect == "postgresql" else sqlite
@@ -368,6 +391,17 @@ def _is_unavailable(exc: SQLAlchemyError) -> bool:
         return True
     name = type(getattr(exc, "orig", None)).__name__
     return name in ("OperationalError", "InterfaceError", "ConnectionException", "AdminShutdown")
+
+
+_COUNT_ROWS = {"preserve_rowcount": True}  # the rows an INSERT … ON CONFLICT DO NOTHING added
+
+
+def _present_ids(connection: Any, exchanges: list[dict[str, Any]]) -> set[str]:
+    """The batch's ids the store holds now: added by this batch, or by an earlier write of
+    the same record (whose children are then already there too)."""
+    ids = [row["id"] for row in exchanges]
+    query = select(schema.exchanges.c.id).where(schema.exchanges.c.id.in_(ids))
+    return set(connection.execute(query).scalars())
 
 
 def _first_line(exc: Exception) -> str:

@@ -1,0 +1,97 @@
+"""DuckDB over the store, in place: SQLite through sqlite_scanner, PostgreSQL through
+postgres_scanner, both loaded by file path from their PyPI packages (DuckDB cannot
+download extensions here), with automatic install and load off.
+
+The store's tables are exposed as views with the types reports expect: timestamps as
+UTC `TIMESTAMP` (SQLite keeps them as naive text, PostgreSQL as `timestamptz`), booleans
+as `BOOLEAN` (SQLite keeps 0/1), JSON as text, and money as integer pico-dollars (SQLite
+would turn a NUMERIC into a lossy REAL, so the store never uses one).
+
+Not responsible for what the reports compute (see `reports.py` and `sql/`).
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import duckdb
+import duckdb_extension_postgres_scanner
+import duckdb_extension_sqlite_scanner
+from sqlalchemy.engine import make_url
+
+_BOOLEANS = ("streamed", "complete", "text_truncated", "request_stream", "valid_json")
+
+
+def extension_path(package: Any, name: str) -> str:
+    folder = pathlib.Path(package.__file__).parent / "extensions" / f"v{duckdb.__version__}"
+    path = folder / f"{name}.duckdb_extension"
+    if not path.exists():
+        raise RuntimeError(f"DuckDB extension {name} for DuckDB {duckdb.__version__} is not installed at {path}")
+    return str(path)
+
+
+def connect(url: str) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with the store attached read-only as `store`, and views."""
+    connection = duckdb.connect(
+        config={
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "threads": 2,
+        }
+    )
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        connection.execute(f"LOAD '{extension_path(duckdb_extension_sqlite_scanner, 'sqlite_scanner')}'")
+        # ATTACH takes no bound parameters: the path is quoted as an SQL string literal.
+        connection.execute(f"ATTACH {_literal(parsed.database)} AS store (TYPE sqlite, READ_ONLY)")
+        kind = "sqlite"
+    else:
+        connection.execute(f"LOAD '{extension_path(duckdb_extension_postgres_scanner, 'postgres_scanner')}'")
+        connection.execute(f"ATTACH {_literal(_libpq(parsed))} AS store (TYPE postgres, READ_ONLY)")
+        kind = "postgres"
+    _views(connection, kind)
+    return connection
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _libpq(parsed: Any) -> str:
+    parts = {
+        "host": parsed.host or "127.0.0.1",
+        "port": parsed.port or 5432,
+        "user": parsed.username,
+        "password": parsed.password,
+        "dbname": parsed.database,
+    }
+    return " ".join(f"{k}={_quote(str(v))}" for k, v in parts.items() if v)
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _views(connection: duckdb.DuckDBPyConnection, kind: str) -> None:
+    for table in ("exchanges", "tool_calls"):
+        columns = connection.execute(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_catalog = 'store' AND table_name = ? ORDER BY ordinal_position",
+            [table],
+        ).fetchall()
+        select = ", ".join(_column(name, data_type, kind) for name, data_type in columns)
+        connection.execute(f"CREATE TEMP VIEW {table} AS SELECT {select} FROM store.{table}")
+
+
+def _column(name: str, data_type: str, kind: str) -> str:
+    quoted = f'"{name}"'
+    if name.endswith("_at"):
+        if kind == "postgres" or "TIME ZONE" in data_type.upper():
+            return f"timezone('UTC', {quoted}) AS {quoted}"
+        return f"CAST({quoted} AS TIMESTAMP) AS {quoted}"
+    if name in _BOOLEANS:
+        return f"CAST({quoted} AS BOOLEAN) AS {quoted}"
+    if data_type.upper() in ("JSON", "JSONB"):
+        return f"CAST({quoted} AS VARCHAR) AS {quoted}"
+    return quoted

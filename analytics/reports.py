@@ -1,0 +1,217 @@
+"""The reports of `llmtap report KIND`: each one `.sql` file in `sql/`, run by DuckDB over
+the store, grouped by the dimensions the user chose.
+
+Grouping columns cannot be bound parameters, so `--by` names are looked up in a fixed
+table of SQL expressions (anything else is refused); every value (`--since`, `--until`)
+is a bound parameter. Money leaves the SQL as integer pico-dollars and becomes an exact
+`Decimal` here.
+
+Not responsible for rendering (see `render.py`) or for pricing (see `pricing.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from functools import cache
+from importlib import resources
+from string import Template
+from typing import Any
+
+import duckdb
+
+from llmtap.analytics.duck import connect
+
+# --by names and the SQL they group on. Values users type never reach SQL text.
+DIMENSIONS = {
+    "team": "team",
+    "provider": "coalesce(provider, '(unknown)')",
+    "model": "coalesce(model, model_requested, '(unknown)')",
+    "day": "strftime(started_at, '%Y-%m-%d')",
+    "key": "coalesce('…' || key_last4 || ' ' || left(key_fingerprint, 8), '(no key)')",
+    "protocol": "protocol",
+    "status": "coalesce(CAST(status AS VARCHAR), '(none)')",
+}
+MONEY = (
+    "cost_usd",
+    "input_cost_usd",
+    "cache_read_cost_usd",
+    "cache_write_cost_usd",
+    "output_cost_usd",
+    "extra_cost_usd",
+)
+PICO = Decimal(10) ** 12
+
+
+class ReportError(ValueError):
+    """A report asked for something it cannot give (an unknown --by, say)."""
+
+
+@dataclass(frozen=True)
+class Report:
+    name: str
+    default_by: tuple[str, ...]
+    dimensions: tuple[str, ...] = ("team", "provider", "model", "day", "key", "protocol")
+    needs: tuple[str, ...] = ()  # other .sql files given to this one as CTEs
+    list_sql: str | None = None  # the --list variant
+    table: tuple[str, ...] = ()  # metric columns a terminal table shows (json/csv: all)
+
+
+REPORTS = {
+    "usage": Report(
+        "usage", ("team",),
+        table=("requests", "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens",
+               "reasoning_tokens", "usage_missing"),
+    ),
+    "cost": Report(
+        "cost", ("team",),
+        table=("requests", "input_tokens", "cache_read_tokens", "output_tokens", "cost_usd", "unpriced",
+               "usage_missing"),
+    ),
+    "cache": Report(
+        "cache", ("team", "model"), needs=("cache_misses",), list_sql="cache_misses",
+        table=("requests", "input_tokens", "cache_read_tokens", "hit_rate", "misses", "missed_tokens",
+               "extra_cost_usd"),
+    ),
+    "finish": Report("finish", ("provider",), table=("finish_reason", "requests", "share", "incomplete")),
+    "tools": Report(
+        "tools", ("team",), needs=("tool_problems",), list_sql="tool_problems",
+        table=("tool_calls", "valid", "invalid_json", "schema_violation", "unknown_tool", "truncated",
+               "args_lost", "duplicate_id", "missing_result", "orphan_result"),
+    ),
+    "errors": Report(
+        "errors", ("provider",), dimensions=(*tuple(DIMENSIONS),),
+        table=("requests", "errors", "error_rate", "rate_limited", "server_errors", "overloaded",
+               "interrupted", "retry_after_max_s"),
+    ),
+    "latency": Report(
+        "latency", ("model", "provider"),
+        table=("requests", "ttfb_p50_ms", "ttft_p50_ms", "ttft_p95_ms", "total_p50_ms", "total_p95_ms"),
+    ),
+}
+
+
+@dataclass
+class Table:
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    dimensions: list[str] = field(default_factory=list)
+
+    def compact(self, metrics: tuple[str, ...]) -> list[str]:
+        """The columns a terminal shows: the grouping, then the chosen metrics."""
+        if not metrics:
+            return self.columns
+        return [c for c in self.columns if c in self.dimensions or c in metrics]
+
+
+@cache
+def sql(name: str) -> str:
+    """One report's SQL text, by name (package data, so it works from an installed wheel)."""
+    return resources.files("llmtap.analytics").joinpath("sql", f"{name}.sql").read_text()
+
+
+def dimensions_for(report: Report, by: list[str] | None) -> list[str]:
+    chosen = by if by else list(report.default_by)
+    for name in chosen:
+        if name not in report.dimensions:
+            raise ReportError(f"--by {name!r} is not one of {', '.join(report.dimensions)} for {report.name}")
+    if len(set(chosen)) != len(chosen):
+        raise ReportError("--by names a column twice")
+    return chosen
+
+
+def build(report: Report, by: list[str]) -> str:
+    names = [_ident(name) for name in by]
+    positions = [str(i + 1) for i in range(len(by))]
+    text = Template(sql(report.name)).safe_substitute(
+        dims="".join(f"{DIMENSIONS[name]} AS {_ident(name)},\n    " for name in by),
+        group_by=f"GROUP BY {', '.join(positions)}" if by else "",
+        group_finish=f"GROUP BY {', '.join([*positions, str(len(by) + 1)])}",
+        order_by=", ".join(positions) or "1",
+        partition=", ".join(DIMENSIONS[name] for name in by) or "NULL",
+        keys="".join(f"coalesce(calls.{n}, conversation.{n}) AS {n},\n    " for n in names),
+        join=f"USING ({', '.join(names)})" if by else "ON true",
+    )
+    if not report.needs:
+        return text
+    ctes = ", ".join(f"{name} AS ({_body(name)})" for name in report.needs)
+    body = _without_comments(text)
+    if body[:4].upper() == "WITH":  # the report has CTEs of its own: one WITH for all
+        return f"WITH {ctes}, {body[4:].lstrip()}"
+    return f"WITH {ctes}\n{body}"
+
+
+def _without_comments(text: str) -> str:
+    lines = text.splitlines()
+    while lines and (not lines[0].strip() or lines[0].lstrip().startswith("--")):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def _body(name: str) -> str:
+    return Template(sql(name)).safe_substitute()
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _bounds(since: datetime | None, until: datetime | None) -> dict[str, Any]:
+    return {"since": _naive_utc(since), "until": _naive_utc(until)}
+
+
+def _naive_utc(moment: datetime | None) -> datetime | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+def run(
+    url: str,
+    kind: str,
+    *,
+    by: list[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    listing: bool = False,
+    connection: duckdb.DuckDBPyConnection | None = None,
+) -> Table:
+    report = REPORTS[kind]
+    own = connection is None
+    connection = connection or connect(url)
+    try:
+        dims: list[str] = []
+        if listing:
+            if report.list_sql is None:
+                raise ReportError(f"report {kind} has no --list")
+            query = _body(report.list_sql)
+        else:
+            dims = dimensions_for(report, by)
+            query = build(report, dims)
+        result = connection.execute(query, _bounds(since, until))
+        columns = [d[0] for d in result.description]
+        rows = [dict(zip(columns, values, strict=True)) for values in result.fetchall()]
+    finally:
+        if own:
+            connection.close()
+    return Table(columns, [_money(row) for row in rows], dims)
+
+
+def _money(row: dict[str, Any]) -> dict[str, Any]:
+    for key in MONEY:
+        if key in row and row[key] is not None:
+            row[key] = Decimal(int(row[key])) / PICO
+    return row
+
+
+def count_exchanges(url: str, connection: duckdb.DuckDBPyConnection | None = None) -> int:
+    own = connection is None
+    connection = connection or connect(url)
+    try:
+        return int(connection.execute("SELECT count(*) FROM exchanges").fetchone()[0])
+    finally:
+        if own:
+            connection.close()

@@ -1,0 +1,89 @@
+-- Prompt-cache misses (SPEC §5). A conversation is the run of requests of one key (else
+-- team) and model that share their first message; a request that continues one yet reads
+-- (almost) nothing from cache — under 5% of the previous request's input — is a miss.
+-- Its cause is the first that applies, in this order: tools_changed, system_changed,
+-- message_edited (message_index: the first message that differs, 0-based, system prompt
+-- excluded), ttl_expired (gap since the previous request ended beyond its TTL: 5 minutes,
+-- 1 hour or 24 hours where asked), no_breakpoint (an Anthropic request, or the one before
+-- it, without cache_control), below_minimum (the shared prefix under the model's minimum
+-- cacheable length); else unexplained. missed_tokens is what a hit would have read (the
+-- previous request's input, less what was read); extra_cost_usd (pico-dollars here) is
+-- what those tokens cost at the input rate instead of the cache-read rate.
+WITH minimums(pattern, tokens, priority) AS (
+    VALUES ('%opus-4-5%', 4096, 1), ('%opus-4-6%', 4096, 1), ('%haiku-4-5%', 4096, 1),
+           ('%sonnet-4-6%', 2048, 1), ('%opus-4-7%', 2048, 1), ('claude-3-haiku%', 2048, 2),
+           ('claude-3-5-haiku%', 2048, 2), ('claude%', 1024, 3),
+           ('gemini%pro%', 4096, 4), ('gemini%', 1024, 5),
+           ('%', 1024, 9)
+),
+base AS (
+    SELECT id, team, model, protocol, started_at, ended_at, first_message_hash, tools_hash,
+           system_hash, message_hashes, request_cache_breakpoints AS breakpoints,
+           request_cache_ttl AS ttl, usage_input_tokens AS input_tokens,
+           usage_cache_read_input_tokens AS cache_read, rate_input_pico, rate_cache_read_pico,
+           coalesce(key_fingerprint, 'team:' || team) AS who
+    FROM exchanges
+    WHERE first_message_hash IS NOT NULL AND usage_input_tokens IS NOT NULL
+      AND coalesce(status, 0) < 400
+),
+seq AS (
+    SELECT *,
+        lag(id) OVER w AS prev_id,
+        lag(coalesce(ended_at, started_at)) OVER w AS prev_end,
+        lag(input_tokens) OVER w AS prev_input,
+        lag(tools_hash) OVER w AS prev_tools,
+        lag(system_hash) OVER w AS prev_system,
+        lag(message_hashes) OVER w AS prev_messages,
+        lag(breakpoints) OVER w AS prev_breakpoints,
+        lag(ttl) OVER w AS prev_ttl
+    FROM base
+    WINDOW w AS (PARTITION BY who, model, first_message_hash ORDER BY started_at, id)
+),
+missed AS (
+    SELECT * FROM seq
+    WHERE prev_id IS NOT NULL AND prev_input > 0 AND cache_read < 0.05 * prev_input
+      AND ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
+),
+compared AS (
+    SELECT *,
+        list_position(
+            list_transform(
+                generate_series(1, len(pm)),
+                i -> coalesce(pm[i] = cm[i], false)
+            ),
+            false
+        ) - 1 AS first_diff,
+        (SELECT min(tokens) FILTER (WHERE priority = (
+            SELECT min(priority) FROM minimums WHERE model ILIKE pattern)) FROM minimums
+         WHERE model ILIKE pattern) AS minimum
+    FROM (
+        SELECT *, CAST(coalesce(prev_messages, '[]') AS VARCHAR[]) AS pm,
+                  CAST(coalesce(message_hashes, '[]') AS VARCHAR[]) AS cm
+        FROM missed
+    ) AS m
+)
+SELECT
+    id AS exchange_id,
+    team,
+    model,
+    started_at,
+    CASE
+        WHEN tools_hash IS DISTINCT FROM prev_tools THEN 'tools_changed'
+        WHEN system_hash IS DISTINCT FROM prev_system THEN 'system_changed'
+        WHEN first_diff >= 0 THEN 'message_edited'
+        WHEN epoch(started_at) - epoch(prev_end) >
+             CASE prev_ttl WHEN '1h' THEN 3600 WHEN '24h' THEN 86400 ELSE 300 END THEN 'ttl_expired'
+        WHEN protocol = 'anthropic.messages'
+             AND (coalesce(breakpoints, 0) = 0 OR coalesce(prev_breakpoints, 0) = 0) THEN 'no_breakpoint'
+        WHEN prev_input < minimum THEN 'below_minimum'
+        ELSE 'unexplained'
+    END AS cause,
+    CASE WHEN tools_hash IS NOT DISTINCT FROM prev_tools AND system_hash IS NOT DISTINCT FROM prev_system
+              AND first_diff >= 0 THEN first_diff END AS message_index,
+    greatest(least(prev_input, input_tokens) - cache_read, 0) AS missed_tokens,
+    greatest(least(prev_input, input_tokens) - cache_read, 0)
+        * greatest(coalesce(rate_input_pico, 0) - coalesce(rate_cache_read_pico, 0), 0) AS extra_cost_usd,
+    prev_id AS previous_exchange_id,
+    round(epoch(started_at) - epoch(prev_end), 3) AS gap_s
+FROM compared
+ORDER BY started_at, id

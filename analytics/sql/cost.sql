@@ -1,0 +1,24 @@
+-- Cost per group in integer pico-dollars (1e-12 USD; the caller turns them into exact
+-- decimals). Exchanges without a price are `unpriced` and exchanges without usage are
+-- `usage_missing`: both are counted, neither is priced as zero.
+SELECT
+    $dims
+    count(*) AS requests,
+    coalesce(sum(usage_input_tokens), 0) AS input_tokens,
+    coalesce(sum(usage_cache_read_input_tokens), 0) AS cache_read_tokens,
+    coalesce(sum(usage_cache_creation_input_tokens), 0) AS cache_write_tokens,
+    coalesce(sum(usage_output_tokens), 0) AS output_tokens,
+    coalesce(sum(usage_reasoning_output_tokens), 0) AS reasoning_tokens,
+    coalesce(sum(cost_total_pico), 0) AS cost_usd,
+    coalesce(sum(cost_input_pico), 0) AS input_cost_usd,
+    coalesce(sum(cost_cache_read_pico), 0) AS cache_read_cost_usd,
+    coalesce(sum(cost_cache_write_pico), 0) AS cache_write_cost_usd,
+    coalesce(sum(cost_output_pico), 0) AS output_cost_usd,
+    count(*) FILTER (WHERE price_status = 'priced') AS priced,
+    count(*) FILTER (WHERE price_status = 'unpriced') AS unpriced,
+    count(*) FILTER (WHERE usage_input_tokens IS NULL) AS usage_missing,
+    string_agg(DISTINCT price_version, '; ' ORDER BY price_version) AS price_version
+FROM exchanges
+WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
+$group_by
+ORDER BY $order_by

@@ -1,0 +1,40 @@
+-- Tool calls per group by status (SPEC §5), with the conversation problems of
+-- `tool_problems.sql` (given to this query as the CTE `tool_problems`).
+WITH calls AS (
+    SELECT
+        $dims
+        count(*) AS tool_calls,
+        count(*) FILTER (WHERE t.status = 'valid') AS valid,
+        count(*) FILTER (WHERE t.status = 'invalid_json') AS invalid_json,
+        count(*) FILTER (WHERE t.status = 'schema_violation') AS schema_violation,
+        count(*) FILTER (WHERE t.status = 'unknown_tool') AS unknown_tool,
+        count(*) FILTER (WHERE t.status = 'truncated') AS truncated,
+        count(*) FILTER (WHERE t.status = 'args_lost') AS args_lost
+    FROM exchanges JOIN tool_calls AS t ON t.exchange_id = exchanges.id
+    WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
+    $group_by
+),
+conversation AS (
+    SELECT
+        $dims
+        count(*) FILTER (WHERE p.status = 'duplicate_id') AS duplicate_id,
+        count(*) FILTER (WHERE p.status = 'missing_result') AS missing_result,
+        count(*) FILTER (WHERE p.status = 'orphan_result') AS orphan_result
+    FROM exchanges JOIN (SELECT exchange_id, status FROM tool_problems) AS p ON p.exchange_id = exchanges.id
+    WHERE p.status IN ('duplicate_id', 'missing_result', 'orphan_result')
+    $group_by
+)
+SELECT
+    $keys
+    coalesce(calls.tool_calls, 0) AS tool_calls,
+    coalesce(calls.valid, 0) AS valid,
+    coalesce(calls.invalid_json, 0) AS invalid_json,
+    coalesce(calls.schema_violation, 0) AS schema_violation,
+    coalesce(calls.unknown_tool, 0) AS unknown_tool,
+    coalesce(calls.truncated, 0) AS truncated,
+    coalesce(calls.args_lost, 0) AS args_lost,
+    coalesce(conversation.duplicate_id, 0) AS duplicate_id,
+    coalesce(conversation.missing_result, 0) AS missing_result,
+    coalesce(conversation.orphan_result, 0) AS orphan_result
+FROM calls FULL JOIN conversation $join
+ORDER BY $order_by

@@ -1,0 +1,100 @@
+"""`llmtap report KIND`: usage, cost, cache, finish, tools, errors, latency (SPEC §3).
+
+Before reporting, exchanges stored without a price (imported, or recorded while no pricer
+ran) are priced at their own dates. `--list` lists single items (cache misses, tool-call
+problems) as JSON objects. An empty store says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from llmtap.cli import settings as settings_module
+from llmtap.cli.errors import UsageError
+from llmtap.cli.timeargs import moment
+
+KINDS = ("usage", "cost", "cache", "finish", "tools", "errors", "latency")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "report",
+        help="usage, cost, cache, finish, tools, errors or latency, grouped as you ask",
+        description="Reports over the recorded exchanges, computed by DuckDB over the store.",
+    )
+    parser.add_argument("kind", choices=KINDS, metavar="KIND", help=", ".join(KINDS))
+    parser.add_argument("--by", help="comma-separated: team, provider, model, day, key, protocol")
+    parser.add_argument("--since", help="ISO date/time or age (7d): exchanges started at or after")
+    parser.add_argument("--until", help="ISO date/time or age: exchanges started before")
+    parser.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    parser.add_argument("--list", action="store_true", help="single items: cache misses, tool-call problems")
+    parser.add_argument("--prices", metavar="FILE", help="local price file (TOML) overriding or adding models")
+    settings_module.add_common(parser)
+    parser.set_defaults(run=run)
+    parser = commands.add_parser(
+        "reprice",
+        help="price every stored exchange again (after a price file or price data change)",
+    )
+    parser.add_argument("--prices", metavar="FILE", help="local price file (TOML)")
+    settings_module.add_common(parser)
+    parser.set_defaults(run=run_reprice)
+
+
+def pricer_for(settings: settings_module.Settings):
+    """The pricer for these settings (genai-prices plus the local price file, if any)."""
+    from llmtap.analytics.pricing import Pricer, PriceFileError
+
+    try:
+        return Pricer(settings.price_file)
+    except PriceFileError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from llmtap.analytics import render, reports
+    from llmtap.analytics.reprice import reprice
+    from llmtap.cli.store import open_store
+
+    by = [part.strip() for part in args.by.split(",") if part.strip()] if args.by else None
+    since, until = moment(args.since), moment(args.until)
+    settings = settings_module.load(args)
+    engine = open_store(settings)
+    reprice(engine, pricer_for(settings))
+    url = engine.url.render_as_string(hide_password=False)
+    engine.dispose()
+    try:
+        table = reports.run(url, args.kind, by=by, since=since, until=until, listing=args.list)
+    except reports.ReportError as exc:
+        raise UsageError(str(exc)) from None
+    label = engine.url.render_as_string(hide_password=True)
+    if args.list and args.format == "table":
+        args.format = "json"
+    if args.format == "json":
+        sys.stdout.write(render.as_json(table) + "\n")
+    elif args.format == "csv":
+        sys.stdout.write(render.as_csv(table))
+    elif not table.rows:
+        empty = reports.count_exchanges(url) == 0
+        what = "no exchanges recorded yet" if empty else "no exchanges in that period"
+        print(f"{args.kind}: {what} in {label}")
+    else:
+        console = Console() if sys.stdout.isatty() else Console(width=200)
+        columns = table.compact(reports.REPORTS[args.kind].table)
+        render.as_rich(table, f"llmtap report {args.kind}", console, columns)
+    if not table.rows and args.format != "table":
+        print(f"llmtap: {args.kind}: nothing to report in {label}", file=sys.stderr)
+    return 0
+
+
+def run_reprice(args: argparse.Namespace) -> int:
+    from llmtap.analytics.reprice import reprice
+    from llmtap.cli.store import open_store
+
+    settings = settings_module.load(args)
+    pricer = pricer_for(settings)
+    count = reprice(open_store(settings), pricer, everything=True)
+    print(f"priced {count} exchanges with {pricer.file_version}")
+    return 0
