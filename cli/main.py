@@ -11,11 +11,11 @@ import os
 import sys
 from collections.abc import Sequence
 
-from llmtap.cli import db, decode, export, importer, maintain, proxy, report
+from llmtap.cli import dashboard, db, decode, export, importer, maintain, proxy, report
 from llmtap.cli.errors import UsageError
 from llmtap.storage.errors import StoreError
 
-COMMANDS = (proxy, report, decode, importer, export, maintain, db)
+COMMANDS = (proxy, report, dashboard, decode, importer, export, maintain, db)
 
 
 class _Parser(argparse.ArgumentParser):

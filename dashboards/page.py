@@ -1,0 +1,60 @@
+"""Render the dashboard HTML from collected data (see `data.py`) with Jinja2.
+
+Autoescaping is on for every template; the data travels as JSON inside a
+`<script type="application/json">` element with `<`, `>` and `&` escaped, so no value can
+close the element or open a tag. Why Plotly: it ships a complete, offline plotly.js
+inside its PyPI package (no CDN, no network), draws interactive charts (hover, zoom,
+legends) with no build step, and is widely used and maintained; the price is a larger
+file (about 5 MB), which still opens from an email attachment.
+
+Not responsible for gathering the numbers or serving pages.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from jinja2 import Environment, FunctionLoader, select_autoescape
+
+
+def _template_source(name: str) -> str:
+    return resources.files("llmtap.dashboards").joinpath(name).read_text(encoding="utf-8")
+
+
+@cache
+def environment() -> Environment:
+    return Environment(
+        loader=FunctionLoader(_template_source),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
+
+
+@cache
+def plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
+def script_json(data: Any) -> str:
+    """JSON that is safe inside a <script> element."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def render(data: dict[str, Any], *, store: str, live: bool = False, refresh_seconds: int = 5) -> str:
+    template = environment().get_template("base.html")
+    return template.render(
+        title="LLM traffic",
+        store=store,
+        generated_at=data.get("generated_at", ""),
+        live=live,
+        refresh_seconds=refresh_seconds,
+        css=_template_source("dashboard.css"),
+        dashboard_js=_template_source("dashboard.js"),
+        plotly_js=plotly_js(),
+        data_json=script_json(data),
+    )
