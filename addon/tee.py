@@ -152,5 +152,8 @@ class StreamTee:
         if self.finished:
             return
         self.finished = True
+        if interrupted and self.decoder.fold.complete:
+            # SDKs hang up once they read the terminal event: the exchange itself ended.
+            interrupted = None
         self.meta.ended = time.time()
         self.sink(PendingExchange(self.decoder, self.meta, interrupted))

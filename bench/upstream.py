@@ -39,6 +39,8 @@ class Seen:
     headers: dict[str, str]
     body: bytes
     at: float
+    sent: list[tuple[float, bytes]] = field(default_factory=list)  # this reply's body chunks
+    finished: bool = False  # the whole reply went out (not reset, not cut by the client)
 
 
 Router = Callable[[Seen], Reply]
@@ -67,7 +69,6 @@ class Upstream:
 
     def __exit__(self, *exc: object) -> None:
         if self._loop is not None and self._server is not None:
-            self._loop.call_soon_threadsafe(self._server.close)
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(5)
@@ -87,6 +88,12 @@ class Upstream:
         try:
             self._loop.run_forever()
         finally:
+            self._server.close()
+            pending = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self._loop.run_until_complete(self._server.wait_closed())
             self._loop.close()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -97,14 +104,17 @@ class Upstream:
                     break
                 self.seen.append(seen)
                 reply = self.router(seen)
-                if not await self._send(reply, writer):
+                if not await self._send(reply, writer, seen):
                     return
+                seen.finished = True
         except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
             pass
+        except asyncio.CancelledError:
+            return  # shutting down; returning (not re-raising) keeps asyncio's callback quiet
         finally:
             writer.close()
 
-    async def _send(self, reply: Reply, writer: asyncio.StreamWriter) -> bool:
+    async def _send(self, reply: Reply, writer: asyncio.StreamWriter, seen: Seen) -> bool:
         encode = _encoder(reply.encoding)
         chunks = [encode(chunk) for chunk in reply.chunks]
         if reply.encoding:
@@ -128,7 +138,9 @@ class Upstream:
                 await asyncio.sleep(reply.delay)
             writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if reply.chunked else chunk)
             await writer.drain()
-            self.sent.append((time.time(), chunk))
+            sent = (time.time(), chunk)
+            self.sent.append(sent)
+            seen.sent.append(sent)
         if reply.chunked:
             writer.write(b"0\r\n\r\n")
             await writer.drain()

@@ -13,7 +13,6 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import TYPE_CHECKING, Any
 
 from llmtap.cli import settings as settings_module
@@ -114,8 +113,6 @@ def _open(path: Path) -> tuple[int | None, Iterator[tuple[HttpExchange | None, s
     from llmtap.storage.importers.flows import FlowFileError, looks_like_flows, read_flows
     from llmtap.storage.importers.har import HarError, exchanges, read_har
 
-    from llmtap.storage.importers.flows import FlowFileError, looks_like_flows, read_flows
-    from llmtap.storage.importers.har import HarError, exchanges, read_har
 
     try:
         if looks_like_flows(path):

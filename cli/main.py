@@ -11,11 +11,11 @@ import os
 import sys
 from collections.abc import Sequence
 
-from llmtap.cli import dashboard, db, decode, export, importer, maintain, proxy, report
+from llmtap.cli import dashboard, db, decode, demo_command, export, importer, maintain, proxy, report
 from llmtap.cli.errors import UsageError
 from llmtap.storage.errors import StoreError
 
-COMMANDS = (proxy, report, dashboard, decode, importer, export, maintain, db)
+COMMANDS = (demo_command, proxy, report, dashboard, decode, importer, export, maintain, db)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,3 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> None:
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,116 @@
+"""The simulated provider's Gemini answers: generateContent (JSON), streamGenerateContent
+(SSE with `alt=sse`, else a streamed JSON array) and Interactions (JSON or SSE, steps
+shape), with implicit prefix caching from 1,024 tokens and thinking tokens billed as
+output. Not responsible for deciding what to answer (see `provider.plan_for`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from llmtap.bench.upstream import Reply, sse_chunks
+from llmtap.cli.demo.provider import CHUNK_DELAY, Plan, SimulatedProvider, _json, _sse, _words, plan_for, tokens
+
+
+def _last_user(contents: list[Any]) -> tuple[str, bool]:
+    for content in reversed(contents):
+        parts = content.get("parts") or []
+        if any("functionResponse" in p for p in parts):
+            return "", True
+        if content.get("role", "user") == "user":
+            return " ".join(p.get("text", "") for p in parts if isinstance(p, dict)), False
+    return "", False
+
+
+def generate(
+    provider: SimulatedProvider, body: dict[str, Any], model: str, method: str, sse: bool, serial: int
+) -> Reply:
+    contents = body.get("contents") or []
+    plan = plan_for(*_last_user(contents))
+    if plan.error:
+        return _json({"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).",
+                                "status": "RESOURCE_EXHAUSTED"}}, 429)
+    system = body.get("systemInstruction") or {}
+    prompt = tokens([system, body.get("tools") or [], contents])
+    cached = provider.automatic_cache([system, body.get("tools") or [], *contents], prompt)
+    thinking = bool(((body.get("generationConfig") or {}).get("thinkingConfig") or {}).get("includeThoughts"))
+    output = tokens(plan.text + "".join(a for _, a in plan.calls))
+    thoughts = output * 2
+    usage = {"promptTokenCount": prompt, "candidatesTokenCount": output, "thoughtsTokenCount": thoughts,
+             "totalTokenCount": prompt + output + thoughts}
+    if cached:
+        usage["cachedContentTokenCount"] = cached
+    if plan.blocked:
+        blocked = {"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": prompt,
+                   "totalTokenCount": prompt}, "modelVersion": model, "responseId": f"demo-{serial}"}
+        return _json(blocked)
+    chunks = _chunks(plan, thinking)
+    final_parts = [part for chunk in chunks for part in chunk]
+    head = {"modelVersion": model, "responseId": f"demo-gem-{serial:06d}"}
+    if method == "generateContent":
+        candidate = {"content": {"role": "model", "parts": final_parts}, "finishReason": "STOP", "index": 0}
+        return _json({"candidates": [candidate], "usageMetadata": usage, **head})
+    pieces = []
+    for index, parts in enumerate(chunks):
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+        piece: dict[str, Any] = {"candidates": [candidate], **head}
+        if index == len(chunks) - 1:
+            candidate["finishReason"] = "STOP"
+            piece["usageMetadata"] = usage
+        else:
+            piece["usageMetadata"] = {"promptTokenCount": prompt}
+        pieces.append(piece)
+    if sse:
+        body_bytes = b"".join(b"data: " + json.dumps(p).encode() + b"\r\n\r\n" for p in pieces)
+        return Reply(content_type="text/event-stream", chunks=sse_chunks(body_bytes), delay=CHUNK_DELAY)
+    array = [("[" if i == 0 else ",\r\n") + json.dumps(p) for i, p in enumerate(pieces)]
+    array[-1] += "]"
+    return Reply(content_type="application/json; charset=UTF-8", chunks=[a.encode() for a in array], delay=CHUNK_DELAY)
+
+
+def _chunks(plan: Plan, thinking: bool) -> list[list[dict[str, Any]]]:
+    chunks: list[list[dict[str, Any]]] = []
+    if thinking:
+        chunks.append([{"text": "**Planning** I should read the question and answer briefly.", "thought": True}])
+    words = _words(plan.text) if plan.text else []
+    for start in range(0, len(words), 4):
+        chunks.append([{"text": "".join(words[start : start + 4])}])
+    for name, raw in plan.calls:
+        try:
+            arguments = json.loads(raw)
+        except ValueError:
+            arguments = {"raw": raw}
+        chunks.append([{"functionCall": {"name": name, "args": arguments}}])
+    return chunks or [[{"text": ""}]]
+
+
+def interactions(provider: SimulatedProvider, body: dict[str, Any], serial: int) -> Reply:
+    entries = body.get("input")
+    text = entries if isinstance(entries, str) else json.dumps(entries)
+    plan = plan_for(text, False)
+    prompt = tokens([body.get("system_instruction") or "", entries])
+    output = tokens(plan.text)
+    thoughts = output
+    interaction_id = f"v1_demo{serial:06d}"
+    usage = {"total_tokens": prompt + output + thoughts, "total_input_tokens": prompt, "total_cached_tokens": 0,
+             "total_output_tokens": output, "total_tool_use_tokens": 0, "total_thought_tokens": thoughts}
+    model = body.get("model") or "gemini-2.5-flash"
+    steps = [{"type": "thought", "signature": "ZGVtbw=="},
+             {"type": "model_output", "content": [{"type": "text", "text": plan.text}]}]
+    done = {"id": interaction_id, "status": "completed", "usage": usage, "object": "interaction", "model": model}
+    if not body.get("stream"):
+        return _json({**done, "steps": steps})
+    events: list[tuple[str | None, Any]] = [
+        (None, {"interaction": {"id": interaction_id, "status": "in_progress", "object": "interaction",
+                                "model": model}, "event_type": "interaction.created"}),
+        (None, {"index": 0, "step": {"type": "thought"}, "event_type": "step.start"}),
+        (None, {"index": 0, "delta": {"signature": "ZGVtbw==", "type": "thought_signature"},
+                "event_type": "step.delta"}),
+        (None, {"index": 0, "event_type": "step.stop"}),
+        (None, {"index": 1, "step": {"type": "model_output"}, "event_type": "step.start"}),
+    ]
+    for word in _words(plan.text):
+        events.append((None, {"index": 1, "delta": {"text": word, "type": "text"}, "event_type": "step.delta"}))
+    events.append((None, {"index": 1, "event_type": "step.stop"}))
+    events.append((None, {"interaction": done, "event_type": "interaction.completed"}))
+    return _sse(events)
