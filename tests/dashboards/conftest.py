@@ -1,0 +1,62 @@
+"""A store filled from a HAR of the recorded corpus, one of whose teams is named
+`<script>alert(1)</script>`, and a real headless Chromium to look at the dashboard."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CORPUS, ROOT
+
+HOSTILE_TEAM = "<script>alert(1)</script>"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def llmtap(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([sys.executable, "-m", "llmtap.cli.main", *args], env=env, capture_output=True,
+                            text=True, timeout=180)
+    if check and result.returncode != 0:
+        raise AssertionError(f"llmtap {' '.join(args)} failed: {result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="session")
+def filled_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]]:
+    if not CORPUS.is_dir():
+        pytest.skip("the shared corpus is not available")
+    folder = tmp_path_factory.mktemp("dashboard")
+    har = folder / "corpus.har"
+    subprocess.run([sys.executable, str(ROOT.parent / "shared" / "tools" / "make_har.py"), str(CORPUS), "--out",
+                    str(har), "--teams", f"{HOSTILE_TEAM},beta,gamma"], check=True, capture_output=True)
+    env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
+    env.pop("LLMTAP_CONFIG", None)
+    url = f"sqlite:///{folder / 'store.db'}"
+    llmtap("import", str(har), "--db", url, env=env)
+    return url, env
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed (.ci/run installs Debian's chromium package)")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        yield instance
+        instance.close()

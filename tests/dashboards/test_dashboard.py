@@ -1,0 +1,124 @@
+"""The dashboard in a real headless Chromium: no console errors, every chart drawn with
+data, hostile names shown as text; and the live server bound to 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.dashboards.conftest import HOSTILE_TEAM, llmtap
+
+ALL_CHARTS_SETTLED = (
+    "document.querySelectorAll('.chart[data-drawn]').length === document.querySelectorAll('.chart').length"
+)
+
+
+def open_page(browser, url: str):
+    page = browser.new_page()
+    problems: list[str] = []
+    dialogs: list[str] = []
+    page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto(url)
+    page.wait_for_function(ALL_CHARTS_SETTLED, timeout=30000)
+    return page, problems, dialogs
+
+
+def test_file_opens_offline_with_every_chart_drawn(filled_store, browser, tmp_path: Path):
+    url, env = filled_store
+    output = tmp_path / "dashboard.html"
+    llmtap("dashboard", "--db", url, "-o", str(output), env=env)
+    html = output.read_text()
+    assert "cdn" not in html.lower().split("<script>")[0]  # nothing fetched from elsewhere
+    assert not re.search(r"<script[^>]+src=", html) and not re.search(r"<link[^>]+href=", html)
+    assert HOSTILE_TEAM not in html  # only ever escaped
+
+    page, problems, dialogs = open_page(browser, output.as_uri())
+    drawn = page.eval_on_selector_all(".chart", "nodes => nodes.map(n => [n.id, n.getAttribute('data-drawn')])")
+    assert len(drawn) == 10
+    assert [name for name, state in drawn if state != "chart"] == []
+    for name, _ in drawn:  # a drawn chart has plotted marks: bars or points
+        marks = page.locator(f"#{name} .trace .point, #{name} .trace path.js-line, #{name} .trace .bars path")
+        assert marks.count() > 0, name
+    assert problems == []
+    assert dialogs == []
+    cells = page.locator("#table-exchanges td", has_text=HOSTILE_TEAM)
+    assert cells.count() > 0 and cells.first.text_content() == HOSTILE_TEAM
+    axis = page.locator("#chart-tokens-team .xtick text").all_text_contents()
+    assert HOSTILE_TEAM in axis
+    assert page.locator("[data-total=requests]").text_content() == "49"
+    page.close()
+
+
+def test_served_live_on_loopback_and_refreshes(filled_store, browser, tmp_path: Path):
+    url, env = filled_store
+    process = subprocess.Popen([sys.executable, "-m", "llmtap.cli.main", "dashboard", "--serve", "--port", "0",
+                                "--db", url], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stderr.readline()
+        match = re.search(r"http://(127\.0\.0\.1):(\d+)/", line)
+        assert match, line
+        base = f"http://127.0.0.1:{match.group(2)}/"
+        page, problems, _ = open_page(browser, base)
+        assert page.locator(".live").count() == 1
+        data = json.loads(urllib.request.urlopen(base + "data.json", timeout=30).read())
+        assert data["totals"]["requests"] == 49
+        assert problems == []
+        page.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        process.stderr.close()
+
+
+def test_serve_refuses_a_port_in_use(filled_store):
+    import socket
+
+    url, env = filled_store
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        result = llmtap("dashboard", "--serve", "--port", str(busy.getsockname()[1]), "--db", url, env=env,
+                        check=False)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_empty_store_draws_empty_charts_without_errors(browser, tmp_path: Path):
+    import os
+
+    env = dict(os.environ, LLMTAP_HOME=str(tmp_path / "home"))
+    output = tmp_path / "empty.html"
+    llmtap("dashboard", "--db", f"sqlite:///{tmp_path / 'empty.db'}", "-o", str(output), env=env)
+    page, problems, _ = open_page(browser, output.as_uri())
+    assert problems == []
+    assert page.locator(".chart[data-drawn=empty]").count() == 10
+    assert "No exchanges recorded yet." in page.locator("#table-exchanges").text_content()
+    page.close()
+
+
+@pytest.mark.parametrize("value", ["<img src=x onerror=alert(1)>", "</script><script>alert(2)</script>"])
+def test_script_json_cannot_close_its_element(value: str):
+    from llmtap.dashboards.page import script_json
+
+    text = script_json({"team": value})
+    assert "<" not in text and ">" not in text
+    assert json.loads(text) == {"team": value}
+
+
+def test_page_is_fast_to_render(filled_store, tmp_path: Path):
+    url, _ = filled_store
+    from llmtap.dashboards import data, page
+
+    started = time.monotonic()
+    html = page.render(data.collect(url), store=url)
+    assert html.startswith("<!doctype html>")
+    assert time.monotonic() - started < 60  # a sanity bound, not a benchmark
