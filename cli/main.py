@@ -11,11 +11,23 @@ import os
 import sys
 from collections.abc import Sequence
 
-from llmtap.cli import dashboard, db, decode, demo_command, export, fingerprint, importer, maintain, proxy, report
+from llmtap.cli import (
+    audit,
+    dashboard,
+    db,
+    decode,
+    demo_command,
+    export,
+    fingerprint,
+    importer,
+    maintain,
+    proxy,
+    report,
+)
 from llmtap.cli.errors import UsageError
 from llmtap.storage.errors import StoreError
 
-COMMANDS = (demo_command, proxy, report, dashboard, decode, importer, export, maintain, fingerprint, db)
+COMMANDS = (demo_command, proxy, report, audit, dashboard, decode, importer, export, maintain, fingerprint, db)
 
 
 class _Parser(argparse.ArgumentParser):

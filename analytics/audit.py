@@ -1,0 +1,330 @@
+"""The audit trail: find, read and follow any recorded exchange.
+
+`log` lists exchanges newest first with filters (DuckDB over the store, `sql/log.sql`);
+`show` gathers one exchange in full — who, when, the request's facts and, when bodies
+were kept, its transcript and raw bodies, the answer, tool calls with their status,
+usage with provenance, cost with the price version, the cache verdict; `conversation`
+follows the conversation it belongs to (SPEC §5) turn by turn with totals.
+
+Not responsible for rendering (the CLI and the dashboard do) or for storing anything.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from string import Template
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from llmtap.analytics import reports
+from llmtap.analytics.duck import connect
+from llmtap.protocols.transcript import transcript
+from llmtap.storage import bodies as blobs
+from llmtap.storage.export import to_canonical, utc
+from llmtap.storage.maintenance import load_blob
+from llmtap.storage.schema import exchanges, tool_calls
+
+RAW_BODY_LIMIT = 256 * 1024  # characters of a raw body shown; the store keeps all of it
+
+
+class NotFound(LookupError):
+    pass
+
+
+@dataclass
+class LogFilters:
+    team: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    status: str | None = None  # an HTTP status, or "error"
+    finish: str | None = None
+    tool_problem: str | None = None  # a status, or "any"
+    cache_miss: str | None = None  # a cause, or "any"
+    search: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+def _query(name: str, needs: tuple[str, ...] = ("cache_misses", "tool_problems")) -> str:
+    ctes = ", ".join(f"{need} AS ({Template(reports.sql(need)).safe_substitute()})" for need in needs)
+    return f"WITH {ctes}\n{reports.sql(name)}"
+
+
+def _naive(moment: datetime | None) -> datetime | None:
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment else None
+
+
+def _params(filters: LogFilters, limit: int, offset: int, ids: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "since": _naive(filters.since),
+        "until": _naive(filters.until),
+        "team": filters.team,
+        "model": filters.model,
+        "provider": filters.provider,
+        "status": filters.status,
+        "finish": filters.finish,
+        "tool_problem": filters.tool_problem,
+        "cache_miss": filters.cache_miss,
+        "ids": ids,
+        "limit": limit,
+        "offset": offset,
+    }
+
+
+def _rows(result: Any) -> list[dict[str, Any]]:
+    columns = [d[0] for d in result.description]
+    rows = []
+    for values in result.fetchall():
+        row = dict(zip(columns, values, strict=True))
+        if row.get("cost_usd") is not None:
+            row["cost_usd"] = Decimal(int(row["cost_usd"])) / reports.PICO
+        rows.append(row)
+    return rows
+
+
+def log(url: str, engine: Engine, filters: LogFilters, limit: int = 50) -> list[dict[str, Any]]:
+    """Exchanges newest first. `search` looks in answers (kept unless bodies = none) and in
+    prompts (kept with bodies = full); an exchange whose text was not kept is not found."""
+    connection = connect(url)
+    try:
+        query = _query("log")
+        if not filters.search:
+            return _rows(connection.execute(query, _params(filters, limit, 0)))
+        needle = filters.search.casefold()
+        found: list[dict[str, Any]] = []
+        offset, page = 0, max(limit * 4, 200)
+        while len(found) < limit:
+            rows = _rows(connection.execute(query, _params(filters, page, offset)))
+            if not rows:
+                break
+            found += [row for row in _matching(engine, rows, needle)]
+            offset += page
+        return found[:limit]
+    finally:
+        connection.close()
+
+
+def _matching(engine: Engine, rows: list[dict[str, Any]], needle: str) -> list[dict[str, Any]]:
+    ids = [row["id"] for row in rows]
+    with engine.connect() as connection:
+        texts = dict(connection.execute(select(exchanges.c.id, exchanges.c.text).where(exchanges.c.id.in_(ids))).all())
+        refs = dict(
+            connection.execute(
+                select(exchanges.c.id, exchanges.c.request_body_ref).where(exchanges.c.id.in_(ids))
+            ).all()
+        )
+        matched = []
+        for row in rows:
+            answer = texts.get(row["id"]) or ""
+            if needle in answer.casefold() or _prompt_contains(connection, refs.get(row["id"]), needle):
+                matched.append(row)
+        return matched
+
+
+def _prompt_contains(connection: Any, ref: str | None, needle: str) -> bool:
+    if not ref:
+        return False
+    body, _ = blobs.join_request(load_blob(connection, ref), lambda h: load_blob(connection, h))
+    return needle in body.decode("utf-8", "replace").casefold()
+
+
+def resolve(engine: Engine, exchange_id: str) -> str:
+    """The full id of an exchange given it or an unambiguous prefix (at least 6 chars)."""
+    exchange_id = exchange_id.strip()
+    with engine.connect() as connection:
+        if connection.execute(select(exchanges.c.id).where(exchanges.c.id == exchange_id)).first():
+            return exchange_id
+        if len(exchange_id) >= 6:
+            matches = connection.execute(
+                select(exchanges.c.id).where(exchanges.c.id.startswith(exchange_id, autoescape=True)).limit(2)
+            ).scalars().all()
+            if len(matches) == 1:
+                return matches[0]
+            if len(matches) > 1:
+                raise NotFound(f"{exchange_id!r} matches more than one exchange; give more of the id")
+    raise NotFound(f"no exchange {exchange_id!r} in the store")
+
+
+def show(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
+    exchange_id = resolve(engine, exchange_id)
+    with engine.connect() as connection:
+        row = connection.execute(select(exchanges).where(exchanges.c.id == exchange_id)).mappings().one()
+        calls = [
+            dict(call)
+            for call in connection.execute(
+                select(tool_calls).where(tool_calls.c.exchange_id == exchange_id).order_by(tool_calls.c.position)
+            ).mappings()
+        ]
+        stored = _stored_bodies(connection, row)
+    canonical = to_canonical(row, [_call(c) for c in calls])
+    verdicts = _verdicts(url, [exchange_id])
+    return {
+        "id": row["id"],
+        "who": {"team": row["team"], "key_fingerprint": row["key_fingerprint"], "key_last4": row["key_last4"],
+                "client_addr": row["client_addr"], "source": row["source"]},
+        "when": {key: canonical[key] for key in ("started_at", "first_byte_at", "first_token_at", "ended_at",
+                                                 "ttfb_ms", "ttft_ms", "duration_ms")},
+        "where": {"protocol": row["protocol"], "provider": row["provider"], "host": row["host"], "path": row["path"],
+                  "status": row["status"], "streamed": row["streamed"], "complete": row["complete"]},
+        "request": {**canonical["request"], "model": row["model_requested"]},
+        "transcript": stored.get("transcript"),
+        "answer": {"model": row["model"], "finish_reason": row["finish_reason"],
+                   "finish_reason_raw": row["finish_reason_raw"], "text": row["text"],
+                   "text_truncated": row["text_truncated"], "refusal": row["refusal"],
+                   "reasoning_blocks": row["reasoning_blocks"], "tool_calls": canonical["tool_calls"],
+                   "server_tool_calls": canonical["server_tool_calls"], "error": canonical["error"],
+                   "interrupted": row["interrupted"], "decode_error": row["decode_error"]},
+        "usage": {**(canonical["usage"] or {}), "provenance": row["usage_provenance"],
+                  "raw": row["usage_raw"]} if canonical["usage"] else {"provenance": row["usage_provenance"]},
+        "cost": _cost(row),
+        "cache": verdicts.get(exchange_id) or _verdict_without_miss(row),
+        "bodies": stored.get("bodies"),
+    }
+
+
+def _call(call: dict[str, Any]) -> dict[str, Any]:
+    return {"id": call["call_id"], "name": call["name"], "arguments": call["arguments"],
+            "arguments_raw": call["arguments_raw"], "valid_json": call["valid_json"], "status": call["status"],
+            "status_detail": call["status_detail"]}
+
+
+def _cost(row: Any) -> dict[str, Any]:
+    def usd(pico: int | None) -> Decimal | None:
+        return Decimal(pico) / reports.PICO if pico is not None else None
+
+    return {"status": row["price_status"], "model": row["price_model"], "price_version": row["price_version"],
+            "total_usd": usd(row["cost_total_pico"]), "input_usd": usd(row["cost_input_pico"]),
+            "cache_read_usd": usd(row["cost_cache_read_pico"]), "cache_write_usd": usd(row["cost_cache_write_pico"]),
+            "output_usd": usd(row["cost_output_pico"])}
+
+
+def _stored_bodies(connection: Any, row: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if not row["request_body_ref"] and not row["response_body_ref"]:
+        return out
+    request_text, headers = None, []
+    if row["request_body_ref"]:
+        body, headers = blobs.join_request(load_blob(connection, row["request_body_ref"]),
+                                           lambda h: load_blob(connection, h))
+        request_text = body.decode("utf-8", "replace")
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            script = transcript(row["protocol"], parsed)
+            out["transcript"] = {"system": script.system, "messages": [{"role": r, "text": t} for r, t in script.messages]}
+    response_text = None
+    if row["response_body_ref"]:
+        response_text = load_blob(connection, row["response_body_ref"]).decode("utf-8", "replace")
+    out["bodies"] = {
+        "request_headers": [list(h) for h in headers],
+        "request": _clip(request_text),
+        "response": _clip(response_text),
+    }
+    return out
+
+
+def _clip(text: str | None) -> str | None:
+    if text is None or len(text) <= RAW_BODY_LIMIT:
+        return text
+    return text[:RAW_BODY_LIMIT] + f"\n… ({len(text) - RAW_BODY_LIMIT} more characters in the store)"
+
+
+def _verdicts(url: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+    connection = connect(url)
+    try:
+        query = f"WITH cache_misses AS ({Template(reports.sql('cache_misses')).safe_substitute()}) " \
+                "SELECT exchange_id, cause, message_index, missed_tokens, extra_cost_usd, previous_exchange_id " \
+                "FROM cache_misses WHERE list_contains($ids, exchange_id)"
+        result = connection.execute(query, {"since": None, "until": None, "ids": ids})
+        out = {}
+        for exchange_id, cause, index, missed, extra, previous in result.fetchall():
+            out[exchange_id] = {"verdict": "miss", "cause": cause, "message_index": index, "missed_tokens": missed,
+                                "extra_cost_usd": Decimal(int(extra)) / reports.PICO if extra is not None else None,
+                                "previous_exchange_id": previous}
+        return out
+    finally:
+        connection.close()
+
+
+def _verdict_without_miss(row: Any) -> dict[str, Any]:
+    read = row["usage_cache_read_input_tokens"]
+    if read:
+        return {"verdict": "hit", "cache_read_tokens": read}
+    if row["usage_input_tokens"] is None:
+        return {"verdict": "unknown", "reason": "no usage reported"}
+    return {"verdict": "no cache read", "reason": "first request of its conversation, or nothing to continue"}
+
+
+def conversation(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
+    """Every exchange of the conversation `exchange_id` belongs to, oldest first."""
+    exchange_id = resolve(engine, exchange_id)
+    with engine.connect() as connection:
+        row = connection.execute(
+            select(exchanges.c.first_message_hash, exchanges.c.key_fingerprint, exchanges.c.team, exchanges.c.model)
+            .where(exchanges.c.id == exchange_id)
+        ).one()
+        if row.first_message_hash is None:
+            ids = [exchange_id]
+        else:
+            query = select(exchanges.c.id).where(
+                exchanges.c.first_message_hash == row.first_message_hash, exchanges.c.model == row.model
+            )
+            if row.key_fingerprint:
+                query = query.where(exchanges.c.key_fingerprint == row.key_fingerprint)
+            else:
+                query = query.where(exchanges.c.key_fingerprint.is_(None), exchanges.c.team == row.team)
+            ids = list(connection.execute(query.order_by(exchanges.c.started_at, exchanges.c.id)).scalars())
+    turns = [_turn(canonical) for canonical in _by_ids(engine, ids)]
+    verdicts = _verdicts(url, ids)
+    for turn in turns:
+        turn["cache"] = verdicts.get(turn["id"], {"verdict": "hit" if turn["cache_read_tokens"] else "no cache read"})
+    return {"exchange_id": exchange_id, "turns": turns, "totals": _totals(turns)}
+
+
+def _by_ids(engine: Engine, ids: list[str]) -> list[dict[str, Any]]:
+    with engine.connect() as connection:
+        rows = connection.execute(select(exchanges).where(exchanges.c.id.in_(ids))).mappings().all()
+        names: dict[str, list[dict[str, Any]]] = {}
+        query = (
+            select(tool_calls.c.exchange_id, tool_calls.c.name)
+            .where(tool_calls.c.exchange_id.in_(ids))
+            .order_by(tool_calls.c.exchange_id, tool_calls.c.position)
+        )
+        for call in connection.execute(query):
+            names.setdefault(call.exchange_id, []).append({"name": call.name})
+    found = {r["id"]: {**to_canonical(r, names.get(r["id"], [])), "cost_total_pico": r["cost_total_pico"]} for r in rows}
+    return [found[i] for i in ids if i in found]
+
+
+def _turn(canonical: dict[str, Any]) -> dict[str, Any]:
+    usage = canonical.get("usage") or {}
+    pico = canonical.get("cost_total_pico")
+    return {
+        "id": canonical["id"],
+        "started_at": utc(canonical["started_at"]),
+        "finish_reason": canonical["finish_reason"],
+        "messages": sum((canonical["request"].get("messages_by_role") or {}).values()),
+        "input_tokens": usage.get("input_tokens"),
+        "cache_read_tokens": usage.get("cache_read_tokens") or 0,
+        "output_tokens": usage.get("output_tokens"),
+        "cost_usd": Decimal(pico) / reports.PICO if pico is not None else None,
+        "tool_calls": [c["name"] for c in canonical["tool_calls"]],
+    }
+
+
+def _totals(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "turns": len(turns),
+        "input_tokens": sum(t["input_tokens"] or 0 for t in turns),
+        "cache_read_tokens": sum(t["cache_read_tokens"] or 0 for t in turns),
+        "output_tokens": sum(t["output_tokens"] or 0 for t in turns),
+        "cost_usd": sum((t["cost_usd"] for t in turns if t["cost_usd"] is not None), Decimal(0)),
+        "unpriced_turns": sum(1 for t in turns if t["cost_usd"] is None),
+        "cache_misses": sum(1 for t in turns if t["cache"].get("verdict") == "miss"),
+    }
