@@ -328,3 +328,39 @@ def _totals(turns: list[dict[str, Any]]) -> dict[str, Any]:
         "unpriced_turns": sum(1 for t in turns if t["cost_usd"] is None),
         "cache_misses": sum(1 for t in turns if t["cache"].get("verdict") == "miss"),
     }
+
+
+def details(url: str, engine: Engine, ids: list[str], text_limit: int = 2000) -> dict[str, dict[str, Any]]:
+    """What the dashboard's inline view shows for each of `ids`, gathered in bulk: the
+    request's facts, the answer (text clipped), tool calls, usage, cost, cache verdict
+    and the conversation it belongs to. No bodies: `show` has those."""
+    if not ids:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    with engine.connect() as connection:
+        rows = connection.execute(select(exchanges).where(exchanges.c.id.in_(ids))).mappings().all()
+        calls: dict[str, list[dict[str, Any]]] = {}
+        query = select(tool_calls).where(tool_calls.c.exchange_id.in_(ids)).order_by(
+            tool_calls.c.exchange_id, tool_calls.c.position
+        )
+        for call in connection.execute(query).mappings():
+            calls.setdefault(call["exchange_id"], []).append(_call(dict(call)))
+    verdicts = _verdicts(url, ids)
+    for row in rows:
+        canonical = to_canonical(row, calls.get(row["id"], []))
+        text = row["text"] or ""
+        who = row["key_fingerprint"] or f"team:{row['team']}"
+        out[row["id"]] = {
+            "request": canonical["request"],
+            "answer": {"text": text[:text_limit], "text_clipped": len(text) > text_limit,
+                       "finish_reason_raw": row["finish_reason_raw"], "reasoning_blocks": row["reasoning_blocks"],
+                       "error": canonical["error"], "interrupted": row["interrupted"],
+                       "decode_error": row["decode_error"], "tool_calls": canonical["tool_calls"]},
+            "usage": {**(canonical["usage"] or {}), "provenance": row["usage_provenance"]},
+            "cost": {k: (str(v) if isinstance(v, Decimal) else v) for k, v in _cost(row).items()},
+            "cache": {k: (str(v) if isinstance(v, Decimal) else v)
+                      for k, v in (verdicts.get(row["id"]) or _verdict_without_miss(row)).items()},
+            "timing": {k: canonical[k] for k in ("ttfb_ms", "ttft_ms", "duration_ms")},
+            "conversation": f"{who}|{row['model']}|{row['first_message_hash']}" if row["first_message_hash"] else None,
+        }
+    return out

@@ -63,7 +63,10 @@ def _serve(args, engine, pricer, url, label, since, until) -> int:
         return data.collect(url, since, until)
 
     try:
-        server = make_server(args.host, args.port, collect, lambda d: page.render(d, store=label, live=True))
+        server = make_server(
+            args.host, args.port, collect, lambda d: page.render(d, store=label, live=True),
+            routes=_routes(engine, url, label, since, until),
+        )
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     print(f"dashboard on http://{args.host}:{server.server_address[1]}/ (Ctrl-C stops)", file=sys.stderr)
@@ -74,3 +77,43 @@ def _serve(args, engine, pricer, url, label, since, until) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def _routes(engine, url, label, since, until):
+    """The served dashboard's other pages: one per exchange, one per conversation, and the
+    filtered exchange list as JSON (the same filters as `llmtap log`)."""
+    import json
+
+    from llmtap.analytics import audit
+    from llmtap.dashboards import data, page
+
+    def html(text: str) -> tuple[int, str, bytes]:
+        return 200, "text/html; charset=utf-8", text.encode("utf-8")
+
+    def missing(exc: Exception) -> tuple[int, str, bytes]:
+        return 404, "text/plain; charset=utf-8", f"{exc}\n".encode()
+
+    def exchange(rest: str, query: dict[str, str]):
+        try:
+            return html(page.render_exchange(audit.show(url, engine, rest), store=label))
+        except audit.NotFound as exc:
+            return missing(exc)
+
+    def conversation(rest: str, query: dict[str, str]):
+        try:
+            return html(page.render_conversation(audit.conversation(url, engine, rest), store=label))
+        except audit.NotFound as exc:
+            return missing(exc)
+
+    def log_json(rest: str, query: dict[str, str]):
+        filters = audit.LogFilters(
+            since=since, until=until, **{k: query.get(k) or None for k in
+                                         ("team", "model", "provider", "status", "finish", "tool_problem",
+                                          "cache_miss", "search")},
+        )
+        rows = audit.log(url, engine, filters, limit=data.EXCHANGES_SHOWN)
+        details = audit.details(url, engine, [r["id"] for r in rows])
+        out = [{**{k: data._plain(v) for k, v in r.items()}, "detail": details.get(r["id"])} for r in rows]
+        return 200, "application/json", json.dumps(out, default=str).encode()
+
+    return {"exchange/": exchange, "conversation/": conversation, "log.json": log_json}

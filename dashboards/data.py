@@ -62,10 +62,10 @@ def collect(url: str, since: datetime | None = None, until: datetime | None = No
             "errors_by_provider": run("errors", ["provider"]),
             "errors_by_status": run("errors", ["provider", "status"]),
             "latency_by_model": run("latency", ["model"]),
-            "exchanges": recent_exchanges(connection, since, until),
         }
     finally:
         connection.close()
+    data["exchanges"] = recent_exchanges(url, since, until)
     data["totals"] = _totals(data)
     data["offenders"] = _offenders(data["problems"])
     return data
@@ -82,7 +82,8 @@ def _totals(data: dict[str, Any]) -> dict[str, Any]:
         "teams": len(usage),
         "input_tokens": input_tokens,
         "output_tokens": sum(r["output_tokens"] for r in usage),
-        "cost_usd": _money(sum(Decimal(str(r["cost_usd"])) for r in cost)),
+        # a team with nothing priced has no cost (None), not $0: it adds nothing here
+        "cost_usd": _money(sum(Decimal(str(r["cost_usd"])) for r in cost if r["cost_usd"] is not None)),
         "unpriced": sum(r["unpriced"] for r in cost),
         "usage_missing": sum(r["usage_missing"] for r in usage),
         "hit_rate": round(cache_read / input_tokens, 4) if input_tokens else 0,
@@ -103,30 +104,21 @@ def _offenders(problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (-r["problems"], r["tool"]))[:15]
 
 
-_EXCHANGES_SQL = """
-SELECT id, started_at, team, key_last4, protocol, provider, coalesce(model, model_requested) AS model,
-       status, finish_reason, usage_input_tokens AS input_tokens, usage_cache_read_input_tokens AS cached_tokens,
-       usage_output_tokens AS output_tokens, cost_total_pico, price_status, duration_ms, ttft_ms,
-       tool_call_count, complete, error_type, decode_error IS NOT NULL AS decode_error
-FROM exchanges
-WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
-ORDER BY started_at DESC, id DESC
-LIMIT $limit
-"""
+def recent_exchanges(url: str, since: datetime | None, until: datetime | None) -> list[dict[str, Any]]:
+    """The newest exchanges as the audit log lists them, with their inline details."""
+    from llmtap.analytics import audit
+    from llmtap.storage.engine import make_engine
 
-
-def recent_exchanges(connection: Any, since: datetime | None, until: datetime | None) -> list[dict[str, Any]]:
-    params = {
-        "since": since.astimezone(UTC).replace(tzinfo=None) if since else None,
-        "until": until.astimezone(UTC).replace(tzinfo=None) if until else None,
-        "limit": EXCHANGES_SHOWN,
-    }
-    result = connection.execute(_EXCHANGES_SQL, params)
-    columns = [d[0] for d in result.description]
-    rows = []
-    for values in result.fetchall():
-        row = dict(zip(columns, values, strict=True))
-        pico = row.pop("cost_total_pico")
-        row["cost_usd"] = _money(Decimal(pico) / reports.PICO) if pico is not None else row["price_status"]
-        rows.append({k: _plain(v) for k, v in row.items()})
-    return rows
+    engine = make_engine(url)
+    try:
+        rows = audit.log(url, engine, audit.LogFilters(since=since, until=until), limit=EXCHANGES_SHOWN)
+        extra = audit.details(url, engine, [row["id"] for row in rows])
+    finally:
+        engine.dispose()
+    out = []
+    for row in rows:
+        plain = {k: _plain(v) for k, v in row.items()}
+        plain["cost_usd"] = _money(row["cost_usd"]) if row["cost_usd"] is not None else row["price_status"]
+        plain["detail"] = extra.get(row["id"])
+        out.append(plain)
+    return out

@@ -26,10 +26,13 @@ def _template_source(name: str) -> str:
 
 @cache
 def environment() -> Environment:
-    return Environment(
+    env = Environment(
         loader=FunctionLoader(_template_source),
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
+    # Values shown through `tojson` (times, money) print as their text.
+    env.policies["json.dumps_kwargs"] = {"default": str, "ensure_ascii": False}
+    return env
 
 
 @cache
@@ -57,4 +60,18 @@ def render(data: dict[str, Any], *, store: str, live: bool = False, refresh_seco
         dashboard_js=_template_source("dashboard.js"),
         plotly_js=plotly_js(),
         data_json=script_json(data),
+    )
+
+
+def render_exchange(data: dict[str, Any], *, store: str, root: str = "../") -> str:
+    """One exchange in full (the served dashboard's page per exchange)."""
+    return environment().get_template("exchange.html").render(
+        title=f"exchange {data['id']}", store=store, root=root, css=_template_source("dashboard.css"), x=data
+    )
+
+
+def render_conversation(data: dict[str, Any], *, store: str, root: str = "../") -> str:
+    return environment().get_template("conversation.html").render(
+        title=f"conversation of {data['exchange_id']}", store=store, root=root,
+        css=_template_source("dashboard.css"), c=data,
     )

@@ -12,9 +12,12 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 log = logging.getLogger("llmtap.dashboard")
+
+
+Route = Callable[[str, dict[str, str]], tuple[int, str, bytes]]
 
 
 def make_server(
@@ -22,15 +25,25 @@ def make_server(
     port: int,
     collect: Callable[[], dict[str, Any]],
     render: Callable[[dict[str, Any]], str],
+    routes: dict[str, Route] | None = None,
 ) -> ThreadingHTTPServer:
+    """`routes` maps a path prefix (`exchange/`) to a handler of (rest of path, query)."""
     lock = threading.Lock()  # one DuckDB query at a time
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "llmtap"
 
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-            path = urlsplit(self.path).path
+            parts = urlsplit(self.path)
+            path = parts.path
             try:
+                for prefix, route in (routes or {}).items():
+                    if path.startswith("/" + prefix):
+                        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+                        with lock:
+                            status, content_type, body = route(unquote(path[len(prefix) + 1 :]), query)
+                        self._send(status, content_type, body)
+                        return
                 if path in ("/", "/index.html"):
                     with lock:
                         body = render(collect()).encode("utf-8")

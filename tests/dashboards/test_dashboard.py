@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from tests.dashboards.conftest import HOSTILE_TEAM, llmtap
 
-ALL_CHARTS_SETTLED = (
+ALL_CHARTS_SETTLED = (  # every chart drawn or marked empty
     "document.querySelectorAll('.chart[data-drawn]').length === document.querySelectorAll('.chart').length"
 )
 
@@ -122,3 +123,55 @@ def test_page_is_fast_to_render(filled_store, tmp_path: Path):
     html = page.render(data.collect(url), store=url)
     assert html.startswith("<!doctype html>")
     assert time.monotonic() - started < 60  # a sanity bound, not a benchmark
+
+
+def test_exchange_rows_open_details_and_conversations(filled_store, browser, tmp_path: Path):
+    url, env = filled_store
+    output = tmp_path / "dashboard.html"
+    llmtap("dashboard", "--db", url, "-o", str(output), env=env)
+    page, problems, dialogs = open_page(browser, output.as_uri())
+    page.select_option("select[name=team]", HOSTILE_TEAM)
+    rows = page.locator("#table-exchanges tbody tr")
+    assert 0 < rows.count() < 49
+    assert all(HOSTILE_TEAM == text for text in page.locator("#table-exchanges tbody td:nth-child(2)").all_text_contents())
+    page.select_option("select[name=team]", "")
+    page.select_option("select[name=tool_problem]", "any")
+    assert page.locator("#table-exchanges tbody tr").count() >= 1
+    page.select_option("select[name=tool_problem]", "")
+    page.fill("input[name=search]", "Paris")
+    assert page.locator("#table-exchanges tbody tr").count() >= 1
+    page.locator("#table-exchanges tbody tr").first.click()
+    assert page.locator("#detail").is_visible()
+    sections = page.locator("#detail-body h3").all_text_contents()
+    assert {"Who and when", "Request", "Answer", "Usage", "Cost", "Cache"} <= set(sections)
+    assert "Paris" in page.locator("#detail-body pre").first.text_content()
+    page.click("#detail-conversation")
+    assert page.locator("#table-conversation tbody tr").count() >= 1
+    assert "turns" in page.locator("#detail-body h3").first.text_content()
+    assert problems == [] and dialogs == []
+    page.close()
+
+
+def test_served_pages_per_exchange_and_conversation(filled_store, browser):
+    url, env = filled_store
+    process = subprocess.Popen([sys.executable, "-m", "llmtap.cli.main", "dashboard", "--serve", "--port", "0",
+                                "--db", url], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        base = re.search(r"(http://127\.0\.0\.1:\d+/)", process.stderr.readline()).group(1)
+        rows = json.loads(urllib.request.urlopen(base + "log.json?team=beta", timeout=60).read())
+        assert rows and {row["team"] for row in rows} == {"beta"}
+        page, problems, dialogs = open_page(browser, base)
+        page.locator("#table-exchanges tbody tr").first.click()
+        href = page.locator("#detail-page").get_attribute("href")
+        page.goto(base + href)
+        assert page.locator("h2", has_text="Who").count() == 1
+        page.click("text=The conversation this exchange belongs to")
+        assert page.locator("#table-conversation tbody tr").count() >= 1
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(base + "exchange/nope", timeout=30)
+        assert problems == [] and dialogs == []
+        page.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        process.stderr.close()
