@@ -75,11 +75,8 @@ def _quote(value: str) -> str:
 
 def _views(connection: duckdb.DuckDBPyConnection, kind: str) -> None:
     for table in ("exchanges", "tool_calls"):
-        columns = connection.execute(
-            "SELECT column_name, data_type FROM information_schema.columns "
-            "WHERE table_catalog = 'store' AND table_name = ? ORDER BY ordinal_position",
-            [table],
-        ).fetchall()
+        # The column types as the scanner sees them (information_schema is slow to ask).
+        columns = [(d[0], str(d[1])) for d in connection.execute(f"SELECT * FROM store.{table} LIMIT 0").description]
         select = ", ".join(_column(name, data_type, kind) for name, data_type in columns)
         connection.execute(f"CREATE TEMP VIEW {table} AS SELECT {select} FROM store.{table}")
 

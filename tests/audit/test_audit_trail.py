@@ -1,0 +1,207 @@
+"""The audit trail over a store filled from a HAR of the recorded corpus (bodies kept in
+full) and a scripted agent conversation (answers only): llmtap log's filters, llmtap
+show's sections, --conversation, search only where text was kept, and no key anywhere."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from llmtap.bench.upstream import Seen
+from llmtap.cli.main import main
+from llmtap.cli.demo.provider import SimulatedProvider
+from llmtap.storage.engine import make_engine
+from llmtap.storage.ingest import HttpExchange, to_record
+from llmtap.storage.migrate import ensure_current
+from llmtap.storage.secrets import KeyFingerprinter
+from llmtap.storage.writer import Writer
+from tests.conftest import CORPUS, ROOT
+
+KEY = "sk-ant-api03-AUDITCANARY0000000000000000000000000000000000009"
+SYSTEM = "You maintain the billing service. " * 200
+
+
+def llmtap(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The CLI in this process (it starts much faster than a new interpreter)."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = {k: os.environ.get(k) for k in ("LLMTAP_HOME", "LLMTAP_CONFIG")}
+    os.environ["LLMTAP_HOME"] = env["LLMTAP_HOME"]
+    os.environ.pop("LLMTAP_CONFIG", None)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(list(args))
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    assert "Traceback" not in err.getvalue(), err.getvalue()
+    return subprocess.CompletedProcess(list(args), status, out.getvalue(), err.getvalue())
+
+
+def agent_conversation() -> list[HttpExchange]:
+    """Four turns of an agent: ask, tool call, result, answer; then a follow-up."""
+    provider = SimulatedProvider()
+    start = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
+    messages: list[dict] = [{"role": "user", "content": "Why did invoice 77 double-charge? [tool:read_file]"}]
+    tools = [{"name": "read_file", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}},
+                                                      "required": ["path"]}}]
+    turns = []
+    for turn in range(4):
+        body = {"model": "claude-sonnet-4-5-20250929", "max_tokens": 512, "tools": tools,
+                "system": [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}],
+                "messages": json.loads(json.dumps(messages))}
+        raw = json.dumps(body).encode()
+        reply = provider(Seen("POST", "/v1/messages", {}, raw, 0.0))
+        response = b"".join(reply.chunks)
+        at = start + timedelta(seconds=20 * turn)
+        turns.append(HttpExchange(
+            method="POST", host="api.anthropic.com", path="/v1/messages",
+            request_headers=[("x-api-key", KEY), ("content-type", "application/json"), ("x-llmtap-team", "billing")],
+            request_body=raw, status=reply.status, response_headers=[("content-type", reply.content_type)],
+            response_body=response, response_encoded=False, started_at=at, first_byte_at=at + timedelta(seconds=1),
+            ended_at=at + timedelta(seconds=3)))
+        answer = json.loads(response)
+        messages.append({"role": "assistant", "content": answer["content"]})
+        calls = [b for b in answer["content"] if b["type"] == "tool_use"]
+        if calls:
+            messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": c["id"],
+                                                          "content": "charge() ran twice"} for c in calls]})
+        else:
+            messages.append({"role": "user", "content": "Thanks. And how do we stop it happening again?"})
+    return turns
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]]:
+    if not CORPUS.is_dir():
+        pytest.skip("the shared corpus is not available")
+    folder = tmp_path_factory.mktemp("audit")
+    env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
+    env.pop("LLMTAP_CONFIG", None)
+    url = f"sqlite:///{folder / 'store.db'}"
+    har = folder / "corpus.har"
+    subprocess.run([sys.executable, str(ROOT.parent / "shared" / "tools" / "make_har.py"), str(CORPUS), "--out",
+                    str(har)], check=True, capture_output=True)
+    imported = subprocess.run([sys.executable, "-m", "llmtap.cli.main", "import", str(har), "--bodies", "full", "--db",
+                               url], env=env, capture_output=True, text=True, timeout=180)
+    assert imported.returncode == 0, imported.stderr
+    engine = make_engine(url)
+    ensure_current(engine)
+    writer = Writer(engine, spool_dir=folder / "spool", body_mode="metadata")
+    fingerprinter = KeyFingerprinter.from_file(folder / "home" / "fingerprint.secret")
+    for http in agent_conversation():
+        writer.submit(to_record(http, fingerprinter=fingerprinter))
+    assert writer.close()
+    engine.dispose()
+    return url, env
+
+
+def log(store, *args: str) -> list[dict]:
+    url, env = store
+    result = llmtap("log", "--db", url, "--format", "json", "--limit", "500", *args, env=env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_log_lists_everything_newest_first(store):
+    rows = log(store)
+    assert len(rows) == 49 + 4
+    times = [row["started_at"] for row in rows]
+    assert times == sorted(times, reverse=True)
+
+
+def test_filters_narrow_and_combine(store):
+    assert {r["team"] for r in log(store, "--team", "beta")} == {"beta"}
+    anthropic = log(store, "--provider", "anthropic")
+    assert anthropic and all(r["protocol"] == "anthropic.messages" for r in anthropic)
+    beta_anthropic = log(store, "--team", "beta", "--provider", "anthropic")
+    assert {r["id"] for r in beta_anthropic} == {r["id"] for r in anthropic if r["team"] == "beta"}
+    assert all(r["finish_reason"] == "tool_use" for r in log(store, "--finish", "tool_use"))
+    errors = log(store, "--status", "error")
+    assert errors and all(r["status"] >= 400 or r["error_type"] for r in errors)
+    assert {r["status"] for r in log(store, "--status", "404")} == {404}
+    assert {r["model"] for r in log(store, "--model", "gemini-2.5-flash")} == {"gemini-2.5-flash"}
+    assert len(log(store, "--limit", "3")) == 3
+    assert log(store, "--since", "2026-11-03", "--until", "2026-11-04") == log(store, "--team", "billing")
+    assert log(store, "--team", "nobody") == []
+
+
+def test_tool_problem_and_cache_miss_filters(store):
+    problems = log(store, "--tool-problem")
+    assert problems and all(r["tool_problems"] > 0 for r in problems)
+    misses = log(store, "--cache-miss")
+    assert misses and all(r["cache_miss"] for r in misses)
+    for miss in misses:
+        assert log(store, "--cache-miss", miss["cache_miss"], "--team", miss["team"])
+
+
+def test_search_finds_text_only_where_it_was_kept(store):
+    assert {r["team"] for r in log(store, "--search", "Paris")} <= {"alpha", "beta", "gamma"}
+    assert log(store, "--search", "Paris")  # answers of the corpus
+    assert log(store, "--search", "strawberry")  # a prompt, kept with bodies = full
+    # the agent's prompts were not kept (bodies = metadata): its question is not found...
+    assert log(store, "--search", "invoice 77") == []
+    # ...but its answers were
+    assert {r["team"] for r in log(store, "--search", "Here is a short answer")} == {"billing"}
+
+
+def test_show_prints_every_section(store):
+    url, env = store
+    [turn] = [r for r in log(store, "--team", "billing") if r["tool_call_count"]][:1]
+    result = llmtap("show", turn["id"], "--db", url, env=env)
+    assert result.returncode == 0
+    for section in ("who", "when", "where", "request", "answer", "usage", "cost", "cache"):
+        assert f"\n{section}\n" in result.stdout
+    assert "tool call read_file" in result.stdout
+    data = json.loads(llmtap("show", turn["id"][:10], "--format", "json", "--db", url, env=env).stdout)
+    assert data["id"] == turn["id"]
+    assert data["who"]["team"] == "billing" and data["who"]["key_last4"] == "0009"
+    assert data["answer"]["tool_calls"][0]["status"] == "valid"
+    assert data["cost"]["price_version"].startswith("genai-prices")
+    assert data["bodies"] is None and data["transcript"] is None  # metadata only
+    full = next(r for r in log(store, "--team", "alpha") if r["has_bodies"])
+    data = json.loads(llmtap("show", full["id"], "--format", "json", "--db", url, env=env).stdout)
+    assert data["transcript"]["messages"] and data["bodies"]["response"]
+
+
+def test_conversation_orders_turns_and_totals_them(store):
+    url, env = store
+    turns = log(store, "--team", "billing")
+    data = json.loads(llmtap("show", turns[0]["id"], "--conversation", "--format", "json", "--db", url, env=env).stdout)
+    ids = [t["id"] for t in data["turns"]]
+    assert ids == [t["id"] for t in reversed(turns)]
+    assert [t["messages"] for t in data["turns"]] == [1, 3, 5, 7]
+    assert data["totals"]["turns"] == 4
+    assert data["totals"]["input_tokens"] == sum(t["input_tokens"] for t in data["turns"])
+    assert data["turns"][1]["cache"]["verdict"] == "hit"  # the cached system prompt is read again
+    text = llmtap("show", turns[0]["id"], "--conversation", "--db", url, env=env).stdout
+    assert "4 turns" in text
+
+
+def test_unknown_id_is_one_line(store):
+    url, env = store
+    result = llmtap("show", "NOSUCHEXCHANGE", "--db", url, env=env)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_nothing_shown_contains_a_key(store):
+    url, env = store
+    shown = [json.dumps(log(store))]
+    for row in log(store)[:12] + log(store, "--team", "alpha")[:6]:
+        shown.append(llmtap("show", row["id"], "--db", url, env=env).stdout)
+        shown.append(llmtap("show", row["id"], "--format", "json", "--db", url, env=env).stdout)
+    everything = "\n".join(shown)
+    for canary in ("AUDITCANARY", "HARLEAKCANARY"):
+        assert canary not in everything
+    assert "[REDACTED]" in everything  # the stored headers, redacted
+    assert not Path(url.removeprefix("sqlite:///")).read_bytes().count(b"AUDITCANARY")
