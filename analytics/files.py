@@ -14,8 +14,9 @@ def jsonl_to_parquet(source: Path, target: Path, *, empty: bool = False) -> None
         if empty:
             connection.execute("COPY (SELECT NULL::VARCHAR AS id WHERE false) TO ? (FORMAT parquet)", [str(target)])
             return
+        # Numbered, not `?`: DuckDB binds a COPY's target before its query's parameters.
         connection.execute(
-            "COPY (SELECT * FROM read_json(?, format='newline_delimited', sample_size=-1)) TO ? (FORMAT parquet)",
+            "COPY (SELECT * FROM read_json($1, format='newline_delimited', sample_size=-1)) TO $2 (FORMAT parquet)",
             [str(source), str(target)],
         )
     finally:

@@ -191,7 +191,7 @@ def _request_values(facts: RequestFacts) -> dict[str, Any]:
         "request_stream": facts.stream,
         "request_max_tokens": facts.max_tokens,
         # what a request declares is free text too (schemas, stop sequences): no keys
-        "request_tools": scrub_json([dataclasses.asdict(t) for t in facts.tools]),
+        "request_tools": scrub_json([{"name": t.name, "schema": t.schema, "type": t.type} for t in facts.tools]),
         "request_server_tools": scrub_json(facts.server_tools),
         "request_tool_choice": scrub_json(facts.tool_choice),
         "request_messages_by_role": facts.messages_by_role,

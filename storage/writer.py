@@ -28,7 +28,8 @@ from typing import Any, Protocol, runtime_checkable
 from llmtap.storage import schema, spool
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import BODY_MODES, RowSet, rows_for
-from sqlalchemy import Engine, Table, select
+from llmtap.storage.secrets import scrub
+from sqlalchemy import Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
@@ -97,6 +98,7 @@ class Writer:
         self._dialect = engine.dialect.name
         self._thread = threading.Thread(target=self._run, name="llmtap-writer", daemon=True)
         self._closed = False
+        self._closing = threading.Event()
         self._thread.start()
 
     # -- the caller's side ---------------------------------------------------------------
@@ -130,6 +132,7 @@ class Writer:
             return True
         self._closed = True
         self._queue.put(_STOP)
+        self._closing.set()
         self._thread.join(timeout)
         finished = not self._thread.is_alive()
         self.spool.close()
@@ -151,18 +154,31 @@ class Writer:
                 log.exception("llmtap writer: unexpected failure; rows kept in memory for retry")
 
     def _take(self) -> tuple[list[Recorded], bool]:
-        batch: list[Recorded] = []
-        deadline = time.monotonic() + self.max_delay
-        while len(batch) < self.batch_size:
-            left = deadline - time.monotonic()
-            try:
-                item = self._queue.get(timeout=max(left, 0.001)) if left > 0 else self._queue.get_nowait()
-            except queue.Empty:
+        """A batch: wait for a first record, take what else is queued and, unless that
+        makes a full batch, sleep out the batch window once and take again. One wake-up
+        per batch rather than per record: each wake-up takes the GIL from the proxy's
+        event loop, whose `submit` would otherwise also pay to wake this thread."""
+        try:
+            first = self._queue.get(timeout=self.max_delay)
+        except queue.Empty:
+            return [], False
+        if first is _STOP:
+            return self._drain(), True
+        batch: list[Recorded] = [first]
+        window_ends = time.monotonic() + self.max_delay
+        for second_look in (False, True):
+            while len(batch) < self.batch_size:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    batch.extend(self._drain())
+                    return batch, True
+                batch.append(item)
+            if second_look or len(batch) >= self.batch_size:
                 break
-            if item is _STOP:
-                batch.extend(self._drain())
-                return batch, True
-            batch.append(item)
+            self._closing.wait(max(window_ends - time.monotonic(), 0))  # close() cuts it short
         return batch, False
 
     def _drain(self) -> list[Recorded]:
@@ -196,7 +212,9 @@ class Writer:
         for item in batch:
             try:
                 # A pending record finishes its decoding here, off the proxy's event loop.
-                record = item.build() if isinstance(item, Pending) else item
+                # The exact type first: a runtime Protocol check costs ~5 µs a record.
+                pending = type(item) is not Recorded and isinstance(item, Pending)
+                record = item.build() if pending else item
                 if record is None:  # not a generation after all (body shape)
                     self._settle(skipped=1)
                     continue
@@ -260,27 +278,44 @@ class Writer:
         self._settle(written=inserted, duplicates=len(rows.exchanges) - inserted)
 
     def _insert(self, rows: RowSet) -> int:
-        with self.engine.begin() as connection:
-            if rows.bodies:
-                connection.execute(self._insert_ignore(schema.bodies), _unique(rows.bodies, "hash"))
-            # A plain executemany, not RETURNING: psycopg would parse a multi-row VALUES
-            # statement of ~40k placeholders per batch in Python (bench/ingest.py: 7x slower).
-            result = connection.execute(
-                self._insert_ignore(schema.exchanges), rows.exchanges, execution_options=_COUNT_ROWS
-            )
-            inserted = result.rowcount
-            calls, refs = rows.tool_calls, rows.body_refs
-            if inserted != len(rows.exchanges):  # some were stored before: keep only the rows
-                present = _present_ids(connection, rows.exchanges)  # that now have a parent
-                calls = [c for c in calls if c["exchange_id"] in present]
-                refs = [r for r in refs if r["exchange_id"] in present]
-                inserted = inserted if inserted >= 0 else len(present)
-            if calls:
-                connection.execute(self._insert_ignore(schema.tool_calls), calls)
-            if refs:
-                connection.execute(self._insert_ignore(schema.body_refs), refs)
+        """Insert a batch in one transaction; returns how many exchanges it added.
+
+        A plain executemany first: RETURNING would make psycopg parse a multi-row VALUES
+        statement of ~40k placeholders per batch in Python (bench/ingest.py: 7x slower).
+        When some exchanges were already stored (a replay, a file imported again), that
+        transaction is rolled back and the batch goes in with RETURNING, so only the
+        exchanges it adds get their tool calls and body refs.
+        """
+        with self.engine.connect() as connection:
+            with connection.begin() as transaction:
+                self._insert_bodies(connection, rows)
+                statement = self._insert_ignore(schema.exchanges)
+                added = connection.execute(statement, rows.exchanges, execution_options=_COUNT_ROWS).rowcount
+                if added == len(rows.exchanges):
+                    self._insert_children(connection, rows.tool_calls, rows.body_refs)
+                else:
+                    transaction.rollback()
+            if added != len(rows.exchanges):
+                with connection.begin():
+                    self._insert_bodies(connection, rows)
+                    statement = self._insert_ignore(schema.exchanges).returning(schema.exchanges.c.id)
+                    inserted = set(connection.execute(statement, rows.exchanges).scalars())
+                    calls = [c for c in rows.tool_calls if c["exchange_id"] in inserted]
+                    refs = [r for r in rows.body_refs if r["exchange_id"] in inserted]
+                    self._insert_children(connection, calls, refs)
+                added = len(inserted)
         self.stats.batches += 1
-        return inserted
+        return added
+
+    def _insert_bodies(self, connection: Any, rows: RowSet) -> None:
+        if rows.bodies:
+            connection.execute(self._insert_ignore(schema.bodies), _unique(rows.bodies, "hash"))
+
+    def _insert_children(self, connection: Any, calls: list[dict[str, Any]], refs: list[dict[str, Any]]) -> None:
+        if calls:
+            connection.execute(self._insert_ignore(schema.tool_calls), calls)
+        if refs:
+            connection.execute(self._insert_ignore(schema.body_refs), refs)
 
     def _insert_ignore(self, table: Table) -> Any:
         dialect = postgresql if self._dialect == "postgresql" else sqlite
@@ -349,7 +384,8 @@ class Writer:
     def _reject_record(self, record: Recorded | Pending, exc: Exception) -> None:
         try:  # keep what can be kept, for a human to look at
             exchange = record.exchange.to_dict() if isinstance(record, Recorded) else repr(record)
-            line = json.dumps({"error": repr(exc), "exchange": exchange}, default=str) + "\n"
+            # scrubbed like the rows: text and tool arguments may quote a key
+            line = scrub(json.dumps({"error": repr(exc), "exchange": exchange}, default=str)) + "\n"
             self.rejected_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.rejected_path, "a", encoding="utf-8") as handle:
                 handle.write(line)
@@ -394,14 +430,6 @@ def _is_unavailable(exc: SQLAlchemyError) -> bool:
 
 
 _COUNT_ROWS = {"preserve_rowcount": True}  # the rows an INSERT … ON CONFLICT DO NOTHING added
-
-
-def _present_ids(connection: Any, exchanges: list[dict[str, Any]]) -> set[str]:
-    """The batch's ids the store holds now: added by this batch, or by an earlier write of
-    the same record (whose children are then already there too)."""
-    ids = [row["id"] for row in exchanges]
-    query = select(schema.exchanges.c.id).where(schema.exchanges.c.id.in_(ids))
-    return set(connection.execute(query).scalars())
 
 
 def _first_line(exc: Exception) -> str:

@@ -1,0 +1,372 @@
+"""Helpers for the storage tests: records with predictable ids, corpus exchanges as HTTP,
+fresh PostgreSQL databases, a SQLite lock holder, a TCP forwarder that can be pulled, and
+the `llmtap` command run as a subprocess."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import secrets
+import selectors
+import socket
+import sqlite3
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, create_engine, event, func, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+from llmtap.protocols.canonical import Exchange, RequestFacts, ToolCall, ToolSpec, Usage
+from llmtap.storage import schema
+from llmtap.storage.engine import normalize_url
+from llmtap.storage.ingest import HttpExchange
+from llmtap.storage.record import Recorded
+
+ROOT = Path(__file__).resolve().parents[2]
+POSTGRES_URL = os.environ.get("LLMTAP_TEST_POSTGRES_URL", "").strip() or None
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+
+# -- records ---------------------------------------------------------------------------------
+
+
+def record_id(prefix: str, index: int) -> str:
+    """A 26-character id the test can predict (the store only needs it unique)."""
+    return f"{prefix}{index:0{26 - len(prefix)}d}"
+
+
+def make_record(
+    index: int,
+    *,
+    prefix: str = "R",
+    response_id: str | None = None,
+    started_at: datetime | None = None,
+    text_value: str | None = None,
+) -> Recorded:
+    """A small decoded Anthropic exchange; every third one has a tool call."""
+    calls = []
+    if index % 3 == 0:
+        calls.append(
+            ToolCall(
+                id=f"toolu_{prefix}_{index}",
+                name="get_weather",
+                arguments={"city": "Paris"},
+                arguments_raw='{"city":"Paris"}',
+                valid_json=True,
+            )
+        )
+    exchange = Exchange(
+        protocol="anthropic.messages",
+        provider="anthropic",
+        status=200,
+        complete=True,
+        model_requested="claude-test",
+        model="claude-test",
+        response_id=response_id or f"msg_{prefix}_{index}",
+        finish_reason="tool_use" if calls else "end_turn",
+        finish_reason_raw="tool_use" if calls else "end_turn",
+        usage=Usage(input_tokens=100 + index, output_tokens=10),
+        usage_raw={"input_tokens": 100 + index, "output_tokens": 10},
+        usage_provenance="reported",
+        text=text_value if text_value is not None else f"answer {index}",
+        tool_calls=calls,
+        request=RequestFacts(
+            model="claude-test",
+            max_tokens=256,
+            tools=[ToolSpec(name="get_weather", schema={"type": "object"})],
+            messages_by_role={"user": 1},
+        ),
+    )
+    return Recorded(
+        exchange=exchange,
+        started_at=started_at or T0 + timedelta(seconds=index),
+        id=record_id(prefix, index),
+        team="team-a",
+        host="api.anthropic.com",
+        path="/v1/messages",
+    )
+
+
+def corpus_cases(corpus: Path) -> list[Path]:
+    return sorted(p for p in corpus.iterdir() if (p / "case.json").exists())
+
+
+def case_meta(case: Path) -> dict[str, Any]:
+    return json.loads((case / "case.json").read_text())
+
+
+def corpus_http(
+    case: Path,
+    *,
+    headers: list[tuple[str, str]] | None = None,
+    path: str | None = None,
+    started_at: datetime = T0,
+) -> HttpExchange:
+    """One corpus case as the HTTP exchange a file would hold (body already decoded)."""
+    meta = case_meta(case)
+    request = case / "request.json"
+    return HttpExchange(
+        method="POST",
+        host=meta["host"],
+        path=path or meta["path"],
+        request_headers=[("content-type", "application/json"), *(headers or [])],
+        request_body=request.read_bytes() if request.exists() else None,
+        status=meta["status"],
+        response_headers=[("content-type", meta.get("content_type") or "application/json")],
+        response_body=(case / "response.body").read_bytes(),
+        response_encoded=False,
+        started_at=started_at,
+        first_byte_at=started_at + timedelta(milliseconds=200),
+        ended_at=started_at + timedelta(milliseconds=800),
+    )
+
+
+def make_har(corpus: Path, out: Path) -> dict[str, Any]:
+    """`make_har.py` (beside the corpus): writes a HAR of every case, returns the per-team
+    sums it expects."""
+    tool = corpus.parent / "tools" / "make_har.py"
+    if not tool.exists():
+        pytest.skip(f"{tool} is not there")
+    made = subprocess.run([sys.executable, str(tool), str(corpus), "--out", str(out)], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    return json.loads(made.stdout)
+
+
+# -- looking at the store --------------------------------------------------------------------
+
+
+def count(engine: Engine, table: Any = schema.exchanges) -> int:
+    with engine.connect() as connection:
+        return connection.execute(select(func.count()).select_from(table)).scalar_one()
+
+
+def exchange_ids(engine: Engine) -> list[str]:
+    with engine.connect() as connection:
+        return list(connection.execute(select(schema.exchanges.c.id)).scalars())
+
+
+def spool_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("spool-*.jsonl")) if folder.is_dir() else []
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+# -- databases -------------------------------------------------------------------------------
+
+
+@contextmanager
+def fresh_postgres_database(admin_url: str | None = None) -> Iterator[str]:
+    """CREATE DATABASE llmtap_t_<random>, yield its URL, DROP … WITH (FORCE) after."""
+    admin_url = normalize_url(admin_url or POSTGRES_URL or "")
+    name = f"llmtap_t_{secrets.token_hex(6)}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def sqlite_path(url: str) -> str:
+    database = make_url(url).database
+    assert database, url
+    return database
+
+
+@contextmanager
+def sqlite_exclusive(url: str) -> Iterator[None]:
+    """Hold `BEGIN EXCLUSIVE` on a SQLite file from another connection."""
+    connection = sqlite3.connect(sqlite_path(url), isolation_level=None, timeout=10)
+    try:
+        connection.execute("BEGIN EXCLUSIVE")
+        yield
+        connection.execute("COMMIT")
+    finally:
+        connection.close()
+
+
+class LockInThread:
+    """Takes `BEGIN EXCLUSIVE` in a thread of its own when started, holds it `hold` seconds."""
+
+    def __init__(self, url: str, hold: float) -> None:
+        self.url, self.hold = url, hold
+        self.taken, self.released = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+        assert self.taken.wait(10), "could not lock the SQLite file"
+
+    def _run(self) -> None:
+        with sqlite_exclusive(self.url):
+            self.taken.set()
+            time.sleep(self.hold)
+        self.released.set()
+
+
+# -- a TCP forwarder that can be pulled ------------------------------------------------------
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (right now)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Forwarder:
+    """127.0.0.1:<port> → target, on threads. `stop()` refuses new connections and resets
+    the open ones (RST, like a crashed server or a cut cable); `start()` serves again on
+    the same port."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = free_port()
+        self._listener: socket.socket | None = None
+        self._running = threading.Event()
+        self._pairs: list[tuple[socket.socket, socket.socket]] = []
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self.connections = 0
+
+    def start(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        listener.settimeout(0.05)
+        self._listener = listener
+        self._running.set()
+        self._spawn(self._accept, listener)
+
+    def stop(self) -> None:
+        self._running.clear()
+        for thread in self._threads:
+            thread.join(5)
+        self._threads = []
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+        for pair in pairs:
+            for sock in pair:
+                _reset(sock)
+
+    def _spawn(self, target: Callable[..., None], *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _accept(self, listener: socket.socket) -> None:
+        try:
+            while self._running.is_set():
+                try:
+                    client, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                try:
+                    upstream = socket.create_connection(self.target, timeout=5)
+                except OSError:
+                    _reset(client)
+                    continue
+                self.connections += 1
+                with self._lock:
+                    self._pairs.append((client, upstream))
+                self._spawn(self._pump, client, upstream)
+        finally:
+            listener.close()
+
+    def _pump(self, client: socket.socket, upstream: socket.socket) -> None:
+        peers = {client: upstream, upstream: client}
+        with selectors.DefaultSelector() as selector:
+            for sock in peers:
+                selector.register(sock, selectors.EVENT_READ)
+            while self._running.is_set():
+                try:
+                    for key, _ in selector.select(0.05):
+                        data = key.fileobj.recv(65536)
+                        if not data:
+                            raise ConnectionError
+                        peers[key.fileobj].sendall(data)
+                except (OSError, ValueError, ConnectionError):
+                    break
+        if self._running.is_set():  # one side hung up: close both
+            with self._lock:
+                if (client, upstream) in self._pairs:
+                    self._pairs.remove((client, upstream))
+            client.close()
+            upstream.close()
+
+
+def _reset(sock: socket.socket) -> None:
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    sock.close()
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+def llmtap_here(*args: str) -> CliResult:
+    """Run `llmtap` in this process (no interpreter start-up), its output captured."""
+    from llmtap.cli.main import main
+
+    engines: set[Engine] = set()
+
+    def remember(connection: Any) -> None:
+        engines.add(connection.engine)
+
+    out, err = io.StringIO(), io.StringIO()
+    event.listen(Engine, "engine_connect", remember)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        event.remove(Engine, "engine_connect", remember)
+        for engine in engines:  # the command's own engines, closed as its exit would
+            engine.dispose()
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def llmtap(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> CliResult:
+    """Run the `llmtap` console script of this environment, as a user would."""
+    script = Path(sys.executable).parent / "llmtap"
+    command = [str(script)] if script.exists() else [sys.executable, "-c", "from llmtap.cli.main import entry; entry()"]
+    done = subprocess.run(
+        [*command, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+        timeout=timeout,
+    )
+    return CliResult(done.returncode, done.stdout, done.stderr)

@@ -1,0 +1,123 @@
+"""Alembic migrations on SQLite and PostgreSQL: one head, a blank database upgraded to head
+matches `schema.py` exactly, downgrades and upgrades work with data in place, and
+`ensure_current` upgrades a blank store and leaves a current one alone."""
+
+from __future__ import annotations
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import event, inspect, text
+
+from llmtap.storage import migrate, schema
+from llmtap.storage.errors import StoreError
+from llmtap.storage.writer import Writer
+from tests.storage.helpers import count, exchange_ids, make_record
+
+TABLES = {"exchanges", "tool_calls", "bodies", "body_refs"}
+
+
+def revisions() -> list[str]:
+    """Every revision, oldest first."""
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    return [rev.revision for rev in reversed(list(script.walk_revisions()))]
+
+
+def write(engine, spool_dir, start: int, n: int) -> None:
+    writer = Writer(engine, spool_dir=spool_dir, body_mode="full", max_delay=0.01)
+    for i in range(start, start + n):
+        record = make_record(i)
+        record.request_body = b'{"model":"claude-test","messages":[{"role":"user","content":"hi %d"}]}' % i
+        record.response_body = b'{"id":"msg_%d"}' % i
+        writer.submit(record)
+    assert writer.close()
+    assert writer.stats.written == n
+
+
+def test_single_head_and_a_linear_history():
+    assert len(migrate.heads()) == 1
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    bases = script.get_bases()
+    assert len(bases) == 1
+    for rev in script.walk_revisions():
+        assert not rev.is_merge_point and not rev.is_branch_point, rev.revision
+    assert revisions()[-1] == migrate.heads()[0]
+
+
+def test_blank_to_head_matches_the_models(db_url, engines):
+    engine = engines(db_url)
+    migrate.upgrade(engine)
+    assert migrate.current(engine) == migrate.heads()[0]
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True, "compare_server_default": True})
+        assert compare_metadata(context, schema.metadata) == []
+    config = migrate.alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.check(config)  # raises when autogenerate would write a migration
+
+
+def test_downgrade_to_base_and_upgrade_again(db_url, engines, spool_dir):
+    engine = engines(db_url)
+    migrate.upgrade(engine)
+    write(engine, spool_dir, 0, 20)
+    migrate.downgrade(engine, "base")
+    assert migrate.current(engine) is None
+    assert not TABLES & set(inspect(engine).get_table_names())
+    migrate.upgrade(engine)
+    assert TABLES <= set(inspect(engine).get_table_names())
+    assert count(engine) == 0
+    write(engine, spool_dir, 20, 20)
+    assert count(engine) == 20
+
+
+@pytest.mark.parametrize("step", range(1, max(len(revisions()), 2)), ids=lambda s: f"step{s}")
+def test_each_downgrade_keeps_the_data(db_url, engines, spool_dir, step):
+    """Every revision but the first: down one step and up again with rows in place."""
+    history = revisions()
+    if len(history) < 2:
+        pytest.skip("only the initial revision exists: nothing to step down to but base")
+    engine = engines(db_url)
+    migrate.upgrade(engine, history[step])
+    migrate.upgrade(engine)
+    write(engine, spool_dir, 0, 30)
+    before = sorted(exchange_ids(engine))
+    migrate.downgrade(engine, history[step - 1])
+    migrate.upgrade(engine)
+    assert sorted(exchange_ids(engine)) == before
+    write(engine, spool_dir, 30, 5)
+    assert count(engine) == 35
+
+
+def test_ensure_current_upgrades_a_blank_store(db_url, engines):
+    engine = engines(db_url)
+    assert migrate.current(engine) is None
+    migrate.ensure_current(engine)
+    assert migrate.current(engine) == migrate.heads()[0]
+    assert TABLES <= set(inspect(engine).get_table_names())
+
+
+def test_ensure_current_is_a_no_op_on_a_current_store(db_url, engines, spool_dir):
+    engine = engines(db_url)
+    migrate.upgrade(engine)
+    write(engine, spool_dir, 0, 10)
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda conn, cur, sql, *a: statements.append(sql))
+    migrate.ensure_current(engine)
+    changes = [s for s in statements if not s.lstrip().upper().startswith(("SELECT", "PRAGMA", "SHOW"))]
+    assert changes == []
+    assert count(engine) == 10
+    assert migrate.current(engine) == migrate.heads()[0]
+
+
+def test_a_store_from_a_newer_llmtap_is_a_one_line_error(db_url, engines):
+    engine = engines(db_url)
+    migrate.upgrade(engine)
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = 'f00dfacecafe'"))
+    with pytest.raises(StoreError) as caught:
+        migrate.ensure_current(engine)
+    assert "\n" not in str(caught.value)
+    assert "f00dfacecafe" in str(caught.value)
