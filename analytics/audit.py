@@ -139,9 +139,13 @@ def resolve(engine: Engine, exchange_id: str) -> str:
         if connection.execute(select(exchanges.c.id).where(exchanges.c.id == exchange_id)).first():
             return exchange_id
         if len(exchange_id) >= 6:
-            matches = connection.execute(
-                select(exchanges.c.id).where(exchanges.c.id.startswith(exchange_id, autoescape=True)).limit(2)
-            ).scalars().all()
+            matches = (
+                connection.execute(
+                    select(exchanges.c.id).where(exchanges.c.id.startswith(exchange_id, autoescape=True)).limit(2)
+                )
+                .scalars()
+                .all()
+            )
             if len(matches) == 1:
                 return matches[0]
             if len(matches) > 1:
@@ -164,22 +168,53 @@ def show(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
     verdicts = _verdicts(url, [exchange_id])
     return {
         "id": row["id"],
-        "who": {"team": row["team"], "key_fingerprint": row["key_fingerprint"], "key_last4": row["key_last4"],
-                "client_addr": row["client_addr"], "source": row["source"]},
-        "when": {key: canonical[key] for key in ("started_at", "first_byte_at", "first_token_at", "ended_at",
-                                                 "ttfb_ms", "ttft_ms", "duration_ms")},
-        "where": {"protocol": row["protocol"], "provider": row["provider"], "host": row["host"], "path": row["path"],
-                  "status": row["status"], "streamed": row["streamed"], "complete": row["complete"]},
+        "who": {
+            "team": row["team"],
+            "key_fingerprint": row["key_fingerprint"],
+            "key_last4": row["key_last4"],
+            "client_addr": row["client_addr"],
+            "source": row["source"],
+        },
+        "when": {
+            key: canonical[key]
+            for key in (
+                "started_at",
+                "first_byte_at",
+                "first_token_at",
+                "ended_at",
+                "ttfb_ms",
+                "ttft_ms",
+                "duration_ms",
+            )
+        },
+        "where": {
+            "protocol": row["protocol"],
+            "provider": row["provider"],
+            "host": row["host"],
+            "path": row["path"],
+            "status": row["status"],
+            "streamed": row["streamed"],
+            "complete": row["complete"],
+        },
         "request": {**canonical["request"], "model": row["model_requested"]},
         "transcript": stored.get("transcript"),
-        "answer": {"model": row["model"], "finish_reason": row["finish_reason"],
-                   "finish_reason_raw": row["finish_reason_raw"], "text": row["text"],
-                   "text_truncated": row["text_truncated"], "refusal": row["refusal"],
-                   "reasoning_blocks": row["reasoning_blocks"], "tool_calls": canonical["tool_calls"],
-                   "server_tool_calls": canonical["server_tool_calls"], "error": canonical["error"],
-                   "interrupted": row["interrupted"], "decode_error": row["decode_error"]},
-        "usage": {**(canonical["usage"] or {}), "provenance": row["usage_provenance"],
-                  "raw": row["usage_raw"]} if canonical["usage"] else {"provenance": row["usage_provenance"]},
+        "answer": {
+            "model": row["model"],
+            "finish_reason": row["finish_reason"],
+            "finish_reason_raw": row["finish_reason_raw"],
+            "text": row["text"],
+            "text_truncated": row["text_truncated"],
+            "refusal": row["refusal"],
+            "reasoning_blocks": row["reasoning_blocks"],
+            "tool_calls": canonical["tool_calls"],
+            "server_tool_calls": canonical["server_tool_calls"],
+            "error": canonical["error"],
+            "interrupted": row["interrupted"],
+            "decode_error": row["decode_error"],
+        },
+        "usage": {**(canonical["usage"] or {}), "provenance": row["usage_provenance"], "raw": row["usage_raw"]}
+        if canonical["usage"]
+        else {"provenance": row["usage_provenance"]},
         "cost": _cost(row),
         "cache": verdicts.get(exchange_id) or _verdict_without_miss(row),
         "bodies": stored.get("bodies"),
@@ -187,19 +222,31 @@ def show(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
 
 
 def _call(call: dict[str, Any]) -> dict[str, Any]:
-    return {"id": call["call_id"], "name": call["name"], "arguments": call["arguments"],
-            "arguments_raw": call["arguments_raw"], "valid_json": call["valid_json"], "status": call["status"],
-            "status_detail": call["status_detail"]}
+    return {
+        "id": call["call_id"],
+        "name": call["name"],
+        "arguments": call["arguments"],
+        "arguments_raw": call["arguments_raw"],
+        "valid_json": call["valid_json"],
+        "status": call["status"],
+        "status_detail": call["status_detail"],
+    }
 
 
 def _cost(row: Any) -> dict[str, Any]:
     def usd(pico: int | None) -> Decimal | None:
         return Decimal(pico) / reports.PICO if pico is not None else None
 
-    return {"status": row["price_status"], "model": row["price_model"], "price_version": row["price_version"],
-            "total_usd": usd(row["cost_total_pico"]), "input_usd": usd(row["cost_input_pico"]),
-            "cache_read_usd": usd(row["cost_cache_read_pico"]), "cache_write_usd": usd(row["cost_cache_write_pico"]),
-            "output_usd": usd(row["cost_output_pico"])}
+    return {
+        "status": row["price_status"],
+        "model": row["price_model"],
+        "price_version": row["price_version"],
+        "total_usd": usd(row["cost_total_pico"]),
+        "input_usd": usd(row["cost_input_pico"]),
+        "cache_read_usd": usd(row["cost_cache_read_pico"]),
+        "cache_write_usd": usd(row["cost_cache_write_pico"]),
+        "output_usd": usd(row["cost_output_pico"]),
+    }
 
 
 def _stored_bodies(connection: Any, row: Any) -> dict[str, Any]:
@@ -208,8 +255,9 @@ def _stored_bodies(connection: Any, row: Any) -> dict[str, Any]:
         return out
     request_text, headers = None, []
     if row["request_body_ref"]:
-        body, headers = blobs.join_request(load_blob(connection, row["request_body_ref"]),
-                                           lambda h: load_blob(connection, h))
+        body, headers = blobs.join_request(
+            load_blob(connection, row["request_body_ref"]), lambda h: load_blob(connection, h)
+        )
         request_text = body.decode("utf-8", "replace")
         try:
             parsed = json.loads(body)
@@ -217,7 +265,10 @@ def _stored_bodies(connection: Any, row: Any) -> dict[str, Any]:
             parsed = None
         if isinstance(parsed, dict):
             script = transcript(row["protocol"], parsed)
-            out["transcript"] = {"system": script.system, "messages": [{"role": r, "text": t} for r, t in script.messages]}
+            out["transcript"] = {
+                "system": script.system,
+                "messages": [{"role": r, "text": t} for r, t in script.messages],
+            }
     response_text = None
     if row["response_body_ref"]:
         response_text = load_blob(connection, row["response_body_ref"]).decode("utf-8", "replace")
@@ -238,15 +289,22 @@ def _clip(text: str | None) -> str | None:
 def _verdicts(url: str, ids: list[str]) -> dict[str, dict[str, Any]]:
     connection = connect(url)
     try:
-        query = f"WITH cache_misses AS ({Template(reports.sql('cache_misses')).safe_substitute()}) " \
-                "SELECT exchange_id, cause, message_index, missed_tokens, extra_cost_usd, previous_exchange_id " \
-                "FROM cache_misses WHERE list_contains($ids, exchange_id)"
+        query = (
+            f"WITH cache_misses AS ({Template(reports.sql('cache_misses')).safe_substitute()}) "
+            "SELECT exchange_id, cause, message_index, missed_tokens, extra_cost_usd, previous_exchange_id "
+            "FROM cache_misses WHERE list_contains($ids, exchange_id)"
+        )
         result = connection.execute(query, {"since": None, "until": None, "ids": ids})
         out = {}
         for exchange_id, cause, index, missed, extra, previous in result.fetchall():
-            out[exchange_id] = {"verdict": "miss", "cause": cause, "message_index": index, "missed_tokens": missed,
-                                "extra_cost_usd": Decimal(int(extra)) / reports.PICO if extra is not None else None,
-                                "previous_exchange_id": previous}
+            out[exchange_id] = {
+                "verdict": "miss",
+                "cause": cause,
+                "message_index": index,
+                "missed_tokens": missed,
+                "extra_cost_usd": Decimal(int(extra)) / reports.PICO if extra is not None else None,
+                "previous_exchange_id": previous,
+            }
         return out
     finally:
         connection.close()
@@ -266,8 +324,9 @@ def conversation(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
     exchange_id = resolve(engine, exchange_id)
     with engine.connect() as connection:
         row = connection.execute(
-            select(exchanges.c.first_message_hash, exchanges.c.key_fingerprint, exchanges.c.team, exchanges.c.model)
-            .where(exchanges.c.id == exchange_id)
+            select(
+                exchanges.c.first_message_hash, exchanges.c.key_fingerprint, exchanges.c.team, exchanges.c.model
+            ).where(exchanges.c.id == exchange_id)
         ).one()
         if row.first_message_hash is None:
             ids = [exchange_id]
@@ -298,7 +357,9 @@ def _by_ids(engine: Engine, ids: list[str]) -> list[dict[str, Any]]:
         )
         for call in connection.execute(query):
             names.setdefault(call.exchange_id, []).append({"name": call.name})
-    found = {r["id"]: {**to_canonical(r, names.get(r["id"], [])), "cost_total_pico": r["cost_total_pico"]} for r in rows}
+    found = {
+        r["id"]: {**to_canonical(r, names.get(r["id"], [])), "cost_total_pico": r["cost_total_pico"]} for r in rows
+    }
     return [found[i] for i in ids if i in found]
 
 
@@ -340,8 +401,10 @@ def details(url: str, engine: Engine, ids: list[str], text_limit: int = 2000) ->
     with engine.connect() as connection:
         rows = connection.execute(select(exchanges).where(exchanges.c.id.in_(ids))).mappings().all()
         calls: dict[str, list[dict[str, Any]]] = {}
-        query = select(tool_calls).where(tool_calls.c.exchange_id.in_(ids)).order_by(
-            tool_calls.c.exchange_id, tool_calls.c.position
+        query = (
+            select(tool_calls)
+            .where(tool_calls.c.exchange_id.in_(ids))
+            .order_by(tool_calls.c.exchange_id, tool_calls.c.position)
         )
         for call in connection.execute(query).mappings():
             calls.setdefault(call["exchange_id"], []).append(_call(dict(call)))
@@ -352,14 +415,22 @@ def details(url: str, engine: Engine, ids: list[str], text_limit: int = 2000) ->
         who = row["key_fingerprint"] or f"team:{row['team']}"
         out[row["id"]] = {
             "request": canonical["request"],
-            "answer": {"text": text[:text_limit], "text_clipped": len(text) > text_limit,
-                       "finish_reason_raw": row["finish_reason_raw"], "reasoning_blocks": row["reasoning_blocks"],
-                       "error": canonical["error"], "interrupted": row["interrupted"],
-                       "decode_error": row["decode_error"], "tool_calls": canonical["tool_calls"]},
+            "answer": {
+                "text": text[:text_limit],
+                "text_clipped": len(text) > text_limit,
+                "finish_reason_raw": row["finish_reason_raw"],
+                "reasoning_blocks": row["reasoning_blocks"],
+                "error": canonical["error"],
+                "interrupted": row["interrupted"],
+                "decode_error": row["decode_error"],
+                "tool_calls": canonical["tool_calls"],
+            },
             "usage": {**(canonical["usage"] or {}), "provenance": row["usage_provenance"]},
             "cost": {k: (str(v) if isinstance(v, Decimal) else v) for k, v in _cost(row).items()},
-            "cache": {k: (str(v) if isinstance(v, Decimal) else v)
-                      for k, v in (verdicts.get(row["id"]) or _verdict_without_miss(row)).items()},
+            "cache": {
+                k: (str(v) if isinstance(v, Decimal) else v)
+                for k, v in (verdicts.get(row["id"]) or _verdict_without_miss(row)).items()
+            },
             "timing": {k: canonical[k] for k in ("ttfb_ms", "ttft_ms", "duration_ms")},
             "conversation": f"{who}|{row['model']}|{row['first_message_hash']}" if row["first_message_hash"] else None,
         }

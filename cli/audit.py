@@ -14,10 +14,25 @@ from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import moment
 
-TOOL_PROBLEMS = ("invalid_json", "schema_violation", "unknown_tool", "truncated", "args_lost", "duplicate_id",
-                 "missing_result", "orphan_result")
-CACHE_CAUSES = ("tools_changed", "system_changed", "message_edited", "ttl_expired", "no_breakpoint", "below_minimum",
-                "unexplained")
+TOOL_PROBLEMS = (
+    "invalid_json",
+    "schema_violation",
+    "unknown_tool",
+    "truncated",
+    "args_lost",
+    "duplicate_id",
+    "missing_result",
+    "orphan_result",
+)
+CACHE_CAUSES = (
+    "tools_changed",
+    "system_changed",
+    "message_edited",
+    "ttl_expired",
+    "no_breakpoint",
+    "below_minimum",
+    "unexplained",
+)
 TERMINAL_BODY = 4000  # characters of a raw body a terminal shows; --format json shows more
 
 
@@ -30,10 +45,20 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--until", help="ISO date/time or age")
     parser.add_argument("--status", help="an HTTP status (429), or 'error' for any failure")
     parser.add_argument("--finish", help="a canonical finish reason (end_turn, max_tokens, tool_use, …, unknown)")
-    parser.add_argument("--tool-problem", nargs="?", const="any", choices=("any", *TOOL_PROBLEMS),
-                        help="only exchanges with tool-call problems (of this kind)")
-    parser.add_argument("--cache-miss", nargs="?", const="any", choices=("any", *CACHE_CAUSES),
-                        help="only cache misses (with this cause)")
+    parser.add_argument(
+        "--tool-problem",
+        nargs="?",
+        const="any",
+        choices=("any", *TOOL_PROBLEMS),
+        help="only exchanges with tool-call problems (of this kind)",
+    )
+    parser.add_argument(
+        "--cache-miss",
+        nargs="?",
+        const="any",
+        choices=("any", *CACHE_CAUSES),
+        help="only cache misses (with this cause)",
+    )
     parser.add_argument("--search", metavar="TEXT", help="text in answers and, where bodies were kept, prompts")
     parser.add_argument("--limit", type=_positive, default=50)
     parser.add_argument("--format", choices=("table", "json", "jsonl"), default="table")
@@ -77,9 +102,16 @@ def run_log(args: argparse.Namespace) -> int:
     from llmtap.analytics import audit
 
     filters = audit.LogFilters(
-        team=args.team, model=args.model, provider=args.provider, status=args.status, finish=args.finish,
-        tool_problem=args.tool_problem, cache_miss=args.cache_miss, search=args.search,
-        since=moment(args.since), until=moment(args.until),
+        team=args.team,
+        model=args.model,
+        provider=args.provider,
+        status=args.status,
+        finish=args.finish,
+        tool_problem=args.tool_problem,
+        cache_miss=args.cache_miss,
+        search=args.search,
+        since=moment(args.since),
+        until=moment(args.until),
     )
     url, engine = _open(args)
     rows = audit.log(url, engine, filters, limit=args.limit)
@@ -100,20 +132,42 @@ def _log_table(rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     table = Table(header_style="bold", box=None, pad_edge=False)
-    for name, justify in (("time", "left"), ("team", "left"), ("key", "left"), ("protocol", "left"),
-                          ("model", "left"), ("status", "right"), ("finish", "left"), ("in", "right"),
-                          ("cached", "right"), ("out", "right"), ("cost", "right"), ("ms", "right"),
-                          ("problems", "left"), ("id", "left")):
+    for name, justify in (
+        ("time", "left"),
+        ("team", "left"),
+        ("key", "left"),
+        ("protocol", "left"),
+        ("model", "left"),
+        ("status", "right"),
+        ("finish", "left"),
+        ("in", "right"),
+        ("cached", "right"),
+        ("out", "right"),
+        ("cost", "right"),
+        ("ms", "right"),
+        ("problems", "left"),
+        ("id", "left"),
+    ):
         table.add_column(name, justify=justify, no_wrap=name in ("time", "id"))
     for row in rows:
-        problems = ", ".join(filter(None, [row["tool_problem_kinds"], row["cache_miss"] and f"cache miss: "
-                                                                        f"{row['cache_miss']}"]))
+        problems = ", ".join(
+            filter(None, [row["tool_problem_kinds"], row["cache_miss"] and f"cache miss: {row['cache_miss']}"])
+        )
         table.add_row(
-            f"{row['started_at']:%Y-%m-%d %H:%M:%S}", row["team"], f"…{row['key_last4']}" if row["key_last4"] else "",
-            row["protocol"], row["model"] or "", str(row["status"] or ""), row["finish_reason"] or "",
-            _int(row["input_tokens"]), _int(row["cached_tokens"]), _int(row["output_tokens"]),
+            f"{row['started_at']:%Y-%m-%d %H:%M:%S}",
+            row["team"],
+            f"…{row['key_last4']}" if row["key_last4"] else "",
+            row["protocol"],
+            row["model"] or "",
+            str(row["status"] or ""),
+            row["finish_reason"] or "",
+            _int(row["input_tokens"]),
+            _int(row["cached_tokens"]),
+            _int(row["output_tokens"]),
             f"${row['cost_usd']:.6f}" if row["cost_usd"] is not None else (row["price_status"] or ""),
-            f"{row['duration_ms']:.0f}" if row["duration_ms"] is not None else "", problems, row["id"],
+            f"{row['duration_ms']:.0f}" if row["duration_ms"] is not None else "",
+            problems,
+            row["id"],
         )
     console = Console() if sys.stdout.isatty() else Console(width=220)
     console.print(table)
@@ -149,8 +203,9 @@ def _section(console: Any, title: str, pairs: list[tuple[str, Any]]) -> None:
     table.add_column(overflow="fold")
     for name, value in pairs:
         if value not in (None, "", [], {}):
-            table.add_row(name, value if isinstance(value, str) else json.dumps(value, default=_json_default,
-                                                                                  ensure_ascii=False))
+            table.add_row(
+                name, value if isinstance(value, str) else json.dumps(value, default=_json_default, ensure_ascii=False)
+            )
     console.print(table)
 
 
@@ -164,17 +219,27 @@ def _print_exchange(data: dict[str, Any]) -> None:
     _section(console, "when", [(k, str(v)) for k, v in data["when"].items() if v is not None])
     _section(console, "where", [(k, escape(str(v))) for k, v in data["where"].items() if v is not None])
     request = data["request"]
-    _section(console, "request", [
-        ("model", request.get("model")), ("stream", str(request.get("stream"))),
-        ("max tokens", str(request.get("max_tokens") or "")), ("messages by role", request.get("messages_by_role")),
-        ("system prompt", f"{request.get('system_chars')} characters"),
-        ("tools declared", [t.get("name") for t in request.get("tools") or []]),
-        ("server tools", request.get("server_tools")), ("tool choice", request.get("tool_choice")),
-        ("cache breakpoints", str(request.get("cache_breakpoints") or 0)), ("cache ttl", request.get("cache_ttl")),
-        ("prompt cache key", request.get("prompt_cache_key")),
-        ("previous response", request.get("previous_response_id")), ("thinking", request.get("thinking")),
-        ("parameters", request.get("params")), ("tool results carried", request.get("tool_result_ids")),
-    ])
+    _section(
+        console,
+        "request",
+        [
+            ("model", request.get("model")),
+            ("stream", str(request.get("stream"))),
+            ("max tokens", str(request.get("max_tokens") or "")),
+            ("messages by role", request.get("messages_by_role")),
+            ("system prompt", f"{request.get('system_chars')} characters"),
+            ("tools declared", [t.get("name") for t in request.get("tools") or []]),
+            ("server tools", request.get("server_tools")),
+            ("tool choice", request.get("tool_choice")),
+            ("cache breakpoints", str(request.get("cache_breakpoints") or 0)),
+            ("cache ttl", request.get("cache_ttl")),
+            ("prompt cache key", request.get("prompt_cache_key")),
+            ("previous response", request.get("previous_response_id")),
+            ("thinking", request.get("thinking")),
+            ("parameters", request.get("params")),
+            ("tool results carried", request.get("tool_result_ids")),
+        ],
+    )
     if data.get("transcript"):
         script = data["transcript"]
         console.print("\n[bold]transcript[/]")
@@ -183,21 +248,34 @@ def _print_exchange(data: dict[str, Any]) -> None:
         for message in script["messages"]:
             console.print(f"[dim]{escape(message['role'])}[/]  {escape(_clip(message['text']))}")
     answer = data["answer"]
-    _section(console, "answer", [
-        ("model", answer["model"]), ("finish", f"{answer['finish_reason']} ({answer['finish_reason_raw']})"),
-        ("text", escape(answer["text"] or "")), ("refusal", answer["refusal"]),
-        ("reasoning blocks", str(answer["reasoning_blocks"])), ("error", answer["error"]),
-        ("server tool calls", answer["server_tool_calls"]), ("interrupted", answer["interrupted"]),
-        ("decode error", answer["decode_error"]),
-    ])
+    _section(
+        console,
+        "answer",
+        [
+            ("model", answer["model"]),
+            ("finish", f"{answer['finish_reason']} ({answer['finish_reason_raw']})"),
+            ("text", escape(answer["text"] or "")),
+            ("refusal", answer["refusal"]),
+            ("reasoning blocks", str(answer["reasoning_blocks"])),
+            ("error", answer["error"]),
+            ("server tool calls", answer["server_tool_calls"]),
+            ("interrupted", answer["interrupted"]),
+            ("decode error", answer["decode_error"]),
+        ],
+    )
     for call in answer["tool_calls"]:
         detail = f" — {call['status_detail']}" if call.get("status_detail") else ""
-        console.print(f"  tool call [bold]{escape(str(call['name']))}[/] {escape(str(call['id']))}: "
-                      f"{call['status']}{escape(detail)}\n    {escape(call['arguments_raw'] or '')}")
+        console.print(
+            f"  tool call [bold]{escape(str(call['name']))}[/] {escape(str(call['id']))}: "
+            f"{call['status']}{escape(detail)}\n    {escape(call['arguments_raw'] or '')}"
+        )
     _section(console, "usage", [(k, str(v)) for k, v in data["usage"].items() if k != "raw" and v is not None])
     cost = data["cost"]
-    _section(console, "cost", [(k, f"${v:.9f}" if isinstance(v, Decimal) else str(v)) for k, v in cost.items()
-                               if v is not None])
+    _section(
+        console,
+        "cost",
+        [(k, f"${v:.9f}" if isinstance(v, Decimal) else str(v)) for k, v in cost.items() if v is not None],
+    )
     _section(console, "cache", [(k, str(v)) for k, v in data["cache"].items() if v is not None])
     if data.get("bodies"):
         bodies = data["bodies"]
@@ -225,13 +303,31 @@ def _print_conversation(data: dict[str, Any]) -> None:
         cache = turn["cache"]
         verdict = f"miss: {cache['cause']}" if cache.get("verdict") == "miss" else cache.get("verdict", "")
         table.add_row(
-            str(number), f"{turn['started_at']:%H:%M:%S}", str(turn["messages"]), turn["finish_reason"] or "",
-            _int(turn["input_tokens"]), _int(turn["cache_read_tokens"]), _int(turn["output_tokens"]),
-            f"${turn['cost_usd']:.6f}" if turn["cost_usd"] is not None else "unpriced", verdict,
-            ", ".join(str(n) for n in turn["tool_calls"]), turn["id"],
+            str(number),
+            f"{turn['started_at']:%H:%M:%S}",
+            str(turn["messages"]),
+            turn["finish_reason"] or "",
+            _int(turn["input_tokens"]),
+            _int(turn["cache_read_tokens"]),
+            _int(turn["output_tokens"]),
+            f"${turn['cost_usd']:.6f}" if turn["cost_usd"] is not None else "unpriced",
+            verdict,
+            ", ".join(str(n) for n in turn["tool_calls"]),
+            turn["id"],
         )
     totals = data["totals"]
-    table.add_row("", "total", str(totals["turns"]) + " turns", "", _int(totals["input_tokens"]),
-                  _int(totals["cache_read_tokens"]), _int(totals["output_tokens"]), f"${totals['cost_usd']:.6f}",
-                  f"{totals['cache_misses']} misses", "", "", style="bold")
+    table.add_row(
+        "",
+        "total",
+        str(totals["turns"]) + " turns",
+        "",
+        _int(totals["input_tokens"]),
+        _int(totals["cache_read_tokens"]),
+        _int(totals["output_tokens"]),
+        f"${totals['cost_usd']:.6f}",
+        f"{totals['cache_misses']} misses",
+        "",
+        "",
+        style="bold",
+    )
     console.print(table)

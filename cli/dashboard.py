@@ -64,7 +64,10 @@ def _serve(args, engine, pricer, url, label, since, until) -> int:
 
     try:
         server = make_server(
-            args.host, args.port, collect, lambda d: page.render(d, store=label, live=True),
+            args.host,
+            args.port,
+            collect,
+            lambda d: page.render(d, store=label, live=True),
             routes=_routes(engine, url, label, since, until),
         )
     except OSError as exc:
@@ -107,9 +110,12 @@ def _routes(engine, url, label, since, until):
 
     def log_json(rest: str, query: dict[str, str]):
         filters = audit.LogFilters(
-            since=since, until=until, **{k: query.get(k) or None for k in
-                                         ("team", "model", "provider", "status", "finish", "tool_problem",
-                                          "cache_miss", "search")},
+            since=since,
+            until=until,
+            **{
+                k: query.get(k) or None
+                for k in ("team", "model", "provider", "status", "finish", "tool_problem", "cache_miss", "search")
+            },
         )
         rows = audit.log(url, engine, filters, limit=data.EXCHANGES_SHOWN)
         details = audit.details(url, engine, [r["id"] for r in rows])

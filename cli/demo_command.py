@@ -17,7 +17,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "demo",
         help="the whole job offline: simulated providers, the real proxy, SDK traffic, reports, dashboard",
     )
-    parser.add_argument("--dir", metavar="FOLDER", help="where to put the store and the dashboard (default: a new temp folder)")
+    parser.add_argument(
+        "--dir", metavar="FOLDER", help="where to put the store and the dashboard (default: a new temp folder)"
+    )
     parser.set_defaults(run=run)
 
 
@@ -27,8 +29,10 @@ def run(args: argparse.Namespace) -> int:
         import google.genai  # noqa: F401
         import openai  # noqa: F401
     except ImportError as exc:
-        raise UsageError(f"the demo drives the official SDKs: install them (uv sync, or pip install "
-                         f"'llmtap[demo]'); missing {exc.name}") from None
+        raise UsageError(
+            f"the demo drives the official SDKs: install them (uv sync, or pip install "
+            f"'llmtap[demo]'); missing {exc.name}"
+        ) from None
     from rich.console import Console
 
     from llmtap.analytics import render, reports
@@ -48,14 +52,17 @@ def run(args: argparse.Namespace) -> int:
     engine.dispose()
     for kind, by in (("usage", ["team"]), ("cost", ["team", "model"]), ("cache", ["team"])):
         table = reports.run(db_url, kind, by=by)
-        render.as_rich(table, f"llmtap report {kind} --by {','.join(by)}", console,
-                       table.compact(reports.REPORTS[kind].table))
+        render.as_rich(
+            table, f"llmtap report {kind} --by {','.join(by)}", console, table.compact(reports.REPORTS[kind].table)
+        )
     misses = reports.run(db_url, "cache", listing=True).rows
     problems_found = reports.run(db_url, "tools", listing=True).rows
     dashboard = folder / "llmtap-dashboard.html"
     dashboard.write_text(page.render(data.collect(db_url), store=db_url), encoding="utf-8")
-    console.print(f"cache misses: {len(misses)} ({', '.join(sorted({m['cause'] for m in misses})) or 'none'}); "
-                  f"tool-call problems: {len(problems_found)}")
+    console.print(
+        f"cache misses: {len(misses)} ({', '.join(sorted({m['cause'] for m in misses})) or 'none'}); "
+        f"tool-call problems: {len(problems_found)}"
+    )
     console.print(f"store:     {folder / 'llmtap.db'}   (llmtap report usage --db {db_url})")
     console.print(f"dashboard: {dashboard}")
     console.print(f"proxy log: {folder / 'proxy.log'}")

@@ -33,7 +33,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "mitmproxy flow files and store them like live traffic.",
     )
     parser.add_argument("files", nargs="+", metavar="FILE")
-    parser.add_argument("--bodies", choices=("none", "metadata", "full"), help="what to keep of the bodies (default metadata)")
+    parser.add_argument(
+        "--bodies", choices=("none", "metadata", "full"), help="what to keep of the bodies (default metadata)"
+    )
     settings_module.add_common(parser)
     parser.set_defaults(run=run)
 
@@ -112,7 +114,6 @@ def _progress(console: Console) -> Progress:
 def _open(path: Path) -> tuple[int | None, Iterator[tuple[HttpExchange | None, str | None]]]:
     from llmtap.storage.importers.flows import FlowFileError, looks_like_flows, read_flows
     from llmtap.storage.importers.har import HarError, exchanges, read_har
-
 
     try:
         if looks_like_flows(path):

@@ -36,11 +36,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int, help="regular proxy port (default 8080)")
     parser.add_argument("--no-regular", action="store_true", help="no regular proxy, reverse listeners only")
     parser.add_argument(
-        "--reverse", action="append", default=[], metavar="NAME=PORT[,TEAM]",
+        "--reverse",
+        action="append",
+        default=[],
+        metavar="NAME=PORT[,TEAM]",
         help="reverse listener for anthropic, openai or gemini; repeat for each",
     )
     parser.add_argument(
-        "--upstream", action="append", default=[], metavar="NAME=URL",
+        "--upstream",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
         help="where a reverse listener forwards to (default the provider's API)",
     )
     parser.add_argument("--mode", action="append", default=[], metavar="SPEC", help="a mitmproxy mode spec; repeats")
@@ -48,7 +54,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--confdir", help="mitmproxy's folder with its CA (default ~/.mitmproxy)")
     parser.add_argument("--quiet", action="store_true", help="do not print client settings")
     parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="settings",
         help="a mitmproxy option, as mitmdump --set takes it (e.g. ssl_insecure=true); repeats",
     )
     settings_module.add_common(parser)
@@ -62,7 +72,10 @@ def _reverse(entries: list[str], upstreams: dict[str, str], config: list[Any]) -
     for entry in config:
         if not isinstance(entry, dict) or "provider" not in entry or "port" not in entry:
             raise UsageError("each [[proxy.reverse]] needs provider and port")
-        entries = [*entries, f"{entry['provider']}={entry['port']}" + (f",{entry['team']}" if entry.get("team") else "")]
+        entries = [
+            *entries,
+            f"{entry['provider']}={entry['port']}" + (f",{entry['team']}" if entry.get("team") else ""),
+        ]
         if entry.get("upstream"):
             upstreams.setdefault(ALIASES.get(entry["provider"], entry["provider"]), entry["upstream"])
     for entry in entries:

@@ -40,7 +40,9 @@ class Settings:
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", metavar="URL", help="SQLAlchemy URL of the store (env LLMTAP_DB; default a SQLite file in ~/.llmtap)")
+    parser.add_argument(
+        "--db", metavar="URL", help="SQLAlchemy URL of the store (env LLMTAP_DB; default a SQLite file in ~/.llmtap)"
+    )
     parser.add_argument("--config", metavar="FILE", help="TOML config file (env LLMTAP_CONFIG)")
 
 
@@ -61,7 +63,9 @@ def load(args: argparse.Namespace) -> Settings:
         spool_dir=Path(config.get("spool") or os.environ.get("LLMTAP_SPOOL") or base / "spool").expanduser(),
         secret_file=Path(config.get("secret_file") or base / "fingerprint.secret").expanduser(),
         key_teams=dict(teams),
-        price_file=_price_file(getattr(args, "prices", None) or os.environ.get("LLMTAP_PRICES") or config.get("prices")),
+        price_file=_price_file(
+            getattr(args, "prices", None) or os.environ.get("LLMTAP_PRICES") or config.get("prices")
+        ),
         config=config,
         config_path=path,
     )

@@ -65,13 +65,22 @@ def render(data: dict[str, Any], *, store: str, live: bool = False, refresh_seco
 
 def render_exchange(data: dict[str, Any], *, store: str, root: str = "../") -> str:
     """One exchange in full (the served dashboard's page per exchange)."""
-    return environment().get_template("exchange.html").render(
-        title=f"exchange {data['id']}", store=store, root=root, css=_template_source("dashboard.css"), x=data
+    return (
+        environment()
+        .get_template("exchange.html")
+        .render(title=f"exchange {data['id']}", store=store, root=root, css=_template_source("dashboard.css"), x=data)
     )
 
 
 def render_conversation(data: dict[str, Any], *, store: str, root: str = "../") -> str:
-    return environment().get_template("conversation.html").render(
-        title=f"conversation of {data['exchange_id']}", store=store, root=root,
-        css=_template_source("dashboard.css"), c=data,
+    return (
+        environment()
+        .get_template("conversation.html")
+        .render(
+            title=f"conversation of {data['exchange_id']}",
+            store=store,
+            root=root,
+            css=_template_source("dashboard.css"),
+            c=data,
+        )
     )

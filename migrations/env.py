@@ -4,8 +4,9 @@ mode on SQLite, and the store's MetaData (with its naming convention) as the tar
 from __future__ import annotations
 
 from alembic import context
-from llmtap.storage.schema import metadata
 from sqlalchemy import create_engine
+
+from llmtap.storage.schema import metadata
 
 config = context.config
 

@@ -94,9 +94,7 @@ def decode_body(body: dict[str, Any], ex: Exchange) -> None:
                 call = tool_call_from_object(block.get("id"), block.get("name"), block.get("input"))
             ex.tool_calls.append(call)
         elif kind in _SERVER_CALL_BLOCKS:
-            ex.server_tool_calls.append(
-                ServerToolCall(type=kind, id=block.get("id"), name=block.get("name"))
-            )
+            ex.server_tool_calls.append(ServerToolCall(type=kind, id=block.get("id"), name=block.get("name")))
     ex.text = text.value()
     ex.text_truncated = text.truncated or bool(body.get("_llmtap_truncated"))
     raw_finish = body.get("stop_reason")

@@ -54,15 +54,11 @@ class Usage:
                 f"{self.cache_write_tokens}) exceed input_tokens ({self.input_tokens})"
             )
         if self.reasoning_tokens is not None and self.reasoning_tokens > self.output_tokens:
-            problems.append(
-                f"reasoning_tokens ({self.reasoning_tokens}) exceed output_tokens "
-                f"({self.output_tokens})"
-            )
+            problems.append(f"reasoning_tokens ({self.reasoning_tokens}) exceed output_tokens ({self.output_tokens})")
         total = self.total_tokens_reported
         if total is not None and total != self.input_tokens + self.output_tokens:
             problems.append(
-                f"reported total {total} != input_tokens + output_tokens "
-                f"({self.input_tokens + self.output_tokens})"
+                f"reported total {total} != input_tokens + output_tokens ({self.input_tokens + self.output_tokens})"
             )
         return problems
 

@@ -66,9 +66,7 @@ def has_counts(usage: Any) -> bool:
     objects holding only `trafficType` on a blocked prompt)."""
     if not isinstance(usage, dict):
         return False
-    return any(
-        ("token" in key.lower()) and count(value) is not None for key, value in usage.items()
-    )
+    return any(("token" in key.lower()) and count(value) is not None for key, value in usage.items())
 
 
 def tool_call_from_text(call_id: Any, name: Any, raw: str) -> ToolCall:

@@ -15,6 +15,7 @@ import zlib
 from collections.abc import Callable
 
 import brotli
+
 from llmtap.protocols.errors import DecodeError
 
 if sys.version_info >= (3, 14):
@@ -162,9 +163,7 @@ class ContentDecoder:
 
     def _guard(self, total: int) -> None:
         if total > self._max:
-            raise DecodeError(
-                f"decoded body exceeds {self._max} bytes (compression bomb?)", "content-encoding"
-            )
+            raise DecodeError(f"decoded body exceeds {self._max} bytes (compression bomb?)", "content-encoding")
 
     def _count(self, data: bytes) -> bytes:
         self.decoded_bytes += len(data)

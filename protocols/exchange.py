@@ -189,9 +189,7 @@ class ExchangeDecoder:
     def _choose_mode(self, head: bytes) -> None:
         streaming_path = ":streamGenerateContent" in self._path or ":streamgeneratecontent" in self._path
         start = head.lstrip()[:8]
-        if "text/event-stream" in self._content_type or (
-            not self._content_type and start.startswith(_SNIFF_SSE)
-        ):
+        if "text/event-stream" in self._content_type or (not self._content_type and start.startswith(_SNIFF_SSE)):
             self._mode = "sse"
             self._sse = SSEDecoder()
         elif streaming_path and "alt=sse" not in self._path and start.startswith(b"["):

@@ -218,7 +218,11 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         tool_choice=body.get("toolConfig"),
         cached_content=body.get("cachedContent") if isinstance(body.get("cachedContent"), str) else None,
         thinking=config.get("thinkingConfig") if isinstance(config.get("thinkingConfig"), dict) else None,
-        params={k: config[k] for k in ("temperature", "topP", "topK", "stopSequences", "responseMimeType", "candidateCount") if k in config},
+        params={
+            k: config[k]
+            for k in ("temperature", "topP", "topK", "stopSequences", "responseMimeType", "candidateCount")
+            if k in config
+        },
     )
     tools = [t for t in items(body, "tools") if isinstance(t, dict)]
     for tool in tools:
@@ -226,7 +230,9 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         for declaration in declarations:
             if isinstance(declaration, dict):
                 schema = declaration.get("parametersJsonSchema", declaration.get("parameters"))
-                facts.tools.append(ToolSpec(name=str(declaration.get("name")), schema=schema if isinstance(schema, dict) else None))
+                facts.tools.append(
+                    ToolSpec(name=str(declaration.get("name")), schema=schema if isinstance(schema, dict) else None)
+                )
         facts.server_tools += [key for key in tool if key not in ("functionDeclarations", "function_declarations")]
     system = body.get("systemInstruction", body.get("system_instruction"))
     facts.system_chars = sum(json_size(p.get("text", "")) for p in items(system, "parts") if isinstance(p, dict))

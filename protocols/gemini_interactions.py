@@ -40,7 +40,15 @@ FINISH = {
 TERMINAL = ("interaction.completed", "interaction.complete")
 # Statuses of an interaction still running: how a cut stream left it, not how it ended.
 _RUNNING = ("in_progress",)
-_SERVER_TOOLS = ("google_search", "code_execution", "url_context", "file_search", "google_maps", "mcp_server", "computer_use")
+_SERVER_TOOLS = (
+    "google_search",
+    "code_execution",
+    "url_context",
+    "file_search",
+    "google_maps",
+    "mcp_server",
+    "computer_use",
+)
 
 
 def convert_usage(raw: Any) -> Usage | None:
@@ -200,7 +208,9 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         stream=body.get("stream") if isinstance(body.get("stream"), bool) else None,
         max_tokens=count(config.get("max_output_tokens")),
         tool_choice=config.get("tool_choice", body.get("tool_choice")),
-        previous_response_id=body.get("previous_interaction_id") if isinstance(body.get("previous_interaction_id"), str) else None,
+        previous_response_id=body.get("previous_interaction_id")
+        if isinstance(body.get("previous_interaction_id"), str)
+        else None,
         thinking=thinking or None,
         params={k: config[k] for k in ("temperature", "top_p", "seed", "stop_sequences") if k in config},
     )

@@ -206,7 +206,11 @@ class Fold:
         for index in sorted(self.calls):
             slot = self.calls[index]
             truncated = truncated or slot["args"].truncated
-            call = {"id": slot["id"], "type": "function", "function": {"name": slot["name"], "arguments": slot["args"].value()}}
+            call = {
+                "id": slot["id"],
+                "type": "function",
+                "function": {"name": slot["name"], "arguments": slot["args"].value()},
+            }
             if index == -1:
                 message["function_call"] = call["function"]
             else:
@@ -233,7 +237,11 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         max_tokens=first_count(body, "max_completion_tokens", "max_tokens"),
         tool_choice=body.get("tool_choice", body.get("function_call")),
         prompt_cache_key=body.get("prompt_cache_key") if isinstance(body.get("prompt_cache_key"), str) else None,
-        params={k: body[k] for k in ("temperature", "top_p", "stop", "n", "seed", "stream_options", "service_tier", "response_format") if k in body},
+        params={
+            k: body[k]
+            for k in ("temperature", "top_p", "stop", "n", "seed", "stream_options", "service_tier", "response_format")
+            if k in body
+        },
     )
     thinking = {k: body[k] for k in ("reasoning_effort", "reasoning", "thinking") if k in body}
     facts.thinking = thinking or None

@@ -113,10 +113,14 @@ def _decode_item(item: dict[str, Any], ex: Exchange, text: KeptText, refusals: l
         ex.reasoning_blocks += 1
     elif kind == "function_call":
         raw = item.get("arguments")
-        ex.tool_calls.append(tool_call_from_text(item.get("call_id"), item.get("name"), raw if isinstance(raw, str) else ""))
+        ex.tool_calls.append(
+            tool_call_from_text(item.get("call_id"), item.get("name"), raw if isinstance(raw, str) else "")
+        )
     elif kind == "custom_tool_call":
         raw = item.get("input")
-        ex.tool_calls.append(tool_call_from_text(item.get("call_id"), item.get("name"), raw if isinstance(raw, str) else ""))
+        ex.tool_calls.append(
+            tool_call_from_text(item.get("call_id"), item.get("name"), raw if isinstance(raw, str) else "")
+        )
     elif kind in _CLIENT_ACTION_ITEMS:
         action = item.get("action", item.get("operation"))
         ex.tool_calls.append(tool_call_from_object(item.get("call_id"), kind.removesuffix("_call"), action))
@@ -209,9 +213,7 @@ class Fold:
                 item[key] = self.args[index].value()
             parts = sorted(k[1] for k in self.texts if k[0] == index)
             if parts:
-                item["content"] = [
-                    {"type": "output_text", "text": self.texts[(index, part)].value()} for part in parts
-                ]
+                item["content"] = [{"type": "output_text", "text": self.texts[(index, part)].value()} for part in parts]
             output.append(item)
         return output
 
@@ -248,9 +250,15 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         max_tokens=count(body.get("max_output_tokens")),
         tool_choice=body.get("tool_choice"),
         prompt_cache_key=body.get("prompt_cache_key") if isinstance(body.get("prompt_cache_key"), str) else None,
-        previous_response_id=body.get("previous_response_id") if isinstance(body.get("previous_response_id"), str) else None,
+        previous_response_id=body.get("previous_response_id")
+        if isinstance(body.get("previous_response_id"), str)
+        else None,
         thinking=reasoning if isinstance(reasoning, dict) else None,
-        params={k: body[k] for k in ("temperature", "top_p", "store", "truncation", "service_tier", "prompt_cache_retention", "text") if k in body},
+        params={
+            k: body[k]
+            for k in ("temperature", "top_p", "store", "truncation", "service_tier", "prompt_cache_retention", "text")
+            if k in body
+        },
     )
     if facts.params.get("prompt_cache_retention") == "24h":
         facts.cache_ttl = "24h"

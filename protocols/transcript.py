@@ -73,8 +73,10 @@ def transcript(protocol: str, body: dict[str, Any]) -> Transcript:
     elif protocol == "openai.chat":
         for message in _dicts(body.get("messages")):
             role, text = str(message.get("role")), _content_text(message.get("content"))
-            calls = [f"[tool call {c.get('function', {}).get('name')} {_short(c.get('function', {}).get('arguments'))}]"
-                     for c in _dicts(message.get("tool_calls"))]
+            calls = [
+                f"[tool call {c.get('function', {}).get('name')} {_short(c.get('function', {}).get('arguments'))}]"
+                for c in _dicts(message.get("tool_calls"))
+            ]
             text = "\n".join(t for t in [text, *calls] if t)
             if role in ("system", "developer") and not out.messages:
                 out.system = "\n".join(t for t in (out.system, text) if t)
@@ -93,7 +95,9 @@ def transcript(protocol: str, body: dict[str, Any]) -> Transcript:
     elif protocol == "gemini.generate":
         system = body.get("systemInstruction") or body.get("system_instruction") or {}
         out.system = _content_text(system.get("parts") if isinstance(system, dict) else system)
-        out.messages = [(str(c.get("role") or "user"), _content_text(c.get("parts"))) for c in _dicts(body.get("contents"))]
+        out.messages = [
+            (str(c.get("role") or "user"), _content_text(c.get("parts"))) for c in _dicts(body.get("contents"))
+        ]
     elif protocol == "gemini.interactions":
         out.system = _content_text(body.get("system_instruction"))
         entries = body.get("input")

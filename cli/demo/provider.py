@@ -73,8 +73,10 @@ class Plan:
 def plan_for(last_user_text: str, has_tool_result: bool) -> Plan:
     marker = _MARKER.search(last_user_text or "")
     if has_tool_result:
-        return Plan(text="Done. The tool said what we needed; here is the summary you asked for, in two lines.\n"
-                         "Everything checks out and nothing else needs to change.")
+        return Plan(
+            text="Done. The tool said what we needed; here is the summary you asked for, in two lines.\n"
+            "Everything checks out and nothing else needs to change."
+        )
     if marker is None:
         words = re.findall(r"[A-Za-z]+", last_user_text or "")[:12]
         topic = " ".join(words) or "that"
@@ -105,8 +107,13 @@ def _sse(events: list[tuple[str | None, Any]]) -> Reply:
 
 
 def _json(payload: Any, status: int = 200, headers: list[tuple[str, str]] | None = None) -> Reply:
-    return Reply(status=status, content_type="application/json", chunks=[json.dumps(payload).encode()],
-                 chunked=False, headers=headers or [])
+    return Reply(
+        status=status,
+        content_type="application/json",
+        chunks=[json.dumps(payload).encode()],
+        chunked=False,
+        headers=headers or [],
+    )
 
 
 class SimulatedProvider:

@@ -48,8 +48,20 @@ def wait_for(port: int, process: subprocess.Popen[bytes], timeout: float = 30.0)
 
 
 def start_proxy(folder: Path, upstream_url: str, ports: dict[str, int], db_url: str) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "llmtap.cli.main", "proxy", "--no-regular", "--quiet", "--db", db_url,
-               "--confdir", str(folder / "mitmproxy"), "--bodies", "full"]
+    command = [
+        sys.executable,
+        "-m",
+        "llmtap.cli.main",
+        "proxy",
+        "--no-regular",
+        "--quiet",
+        "--db",
+        db_url,
+        "--confdir",
+        str(folder / "mitmproxy"),
+        "--bodies",
+        "full",
+    ]
     for name in PROVIDERS:
         command += ["--reverse", f"{name}={ports[name]}", "--upstream", f"{name}={upstream_url}"]
     env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
@@ -71,8 +83,11 @@ def stop(process: subprocess.Popen[bytes]) -> int:
 
 def drive(ports: dict[str, int], console: Console) -> list[str]:
     """Run the three teams at once; returns what went wrong (nothing, normally)."""
-    base = {"agents": f"http://127.0.0.1:{ports['anthropic']}", "search": f"http://127.0.0.1:{ports['openai']}",
-            "support": f"http://127.0.0.1:{ports['gemini']}"}
+    base = {
+        "agents": f"http://127.0.0.1:{ports['anthropic']}",
+        "search": f"http://127.0.0.1:{ports['openai']}",
+        "support": f"http://127.0.0.1:{ports['gemini']}",
+    }
     problems: list[str] = []
     lock = threading.Lock()
     columns = (TextColumn("{task.description:<9}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -107,8 +122,10 @@ def run(folder: Path, console: Console) -> tuple[str, list[str]]:
         try:
             for port in ports.values():
                 wait_for(port, proxy)
-            console.print(f"proxy up: reverse listeners on {', '.join(f'{n} :{p}' for n, p in ports.items())}; "
-                          f"simulated provider on {upstream.url}")
+            console.print(
+                f"proxy up: reverse listeners on {', '.join(f'{n} :{p}' for n, p in ports.items())}; "
+                f"simulated provider on {upstream.url}"
+            )
             problems = drive(ports, console)
         finally:
             status = stop(proxy)

@@ -33,12 +33,25 @@ HANDBOOK = (
     "say when you are unsure, and keep a neutral tone. "
 ) * 30
 TOOLS_ANTHROPIC = [
-    {"name": "read_file", "description": "Read a file of the repository",
-     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}, "query": {"type": "string"},
-                                                        "limit": {"type": "integer"}}, "required": ["path"]}},
-    {"name": "run_tests", "description": "Run a test target",
-     "input_schema": {"type": "object", "properties": {"target": {"type": "string"}, "verbose": {"type": "boolean"}},
-                      "required": ["target"], "additionalProperties": False}},
+    {
+        "name": "read_file",
+        "description": "Read a file of the repository",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "query": {"type": "string"}, "limit": {"type": "integer"}},
+            "required": ["path"],
+        },
+    },
+    {
+        "name": "run_tests",
+        "description": "Run a test target",
+        "input_schema": {
+            "type": "object",
+            "properties": {"target": {"type": "string"}, "verbose": {"type": "boolean"}},
+            "required": ["target"],
+            "additionalProperties": False,
+        },
+    },
 ]
 
 
@@ -54,8 +67,9 @@ def _expected(call: Callable[[], Any], tick: Callable[[], None]) -> None:
 def agents(base_url: str, tick: Callable[[], None]) -> None:
     import anthropic
 
-    client = anthropic.Anthropic(base_url=base_url, api_key=KEYS["agents"], max_retries=0,
-                                 default_headers={TEAM_HEADER: "agents"})
+    client = anthropic.Anthropic(
+        base_url=base_url, api_key=KEYS["agents"], max_retries=0, default_headers={TEAM_HEADER: "agents"}
+    )
     model = "claude-sonnet-4-5-20250929"
     system = [{"type": "text", "text": GUIDE, "cache_control": {"type": "ephemeral"}}]
     task = "The test test_totals fails after the refactor. Find out why. [tool:read_file]"
@@ -65,8 +79,13 @@ def agents(base_url: str, tick: Callable[[], None]) -> None:
         last = marked[-1]
         if isinstance(last["content"], str):
             last["content"] = [{"type": "text", "text": last["content"], "cache_control": {"type": "ephemeral"}}]
-        kwargs = {"model": model, "max_tokens": 1024, "system": system_blocks, "tools": TOOLS_ANTHROPIC,
-                  "messages": marked}
+        kwargs = {
+            "model": model,
+            "max_tokens": 1024,
+            "system": system_blocks,
+            "tools": TOOLS_ANTHROPIC,
+            "messages": marked,
+        }
         if stream:
             with client.messages.stream(**kwargs) as events:
                 message = events.get_final_message()
@@ -80,29 +99,57 @@ def agents(base_url: str, tick: Callable[[], None]) -> None:
         reply = turn(messages, stream=run % 2 == 0)
         messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]}]
         calls = [b for b in reply.content if b.type == "tool_use"]
-        messages += [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": c.id,
-                                                   "content": "def totals(rows): return sum(rows)"} for c in calls]}]
+        messages += [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": c.id, "content": "def totals(rows): return sum(rows)"}
+                    for c in calls
+                ],
+            }
+        ]
         turn(messages, stream=True)
     # A tool call whose arguments break run_tests' schema (no `target`), then its result.
     messages = [{"role": "user", "content": "Now run the unit tests. [tool:run_tests]"}]
     reply = turn(messages, stream=True)
-    messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]},
-                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": b.id, "content": "3 passed"}
-                                              for b in reply.content if b.type == "tool_use"]}]
+    messages += [
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": b.id, "content": "3 passed"}
+                for b in reply.content
+                if b.type == "tool_use"
+            ],
+        },
+    ]
     turn(messages, stream=False)
     # A call with broken JSON arguments; the agent moves on without sending its result.
     messages = [{"role": "user", "content": "Run them verbosely this time. [malformed]"}]
     reply = turn(messages, stream=True)
-    messages += [{"role": "assistant", "content": [{"type": "text", "text": "(retrying)"}]},
-                 {"role": "user", "content": "Never mind, summarise the fix instead."}]
+    messages += [
+        {"role": "assistant", "content": [{"type": "text", "text": "(retrying)"}]},
+        {"role": "user", "content": "Never mind, summarise the fix instead."},
+    ]
     turn(messages, stream=False)
     # The same task restarted with a timestamp pasted into the system prompt: a cache miss.
     stamped = [{"type": "text", "text": GUIDE + " Current time: 09:41:07.", "cache_control": {"type": "ephemeral"}}]
     turn([{"role": "user", "content": task}], stream=True, system_blocks=stamped)
     # The task again with one more tool declared: the cached prefix starts with the tools.
-    client.messages.create(model=model, max_tokens=1024, system=system, messages=[{"role": "user", "content": task}],
-                           tools=[*TOOLS_ANTHROPIC, {"name": "git_diff", "description": "Show the working diff",
-                                                     "input_schema": {"type": "object", "properties": {}}}])
+    client.messages.create(
+        model=model,
+        max_tokens=1024,
+        system=system,
+        messages=[{"role": "user", "content": task}],
+        tools=[
+            *TOOLS_ANTHROPIC,
+            {
+                "name": "git_diff",
+                "description": "Show the working diff",
+                "input_schema": {"type": "object", "properties": {}},
+            },
+        ],
+    )
     tick()
     _expected(lambda: turn([{"role": "user", "content": "Refactor the module. [error:529]"}], stream=False), tick)
     _expected(lambda: turn([{"role": "user", "content": "Explain the diff. [midstream-error]"}], stream=True), tick)
@@ -111,14 +158,20 @@ def agents(base_url: str, tick: Callable[[], None]) -> None:
 def search(base_url: str, tick: Callable[[], None]) -> None:
     import openai
 
-    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=KEYS["search"], max_retries=0,
-                           default_headers={TEAM_HEADER: "search"})
+    client = openai.OpenAI(
+        base_url=f"{base_url}/v1", api_key=KEYS["search"], max_retries=0, default_headers={TEAM_HEADER: "search"}
+    )
     messages: list[dict[str, Any]] = [{"role": "system", "content": HANDBOOK}]
-    for question in ("What is prompt caching?", "How long does a cached prefix live?",
-                     "Which requests can share a cache?", "How do I see cache hits in usage?"):
+    for question in (
+        "What is prompt caching?",
+        "How long does a cached prefix live?",
+        "Which requests can share a cache?",
+        "How do I see cache hits in usage?",
+    ):
         messages.append({"role": "user", "content": question})
-        stream = client.chat.completions.create(model="gpt-4o-mini", messages=messages, stream=True,
-                                                stream_options={"include_usage": True})
+        stream = client.chat.completions.create(
+            model="gpt-4o-mini", messages=messages, stream=True, stream_options={"include_usage": True}
+        )
         answer = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
         messages.append({"role": "assistant", "content": answer})
         tick()
@@ -126,19 +179,33 @@ def search(base_url: str, tick: Callable[[], None]) -> None:
     tick()
     client.chat.completions.create(model="ft:gpt-4o-mini:acme:support:demo01", messages=messages[:2])
     tick()
-    _expected(lambda: client.chat.completions.create(model="gpt-4o-mini", messages=[
-        {"role": "user", "content": "Summarise this week's releases. [error:429]"}]), tick)
-    tools = [{"type": "function", "name": "search_docs", "description": "Search the documentation",
-              "parameters": {"type": "object", "properties": {"path": {"type": "string"},
-                                                              "query": {"type": "string"},
-                                                              "limit": {"type": "integer"}}, "required": ["query"]}}]
+    _expected(
+        lambda: client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "Summarise this week's releases. [error:429]"}]
+        ),
+        tick,
+    )
+    tools = [
+        {
+            "type": "function",
+            "name": "search_docs",
+            "description": "Search the documentation",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "query": {"type": "string"}, "limit": {"type": "integer"}},
+                "required": ["query"],
+            },
+        }
+    ]
     entries: list[Any] = [{"role": "user", "content": "Find the retry policy in the docs. [tool:search_docs]"}]
     first = client.responses.create(model="o4-mini", instructions=HANDBOOK, input=entries, tools=tools)
     tick()
     for item in first.output:
         if item.type == "function_call":
-            entries += [item.model_dump(exclude_none=True),
-                        {"type": "function_call_output", "call_id": item.call_id, "output": "Retry 3 times."}]
+            entries += [
+                item.model_dump(exclude_none=True),
+                {"type": "function_call_output", "call_id": item.call_id, "output": "Retry 3 times."},
+            ]
     with client.responses.stream(model="o4-mini", instructions=HANDBOOK, input=entries, tools=tools) as events:
         events.get_final_response()
     tick()
@@ -148,16 +215,19 @@ def support(base_url: str, tick: Callable[[], None]) -> None:
     from google import genai
     from google.genai import types
 
-    client = genai.Client(api_key=KEYS["support"], http_options=types.HttpOptions(
-        base_url=base_url, headers={TEAM_HEADER: "support"}))
+    client = genai.Client(
+        api_key=KEYS["support"], http_options=types.HttpOptions(base_url=base_url, headers={TEAM_HEADER: "support"})
+    )
     thinking = types.GenerateContentConfig(thinking_config=types.ThinkingConfig(include_thoughts=True))
     history: list[Any] = []
-    for question in ("My order has not arrived. What can I do?", "It was order 4411, placed last Monday.",
-                     "Can you check where it is now? [tool:track_order]"):
+    for question in (
+        "My order has not arrived. What can I do?",
+        "It was order 4411, placed last Monday.",
+        "Can you check where it is now? [tool:track_order]",
+    ):
         history.append(types.Content(role="user", parts=[types.Part(text=HANDBOOK + question)]))
         text = ""
-        for chunk in client.models.generate_content_stream(model="gemini-2.5-flash", contents=history,
-                                                           config=thinking):
+        for chunk in client.models.generate_content_stream(model="gemini-2.5-flash", contents=history, config=thinking):
             for candidate in chunk.candidates or []:
                 parts = candidate.content.parts if candidate.content else None
                 text += "".join(p.text or "" for p in parts or [] if not p.thought)

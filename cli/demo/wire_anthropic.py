@@ -73,8 +73,17 @@ def answer(provider: SimulatedProvider, body: dict[str, Any], serial: int) -> Re
     text, has_result = _last_user(body.get("messages") or [])
     plan = plan_for(text, has_result)
     if plan.error == 429:
-        return _json({"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens "
-                      "has exceeded your per-minute rate limit"}}, 429, [("retry-after", "3")])
+        return _json(
+            {
+                "type": "error",
+                "error": {
+                    "type": "rate_limit_error",
+                    "message": "Number of request tokens has exceeded your per-minute rate limit",
+                },
+            },
+            429,
+            [("retry-after", "3")],
+        )
     if plan.error:
         return _json({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, plan.error)
     counts = usage(provider, body)
@@ -84,8 +93,18 @@ def answer(provider: SimulatedProvider, body: dict[str, Any], serial: int) -> Re
         return _stream(plan, counts, model, message_id, serial)
     content, stop = _content(plan, serial)
     output = tokens(json.dumps(content))
-    return _json({"id": message_id, "type": "message", "role": "assistant", "model": model, "content": content,
-                  "stop_reason": stop, "stop_sequence": None, "usage": {**counts, "output_tokens": output}})
+    return _json(
+        {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": {**counts, "output_tokens": output},
+        }
+    )
 
 
 def _content(plan: Plan, serial: int) -> tuple[list[dict[str, Any]], str]:
@@ -102,19 +121,37 @@ def _content(plan: Plan, serial: int) -> tuple[list[dict[str, Any]], str]:
 
 
 def _stream(plan: Plan, counts: dict[str, int], model: str, message_id: str, serial: int) -> Reply:
-    start = {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
-             "stop_reason": None, "stop_sequence": None, "usage": {**counts, "output_tokens": 1}}
-    events: list[tuple[str | None, Any]] = [("message_start", {"type": "message_start", "message": start}),
-                                            ("ping", {"type": "ping"})]
+    start = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {**counts, "output_tokens": 1},
+    }
+    events: list[tuple[str | None, Any]] = [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("ping", {"type": "ping"}),
+    ]
     index = 0
     output = 0
     if plan.text or plan.blocked:
         text = "I can't help with that." if plan.blocked else plan.text
-        events.append(("content_block_start", {"type": "content_block_start", "index": 0,
-                                               "content_block": {"type": "text", "text": ""}}))
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            )
+        )
         for word in _words(text):
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                                   "delta": {"type": "text_delta", "text": word}}))
+            events.append(
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": word}},
+                )
+            )
         output += tokens(text)
         if plan.midstream_error:
             events.append(("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))
@@ -125,13 +162,29 @@ def _stream(plan: Plan, counts: dict[str, int], model: str, message_id: str, ser
         block = {"type": "tool_use", "id": f"toolu_demo{serial:05d}{offset}", "name": name, "input": {}}
         events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
         for piece in (raw[i : i + 12] for i in range(0, len(raw), 12)):
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                   "delta": {"type": "input_json_delta", "partial_json": piece}}))
+            events.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece},
+                    },
+                )
+            )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         output += tokens(raw)
         index += 1
     stop = "refusal" if plan.blocked else ("tool_use" if plan.calls else "end_turn")
-    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                                     "usage": {"output_tokens": output}}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": output},
+            },
+        )
+    )
     events.append(("message_stop", {"type": "message_stop"}))
     return _sse(events)

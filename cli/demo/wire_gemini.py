@@ -28,21 +28,37 @@ def generate(
     contents = body.get("contents") or []
     plan = plan_for(*_last_user(contents))
     if plan.error:
-        return _json({"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).",
-                                "status": "RESOURCE_EXHAUSTED"}}, 429)
+        return _json(
+            {
+                "error": {
+                    "code": 429,
+                    "message": "Resource has been exhausted (e.g. check quota).",
+                    "status": "RESOURCE_EXHAUSTED",
+                }
+            },
+            429,
+        )
     system = body.get("systemInstruction") or {}
     prompt = tokens([system, body.get("tools") or [], contents])
     cached = provider.automatic_cache([system, body.get("tools") or [], *contents], prompt)
     thinking = bool(((body.get("generationConfig") or {}).get("thinkingConfig") or {}).get("includeThoughts"))
     output = tokens(plan.text + "".join(a for _, a in plan.calls))
     thoughts = output * 2
-    usage = {"promptTokenCount": prompt, "candidatesTokenCount": output, "thoughtsTokenCount": thoughts,
-             "totalTokenCount": prompt + output + thoughts}
+    usage = {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": output,
+        "thoughtsTokenCount": thoughts,
+        "totalTokenCount": prompt + output + thoughts,
+    }
     if cached:
         usage["cachedContentTokenCount"] = cached
     if plan.blocked:
-        blocked = {"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": prompt,
-                   "totalTokenCount": prompt}, "modelVersion": model, "responseId": f"demo-{serial}"}
+        blocked = {
+            "promptFeedback": {"blockReason": "SAFETY"},
+            "usageMetadata": {"promptTokenCount": prompt, "totalTokenCount": prompt},
+            "modelVersion": model,
+            "responseId": f"demo-{serial}",
+        }
         return _json(blocked)
     chunks = _chunks(plan, thinking)
     final_parts = [part for chunk in chunks for part in chunk]
@@ -92,20 +108,35 @@ def interactions(provider: SimulatedProvider, body: dict[str, Any], serial: int)
     output = tokens(plan.text)
     thoughts = output
     interaction_id = f"v1_demo{serial:06d}"
-    usage = {"total_tokens": prompt + output + thoughts, "total_input_tokens": prompt, "total_cached_tokens": 0,
-             "total_output_tokens": output, "total_tool_use_tokens": 0, "total_thought_tokens": thoughts}
+    usage = {
+        "total_tokens": prompt + output + thoughts,
+        "total_input_tokens": prompt,
+        "total_cached_tokens": 0,
+        "total_output_tokens": output,
+        "total_tool_use_tokens": 0,
+        "total_thought_tokens": thoughts,
+    }
     model = body.get("model") or "gemini-2.5-flash"
-    steps = [{"type": "thought", "signature": "ZGVtbw=="},
-             {"type": "model_output", "content": [{"type": "text", "text": plan.text}]}]
+    steps = [
+        {"type": "thought", "signature": "ZGVtbw=="},
+        {"type": "model_output", "content": [{"type": "text", "text": plan.text}]},
+    ]
     done = {"id": interaction_id, "status": "completed", "usage": usage, "object": "interaction", "model": model}
     if not body.get("stream"):
         return _json({**done, "steps": steps})
     events: list[tuple[str | None, Any]] = [
-        (None, {"interaction": {"id": interaction_id, "status": "in_progress", "object": "interaction",
-                                "model": model}, "event_type": "interaction.created"}),
+        (
+            None,
+            {
+                "interaction": {"id": interaction_id, "status": "in_progress", "object": "interaction", "model": model},
+                "event_type": "interaction.created",
+            },
+        ),
         (None, {"index": 0, "step": {"type": "thought"}, "event_type": "step.start"}),
-        (None, {"index": 0, "delta": {"signature": "ZGVtbw==", "type": "thought_signature"},
-                "event_type": "step.delta"}),
+        (
+            None,
+            {"index": 0, "delta": {"signature": "ZGVtbw==", "type": "thought_signature"}, "event_type": "step.delta"},
+        ),
         (None, {"index": 0, "event_type": "step.stop"}),
         (None, {"index": 1, "step": {"type": "model_output"}, "event_type": "step.start"}),
     ]

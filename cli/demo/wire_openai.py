@@ -4,7 +4,6 @@ models. Not responsible for deciding what to answer (see `provider.plan_for`).""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from llmtap.bench.upstream import Reply
@@ -42,33 +41,54 @@ def chat(provider: SimulatedProvider, body: dict[str, Any], serial: int) -> Repl
     model = body.get("model") or "gpt-4o-mini"
     prompt = tokens([body.get("tools") or [], messages])
     cached = provider.automatic_cache([body.get("tools") or [], *messages], prompt)
-    calls = [{"id": f"call_demo{serial:05d}{i}", "type": "function", "function": {"name": n, "arguments": a}}
-             for i, (n, a) in enumerate(plan.calls)]
+    calls = [
+        {"id": f"call_demo{serial:05d}{i}", "type": "function", "function": {"name": n, "arguments": a}}
+        for i, (n, a) in enumerate(plan.calls)
+    ]
     text = plan.text
     output = tokens(text + "".join(a for _, a in plan.calls))
     reasoning = _reasoning_tokens(model, output)
-    usage = {"prompt_tokens": prompt, "completion_tokens": output + reasoning, "total_tokens": prompt + output + reasoning,
-             "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
-             "completion_tokens_details": {"reasoning_tokens": reasoning, "audio_tokens": 0}}
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": output + reasoning,
+        "total_tokens": prompt + output + reasoning,
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": reasoning, "audio_tokens": 0},
+    }
     finish = "tool_calls" if calls else ("content_filter" if plan.blocked else "stop")
     head = {"id": f"chatcmpl-demo{serial:06d}", "created": 1764460800, "model": model}
     if not body.get("stream"):
         message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None}
         if calls:
             message["tool_calls"] = calls
-        return _json({**head, "object": "chat.completion",
-                      "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage})
+        return _json(
+            {
+                **head,
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": usage,
+            }
+        )
     chunk = {**head, "object": "chat.completion.chunk"}
     events: list[tuple[str | None, Any]] = [
-        (None, {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+        (
+            None,
+            {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
+        )
     ]
     for word in _words(text) if text else []:
         events.append((None, {**chunk, "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}]}))
     for index, call in enumerate(calls):
         raw = call["function"]["arguments"]
-        first = {"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"],
-                                                                                   "arguments": ""}}
-        events.append((None, {**chunk, "choices": [{"index": 0, "delta": {"tool_calls": [first]}, "finish_reason": None}]}))
+        first = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": ""},
+        }
+        events.append(
+            (None, {**chunk, "choices": [{"index": 0, "delta": {"tool_calls": [first]}, "finish_reason": None}]})
+        )
         for piece in (raw[i : i + 10] for i in range(0, len(raw), 10)):
             delta = {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
             events.append((None, {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}))
@@ -107,11 +127,21 @@ def responses(provider: SimulatedProvider, body: dict[str, Any], serial: int) ->
     reasoning = _reasoning_tokens(model, output)
     items = _items(plan, serial, reasoning)
     response = {
-        "id": f"resp_demo{serial:06d}", "object": "response", "created_at": 1764460800, "model": model,
-        "status": "completed", "error": None, "incomplete_details": None, "output": items,
-        "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
-                  "output_tokens": output + reasoning, "output_tokens_details": {"reasoning_tokens": reasoning},
-                  "total_tokens": prompt + output + reasoning},
+        "id": f"resp_demo{serial:06d}",
+        "object": "response",
+        "created_at": 1764460800,
+        "model": model,
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "output": items,
+        "usage": {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens": output + reasoning,
+            "output_tokens_details": {"reasoning_tokens": reasoning},
+            "total_tokens": prompt + output + reasoning,
+        },
     }
     if not body.get("stream"):
         return _json(response)
@@ -123,11 +153,26 @@ def _items(plan: Plan, serial: int, reasoning: int) -> list[dict[str, Any]]:
     if reasoning:
         items.append({"id": f"rs_demo{serial:06d}", "type": "reasoning", "summary": []})
     if plan.text:
-        items.append({"id": f"msg_demo{serial:06d}", "type": "message", "role": "assistant", "status": "completed",
-                      "content": [{"type": "output_text", "text": plan.text, "annotations": []}]})
+        items.append(
+            {
+                "id": f"msg_demo{serial:06d}",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": plan.text, "annotations": []}],
+            }
+        )
     for index, (name, raw) in enumerate(plan.calls):
-        items.append({"id": f"fc_demo{serial:05d}{index}", "type": "function_call", "status": "completed",
-                      "call_id": f"call_demo{serial:05d}{index}", "name": name, "arguments": raw})
+        items.append(
+            {
+                "id": f"fc_demo{serial:05d}{index}",
+                "type": "function_call",
+                "status": "completed",
+                "call_id": f"call_demo{serial:05d}{index}",
+                "name": name,
+                "arguments": raw,
+            }
+        )
     return items
 
 
@@ -138,31 +183,88 @@ def _response_events(response: dict[str, Any], items: list[dict[str, Any]]) -> l
         empty = {**item, "content": []} if item["type"] == "message" else {**item, "arguments": ""}
         if item["type"] == "reasoning":
             empty = item
-        events.append(("response.output_item.added", {"type": "response.output_item.added", "output_index": index,
-                                                      "item": empty}))
+        events.append(
+            ("response.output_item.added", {"type": "response.output_item.added", "output_index": index, "item": empty})
+        )
         if item["type"] == "message":
             text = item["content"][0]["text"]
             part = {"type": "output_text", "text": "", "annotations": []}
-            events.append(("response.content_part.added", {"type": "response.content_part.added",
-                           "item_id": item["id"], "output_index": index, "content_index": 0, "part": part}))
+            events.append(
+                (
+                    "response.content_part.added",
+                    {
+                        "type": "response.content_part.added",
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "content_index": 0,
+                        "part": part,
+                    },
+                )
+            )
             for word in _words(text):
-                events.append(("response.output_text.delta", {"type": "response.output_text.delta",
-                               "item_id": item["id"], "output_index": index, "content_index": 0, "delta": word}))
-            events.append(("response.output_text.done", {"type": "response.output_text.done", "item_id": item["id"],
-                           "output_index": index, "content_index": 0, "text": text}))
-            events.append(("response.content_part.done", {"type": "response.content_part.done",
-                           "item_id": item["id"], "output_index": index, "content_index": 0,
-                           "part": item["content"][0]}))
+                events.append(
+                    (
+                        "response.output_text.delta",
+                        {
+                            "type": "response.output_text.delta",
+                            "item_id": item["id"],
+                            "output_index": index,
+                            "content_index": 0,
+                            "delta": word,
+                        },
+                    )
+                )
+            events.append(
+                (
+                    "response.output_text.done",
+                    {
+                        "type": "response.output_text.done",
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "content_index": 0,
+                        "text": text,
+                    },
+                )
+            )
+            events.append(
+                (
+                    "response.content_part.done",
+                    {
+                        "type": "response.content_part.done",
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "content_index": 0,
+                        "part": item["content"][0],
+                    },
+                )
+            )
         elif item["type"] == "function_call":
             raw = item["arguments"]
             for piece in (raw[i : i + 10] for i in range(0, len(raw), 10)):
-                events.append(("response.function_call_arguments.delta", {
-                    "type": "response.function_call_arguments.delta", "item_id": item["id"], "output_index": index,
-                    "delta": piece}))
-            events.append(("response.function_call_arguments.done", {
-                "type": "response.function_call_arguments.done", "item_id": item["id"], "output_index": index,
-                "arguments": raw}))
-        events.append(("response.output_item.done", {"type": "response.output_item.done", "output_index": index,
-                                                     "item": item}))
+                events.append(
+                    (
+                        "response.function_call_arguments.delta",
+                        {
+                            "type": "response.function_call_arguments.delta",
+                            "item_id": item["id"],
+                            "output_index": index,
+                            "delta": piece,
+                        },
+                    )
+                )
+            events.append(
+                (
+                    "response.function_call_arguments.done",
+                    {
+                        "type": "response.function_call_arguments.done",
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "arguments": raw,
+                    },
+                )
+            )
+        events.append(
+            ("response.output_item.done", {"type": "response.output_item.done", "output_index": index, "item": item})
+        )
     events.append(("response.completed", {"type": "response.completed", "response": response}))
     return [(name, {**payload, "sequence_number": n}) for n, (name, payload) in enumerate(events)]
