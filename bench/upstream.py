@@ -107,6 +107,8 @@ class Upstream:
                 if not await self._send(reply, writer, seen):
                     return
                 seen.finished = True
+                if seen.headers.get("connection", "").lower() == "close":
+                    break
         except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
             pass
         except asyncio.CancelledError:

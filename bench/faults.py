@@ -1,0 +1,337 @@
+"""Fault injection under load, with counts: for each fault, the requests clients completed
+against the exchanges the store holds afterwards.
+
+    uv run python bench/faults.py [--quick] [--only NAME]
+
+Faults: the database away (PostgreSQL behind a TCP forwarder that is stopped, then
+restarted), the spool's disk full at the same time (a tiny tmpfs, when this machine lets
+root mount one), the upstream resetting connections mid-stream, clients hanging up
+mid-stream, SIGTERM of the proxy under load, SIGKILL of the proxy under load. All on
+127.0.0.1, bounded in time. Not a test: it prints figures that RELIABILITY.md keeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+
+from llmtap.bench.soak import PG_ADMIN, _requests
+from llmtap.bench.upstream import Reply, Seen, Upstream
+from llmtap.cli.demo.provider import SimulatedProvider
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Forwarder:
+    """A TCP forwarder to PostgreSQL that can refuse and cut connections on demand."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = free_port()
+        self.up = True
+        self._conns: list[socket.socket] = []
+        self._server = socket.create_server(("127.0.0.1", self.port))
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            if not self.up:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def stop(self) -> None:
+        self.up = False
+        with self._lock:
+            for conn in self._conns:
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self._conns.clear()
+
+    def start(self) -> None:
+        self.up = True
+
+
+@dataclass
+class Counts:
+    completed: int = 0
+    failed: int = 0
+
+
+async def _stream(port: int, path: str, body: bytes, hang_up: bool) -> bool:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write((f"POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {len(body)}"
+                  "\r\nx-llmtap-team: faults\r\nconnection: close\r\n\r\n").encode() + body)
+    await writer.drain()
+    head = await reader.readuntil(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200"):
+        writer.close()
+        return False
+    if hang_up:
+        await reader.read(200)
+        writer.transport.abort()
+        return True
+    rest = await reader.read()
+    writer.close()
+    return rest.endswith(b"0\r\n\r\n")  # the chunked body's end: the stream was not cut
+
+
+async def load(ports: dict[str, int], seconds: float, clients: int, hang_up_share: float = 0.0,
+               stop_event: threading.Event | None = None) -> Counts:
+    counts = Counts()
+    deadline = time.monotonic() + seconds
+    catalogue = _requests()
+
+    async def worker(n: int) -> None:
+        rng = random.Random(n)
+        while time.monotonic() < deadline and not (stop_event and stop_event.is_set()):
+            provider, path, body = rng.choice(catalogue)
+            try:
+                ok = await asyncio.wait_for(_stream(ports[provider], path, body, rng.random() < hang_up_share), 30)
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+                ok = False
+            if ok:
+                counts.completed += 1
+            else:
+                counts.failed += 1
+
+    await asyncio.gather(*(worker(n) for n in range(clients)))
+    return counts
+
+
+class Proxy:
+    def __init__(self, folder: Path, db_url: str, upstream: str, spool: Path | None = None) -> None:
+        self.ports = {name: free_port() for name in ("anthropic", "openai", "gemini")}
+        command = [sys.executable, "-m", "llmtap.cli.main", "proxy", "--no-regular", "--quiet", "--db", db_url,
+                   "--confdir", str(folder / "mitmproxy")]
+        for name, port in self.ports.items():
+            command += ["--reverse", f"{name}={port}", "--upstream", f"{name}={upstream}"]
+        env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
+        if spool is not None:
+            env["LLMTAP_SPOOL"] = str(spool)
+        self.log = open(folder / f"proxy-{time.time_ns()}.log", "wb")  # noqa: SIM115
+        self.process = subprocess.Popen(command, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        for port in self.ports.values():
+            for _ in range(300):
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 180) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        status = self.process.wait(timeout=timeout)
+        self.log.close()
+        return status
+
+
+def _pg_database() -> tuple[str, str]:
+    name = f"llmtap_fault_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return name, PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+
+
+def _drop(name: str) -> None:
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def _stored(url: str, where: str = "true") -> int:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return connection.execute(text(f"SELECT count(*) FROM exchanges WHERE {where}")).scalar_one()
+    finally:
+        engine.dispose()
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    return result.returncode == 0
+
+
+def database_away(seconds: float, away: float, clients: int, disk_full: bool) -> dict[str, object]:
+    """PostgreSQL unreachable for `away` seconds in the middle of the load (and, with
+    `disk_full`, the spool's disk full too)."""
+    folder = Path(tempfile.mkdtemp(prefix="llmtap-fault-"))
+    name, url = _pg_database()
+    pg_host, pg_port = "127.0.0.1", 5432
+    forwarder = Forwarder((pg_host, pg_port))
+    proxied = url.replace("127.0.0.1:5432", f"127.0.0.1:{forwarder.port}")
+    spool = folder / "spool"
+    mounted = disk_full and _mount_tmpfs(spool, "64k")
+    try:
+        with Upstream(SimulatedProvider()) as upstream:
+            _stored_schema(url)
+            proxy = Proxy(folder, proxied, upstream.url, spool=spool)
+
+            def outage() -> None:
+                time.sleep((seconds - away) / 2)
+                forwarder.stop()
+                time.sleep(away)
+                forwarder.start()
+
+            threading.Thread(target=outage, daemon=True).start()
+            counts = asyncio.run(load(proxy.ports, seconds, clients))
+            status = proxy.stop()
+        stored = _stored(url)
+    finally:
+        forwarder.stop()
+        if mounted:
+            subprocess.run(["umount", str(spool)], capture_output=True)
+        _drop(name)
+    return {"fault": "database away" + (" + spool disk full" if disk_full else ""), "away_s": away,
+            "spool_on_tiny_tmpfs": bool(mounted), "completed": counts.completed, "failed": counts.failed,
+            "stored": stored, "lost": counts.completed - stored, "proxy_exit": status}
+
+
+def _stored_schema(url: str) -> None:
+    from llmtap.storage.engine import make_engine
+    from llmtap.storage.migrate import ensure_current
+
+    engine = make_engine(url)
+    ensure_current(engine)
+    engine.dispose()
+
+
+def upstream_resets(seconds: float, clients: int) -> dict[str, object]:
+    folder = Path(tempfile.mkdtemp(prefix="llmtap-fault-"))
+    provider = SimulatedProvider()
+
+    def router(seen: Seen) -> Reply:
+        reply = provider(seen)
+        if random.random() < 0.3 and len(reply.chunks) > 3:
+            reply.reset_after = len(reply.chunks) // 2
+        return reply
+
+    url = f"sqlite:///{folder / 'store.db'}"
+    with Upstream(router) as upstream:
+        proxy = Proxy(folder, url, upstream.url)
+        counts = asyncio.run(load(proxy.ports, seconds, clients))
+        status = proxy.stop()
+    stored = _stored(url)
+    cut = _stored(url, "NOT complete AND interrupted IS NOT NULL")
+    return {"fault": "upstream resets 30% of streams mid-way", "requests": counts.completed + counts.failed,
+            "client_errors": counts.failed, "stored": stored, "stored_cut": cut,
+            "lost": counts.completed + counts.failed - stored, "proxy_exit": status}
+
+
+def client_hang_ups(seconds: float, clients: int) -> dict[str, object]:
+    folder = Path(tempfile.mkdtemp(prefix="llmtap-fault-"))
+    url = f"sqlite:///{folder / 'store.db'}"
+    with Upstream(SimulatedProvider()) as upstream:
+        proxy = Proxy(folder, url, upstream.url)
+        counts = asyncio.run(load(proxy.ports, seconds, clients, hang_up_share=0.3))
+        status = proxy.stop()
+    stored = _stored(url)
+    return {"fault": "clients hang up on 30% of streams", "requests": counts.completed, "stored": stored,
+            "stored_cut": _stored(url, "NOT complete"), "lost": counts.completed - stored, "proxy_exit": status}
+
+
+def proxy_signal(seconds: float, clients: int, sig: int) -> dict[str, object]:
+    """Signal the proxy halfway through the load; count what clients completed before."""
+    folder = Path(tempfile.mkdtemp(prefix="llmtap-fault-"))
+    url = f"sqlite:///{folder / 'store.db'}"
+    stop = threading.Event()
+    with Upstream(SimulatedProvider()) as upstream:
+        proxy = Proxy(folder, url, upstream.url)
+
+        def kill() -> None:
+            time.sleep(seconds / 2)
+            proxy.process.send_signal(sig)
+            stop.set()
+
+        threading.Thread(target=kill, daemon=True).start()
+        counts = asyncio.run(load(proxy.ports, seconds, clients, stop_event=stop))
+        status = proxy.stop(sig)
+        if sig == signal.SIGKILL:  # what a restart finds in the spool is written then
+            from llmtap.storage.engine import make_engine
+            from llmtap.storage.writer import Writer
+
+            engine = make_engine(url)
+            Writer(engine, spool_dir=folder / "home" / "spool").close()
+            engine.dispose()
+    stored = _stored(url)
+    return {"fault": f"{signal.Signals(sig).name} of the proxy under load", "completed_before": counts.completed,
+            "failed_or_in_flight": counts.failed, "stored": stored, "missing": max(counts.completed - stored, 0),
+            "proxy_exit": status}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", help="database, disk, resets, hangups, sigterm, sigkill")
+    args = parser.parse_args()
+    seconds, away, clients = (20.0, 8.0, 12) if args.quick else (120.0, 60.0, 24)
+    runs = {
+        "database": lambda: database_away(seconds, away, clients, disk_full=False),
+        "disk": lambda: database_away(seconds, away, clients, disk_full=True),
+        "resets": lambda: upstream_resets(seconds / 2, clients),
+        "hangups": lambda: client_hang_ups(seconds / 2, clients),
+        "sigterm": lambda: proxy_signal(seconds / 2, clients, signal.SIGTERM),
+        "sigkill": lambda: proxy_signal(seconds / 2, clients, signal.SIGKILL),
+    }
+    for name, run in runs.items():
+        if args.only and name not in args.only.split(","):
+            continue
+        print(json.dumps(run()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
