@@ -21,6 +21,10 @@ from mitmproxy import http
 from llmtap.storage.ingest import TEAM_HEADER, attribute_team, proxy_auth_user
 from llmtap.storage.secrets import KeyFingerprinter, api_key
 
+_TEAM = TEAM_HEADER.encode()
+_PROXY_AUTH = b"proxy-authorization"
+_KEY_HEADERS = frozenset((b"x-api-key", b"x-goog-api-key", b"api-key", b"authorization"))  # what `api_key` reads
+
 
 @dataclass(slots=True)
 class Who:
@@ -53,15 +57,30 @@ class Attribution:
         flow.request.headers.pop("proxy-authorization", None)
 
     def identify(self, flow: http.HTTPFlow) -> Who:
-        headers = flow.request.headers
-        user = self._connect_users.get(flow.client_conn.id) or proxy_auth_user(headers.get("proxy-authorization"))
-        header_team = headers.get(TEAM_HEADER)
-        self.strip(flow)
-        key = api_key(headers.items(multi=True), flow.request.query and _query(flow) or "")
+        """Who sent this request; strips our headers on the way. One pass over the raw
+        header fields: each `Headers` lookup is a scan of its own, on the event loop."""
+        request = flow.request
+        team_values: list[str] = []
+        auth_values: list[str] = []
+        key_pairs: list[tuple[str, str]] = []
+        for raw_name, raw_value in request.headers.fields:
+            name = raw_name.lower()
+            if name == _TEAM:
+                team_values.append(raw_value.decode("utf-8", "surrogateescape"))
+            elif name == _PROXY_AUTH:
+                auth_values.append(raw_value.decode("utf-8", "surrogateescape"))
+            elif name in _KEY_HEADERS:
+                key_pairs.append((name.decode("latin-1"), raw_value.decode("utf-8", "surrogateescape")))
+        if team_values or auth_values:
+            self.strip(flow)
+        # Repeated headers read as mitmproxy's `Headers.get` reads them: joined with ", ".
+        user = self._connect_users.get(flow.client_conn.id) or proxy_auth_user(", ".join(auth_values))
+        path = request.path
+        key = api_key(key_pairs, path.partition("?")[2] if "?" in path else "")
         fingerprint = self.fingerprinter.fingerprint(key) if key and self.fingerprinter else None
         team = attribute_team(
             proxy_user=user,
-            team_header=header_team,
+            team_header=", ".join(team_values) or None,
             listener_team=self._listener_team(flow),
             fingerprint=fingerprint,
             key_teams=self.key_teams,
@@ -78,7 +97,3 @@ class Attribution:
         sockname = flow.client_conn.sockname
         port = sockname[1] if sockname and len(sockname) > 1 else None
         return self.listener_teams.get(port) if port is not None else None
-
-
-def _query(flow: http.HTTPFlow) -> str:
-    return flow.request.path.partition("?")[2]

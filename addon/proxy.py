@@ -16,9 +16,8 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from mitmproxy import options
+from mitmproxy import exceptions, options
 from mitmproxy.proxy.mode_specs import ProxyMode, RegularMode, ReverseMode
 from mitmproxy.tools.dump import DumpMaster
 
@@ -54,6 +53,7 @@ class ProxyPlan:
     confdir: Path = Path("~/.mitmproxy").expanduser()
     ca_bundle: Path | None = None
     quiet: bool = False
+    settings: list[str] = field(default_factory=list)  # mitmproxy `KEY=VALUE` options (`--set`)
 
     def modes(self) -> list[str]:
         modes = []
@@ -61,6 +61,39 @@ class ProxyPlan:
             modes.append(f"regular@{self.listen_host}:{self.regular_port}")
         modes += [listener.spec(self.listen_host) for listener in self.reverse]
         return modes + self.extra_modes
+
+
+class ProxyOptionError(ValueError):
+    """A `--set KEY=VALUE` that mitmproxy would not take, or that `llmtap proxy` owns."""
+
+
+# Options `llmtap proxy` owns through its own flags.
+OWN_OPTIONS = {"mode": "--mode/--reverse/--port", "confdir": "--confdir"}
+
+
+def check_settings(specs: list[str]) -> None:
+    """Raise ProxyOptionError for a `--set` spec that is not `KEY=VALUE` or that names
+    an option this command sets itself. Unknown keys and bad values are caught when
+    mitmproxy's options exist (`apply_settings`)."""
+    for spec in specs:
+        name, eq, _ = spec.partition("=")
+        if not eq or not name.strip():
+            raise ProxyOptionError(f"--set wants KEY=VALUE (a mitmproxy option), not {spec!r}")
+        if name.strip() in OWN_OPTIONS:
+            raise ProxyOptionError(f"--set {name.strip()}: use {OWN_OPTIONS[name.strip()]} instead")
+
+
+def apply_settings(opts: options.Options, specs: list[str]) -> None:
+    """Apply `KEY=VALUE` specs the way `mitmdump --set` does, naming the culprit."""
+    try:
+        opts.set(*(spec.strip() for spec in specs))
+    except (exceptions.OptionsError, NotImplementedError) as exc:
+        raise ProxyOptionError(f"--set: {exc}") from None
+    names = {spec.partition("=")[0].strip() for spec in specs}
+    for name, option in opts.items():  # mitmproxy checks `choices` only in its UIs
+        value = option.current()
+        if name in names and option.choices and isinstance(value, str) and value not in option.choices:
+            raise ProxyOptionError(f"--set {name}: one of {', '.join(option.choices)}, not {value!r}")
 
 
 def check_modes(specs: list[str]) -> None:
@@ -131,6 +164,7 @@ async def _main(plan: ProxyPlan, writer: Writer, attribution: Attribution, db_la
         confdir=str(plan.confdir),
         termlog_verbosity="warn",
     )
+    apply_settings(opts, plan.settings)  # after the defaults above, so the user's win
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, master.shutdown)

@@ -4,8 +4,9 @@ Traffic first. mitmproxy's own `Save` addon crashes on purpose when it cannot wr
 addon does the opposite: a decoder or database failure is logged and becomes a record's
 `decode_error` (or waits in the spool), and the client still gets every byte as the
 server sent it, when the server sent it. Hooks do O(1) work: routing by method and path,
-attribution from headers, a key fingerprint, and setting the stream tee. Decoding
-finishes and rows are written on the writer's thread.
+attribution from headers, a key fingerprint, and setting the stream tee (or, for a small
+body whose length is known, letting mitmproxy hold it as it would without us). Decoding
+finishes, and rows are written, on the writer's thread.
 
 Not responsible for decoding payloads (protocols), storing rows (storage), or starting
 mitmproxy (see `proxy.py`).
@@ -14,6 +15,7 @@ mitmproxy (see `proxy.py`).
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -26,14 +28,36 @@ from llmtap.addon.websocket import WebSocketSessions
 from llmtap.protocols import ExchangeDecoder, route
 from llmtap.protocols.routing import websocket_protocol
 from llmtap.storage.ingest import retry_after
-from llmtap.storage.secrets import redact_headers, redact_query
 from llmtap.storage.writer import Writer
 
 log = logging.getLogger("llmtap.addon")
 
 PROTOCOL_KEY = "llmtap_protocol"
 META_KEY = "llmtap_meta"
+WHO_KEY = "llmtap_who"  # a WebSocket upgrade's attribution, read before its headers are stripped
+HELD_KEY = "llmtap_held"  # a small whole body left to mitmproxy (not streamed), recorded at `response`
+SWITCH_INTERVAL = 0.001  # seconds; see `Recorder.running`
+HOLD_LIMIT = 64 * 1024  # the largest Content-Length body left to mitmproxy rather than streamed
 DEFAULT_KEEP = 32 * 1024 * 1024  # raw response bytes kept per exchange in body mode `full`
+_WANTED = frozenset((b"content-type", b"content-encoding", b"content-length", b"retry-after", b"retry-after-ms"))
+
+
+def _headers(fields: tuple[tuple[bytes, bytes], ...]) -> dict[bytes, str]:
+    """The response headers the recorder reads, in one pass (the first of each name)."""
+    found: dict[bytes, str] = {}
+    for raw_name, raw_value in fields:
+        name = raw_name.lower()
+        if name in _WANTED and name not in found:
+            found[name] = raw_value.decode("utf-8", "surrogateescape")
+    return found
+
+
+def _whole(found: dict[bytes, str], limit: int) -> bool:
+    """A body mitmproxy may hold: its length known and small, and not an event stream."""
+    length = found.get(b"content-length", "").strip()
+    if not length.isdigit() or int(length) > limit:
+        return False
+    return "event-stream" not in (found.get(b"content-type") or "").lower()
 
 
 def _request_body(request: http.Request) -> bytes | None:
@@ -55,6 +79,7 @@ class Recorder:
         self.attribution = attribution or Attribution()
         self.own_writer = writer is None
         self.websockets = WebSocketSessions(self._submit)
+        self.hold_limit = HOLD_LIMIT
         self.counts = {"recorded": 0, "other": 0, "interrupted": 0}
 
     # -- options (only used when loaded as a script) -------------------------------------
@@ -76,6 +101,14 @@ class Recorder:
         from llmtap.addon.script_setup import open_from_options
 
         self.writer, self.attribution = open_from_options(ctx.options)
+
+    def running(self) -> None:
+        # The writer's thread shares the GIL with mitmproxy's event loop; a thread that
+        # wants it back waits up to the switch interval (5 ms by default) before asking.
+        # 1 ms bounds what the writer can add to a response (with a busy writer, the
+        # loop's longest stall was 9-34 ms at 5 ms, 2-7 ms at 1 ms).
+        if sys.getswitchinterval() > SWITCH_INTERVAL:
+            sys.setswitchinterval(SWITCH_INTERVAL)
 
     def done(self) -> None:
         self.websockets.close_all()
@@ -103,6 +136,10 @@ class Recorder:
     def request(self, flow: http.HTTPFlow) -> None:
         protocol = flow.metadata.get(PROTOCOL_KEY)
         if protocol is None:
+            if websocket_protocol(flow.request.path) is not None:
+                # A possible WebSocket upgrade: `websocket_start` comes after forwarding,
+                # when X-LLMTap-Team is gone. `identify` strips it, as below.
+                flow.metadata[WHO_KEY] = self.attribution.identify(flow)
             self.attribution.strip(flow)  # never forward our own headers upstream
             return
         request = flow.request
@@ -110,45 +147,68 @@ class Recorder:
         flow.metadata[META_KEY] = ExchangeMeta(
             method=request.method,
             host=request.pretty_host,
-            path=redact_query(request.path),
+            path=request.path,
             team=who.team,
             key_fingerprint=who.key_fingerprint,
             key_last4=who.key_last4,
             client_addr=who.client_addr,
             request_body=_request_body(request),
-            request_headers=redact_headers(request.headers.items(multi=True)),
+            request_headers=[],
+            raw_headers=request.headers.fields if self._keep_bodies() else None,
             started=request.timestamp_start or time.time(),
+            protocol=protocol,
         )
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
+        """Tee the response, unless mitmproxy may hold it: a small body whose length is
+        known up front (a JSON answer) is whole before it is worth reading, and streaming
+        it costs mitmproxy a quarter to a third more CPU per request (bench/proxy_overhead.py).
+        Event streams, bodies of unknown length and big bodies are always streamed."""
         meta: ExchangeMeta | None = flow.metadata.get(META_KEY)
         if meta is None or flow.response is None:
             return
         response = flow.response
         meta.first_byte = response.timestamp_start or time.time()
-        meta.content_type = response.headers.get("content-type")
-        meta.content_encoding = response.headers.get("content-encoding")
-        meta.retry_after_s = retry_after(response.headers.get("retry-after"), response.headers.get("retry-after-ms"))
+        meta.status = response.status_code
+        found = _headers(response.headers.fields)
+        meta.content_type = found.get(b"content-type")
+        meta.content_encoding = found.get(b"content-encoding")
+        meta.retry_after_s = retry_after(found.get(b"retry-after"), found.get(b"retry-after-ms"))
+        if not response.stream and _whole(found, self.hold_limit):  # (stream_large_bodies may have said stream)
+            flow.metadata[HELD_KEY] = True
+            return
         decoder = ExchangeDecoder(
-            flow.metadata[PROTOCOL_KEY],
+            meta.protocol,
             request=meta.request_body,
-            path=flow.request.path,
+            path=meta.path,
             host=meta.host,
-            status=response.status_code,
+            status=meta.status,
             content_type=meta.content_type,
             content_encoding=meta.content_encoding,
         )
-        keep = DEFAULT_KEEP if self.writer is not None and self.writer.body_mode == "full" else None
+        keep = DEFAULT_KEEP if self._keep_bodies() else None
         response.stream = StreamTee(decoder, meta, self._submit, keep_limit=keep)
 
     def response(self, flow: http.HTTPFlow) -> None:
-        """Runs after the tee's `b""`; the client's end of stream waits for it: O(1)."""
+        """Runs after the tee's `b""` (the client's end of stream waits for it) or, for a
+        held body, before mitmproxy sends it: O(1) either way, decoding is the writer's."""
         tee = self._tee(flow)
-        if tee is not None and not tee.finished:
-            # A response with no body is never streamed: the tee saw nothing.
-            if flow.response is not None and flow.response.raw_content:
-                tee(flow.response.raw_content)
-            tee.finish(None)
+        if tee is not None:
+            if not tee.finished:
+                # A response with no body is never streamed: the tee saw nothing.
+                if flow.response is not None and flow.response.raw_content:
+                    tee(flow.response.raw_content)
+                tee.finish(None)
+            return
+        meta: ExchangeMeta | None = flow.metadata.get(META_KEY)
+        if meta is None or not flow.metadata.pop(HELD_KEY, False) or flow.response is None:
+            return
+        body = flow.response.raw_content
+        meta.ended = time.time()
+        if body is not None and self._keep_bodies() and len(body) <= DEFAULT_KEEP:
+            meta.raw_chunks = [body]
+        flow.metadata.pop(META_KEY, None)
+        self._submit(PendingExchange(None, meta, None, body=body))
 
     def error(self, flow: http.HTTPFlow) -> None:
         """A client or server disconnect skips the `b""` call: finish the partial record."""
@@ -159,19 +219,19 @@ class Recorder:
                 self.counts["interrupted"] += 1
                 tee.finish(message)
             return
-        meta: ExchangeMeta | None = flow.metadata.get(META_KEY)
-        if meta is not None:  # no response at all (upstream unreachable)
-            decoder = ExchangeDecoder(flow.metadata[PROTOCOL_KEY], request=meta.request_body, path=flow.request.path, host=meta.host)
+        meta: ExchangeMeta | None = flow.metadata.pop(META_KEY, None)
+        if meta is not None:  # no response at all (upstream unreachable), or a held one cut short
+            flow.metadata.pop(HELD_KEY, None)
             meta.ended = time.time()
             self.counts["interrupted"] += 1
-            self._submit(PendingExchange(decoder, meta, message))
-            flow.metadata.pop(META_KEY, None)
+            self._submit(PendingExchange(None, meta, message))
 
     # -- WebSocket (OpenAI Responses WebSocket mode) ---------------------------------------
 
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         if websocket_protocol(flow.request.path) is not None:
-            self.websockets.start(flow, self.attribution.identify(flow))
+            who = flow.metadata.pop(WHO_KEY, None) or self.attribution.identify(flow)
+            self.websockets.start(flow, who)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         self.websockets.message(flow)
@@ -185,6 +245,9 @@ class Recorder:
     def _tee(flow: http.HTTPFlow) -> StreamTee | None:
         stream = flow.response.stream if flow.response is not None else None
         return stream if isinstance(stream, StreamTee) else None
+
+    def _keep_bodies(self) -> bool:
+        return self.writer is not None and self.writer.body_mode == "full"
 
     def _submit(self, pending: PendingExchange) -> None:
         if self.writer is None:

@@ -17,13 +17,30 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from llmtap.protocols import ExchangeDecoder, route
+from llmtap.protocols.common import parse_json
 from llmtap.protocols.content import ContentDecoder
 from llmtap.protocols.errors import DecodeError
 from llmtap.storage.record import Recorded
+from llmtap.storage.secrets import redact_headers, redact_query
 
 log = logging.getLogger("llmtap.addon")
+
+
+def _parsed(body: bytes) -> bytes | dict[str, Any]:
+    """The request as the decoder would parse it (`parse_json`, the same rules), or the
+    bytes when it is not a JSON object: the decoder then names what is wrong."""
+    try:
+        value = parse_json(body, "request")
+    except DecodeError:
+        return body
+    return value if isinstance(value, dict) else body
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")  # as mitmproxy's `Headers` reads them
 
 
 def _moment(timestamp: float | None) -> datetime | None:
@@ -32,11 +49,12 @@ def _moment(timestamp: float | None) -> datetime | None:
 
 @dataclass(slots=True)
 class ExchangeMeta:
-    """Who, where and when, gathered on the hooks before the response ends."""
+    """Who, where and when, gathered on the hooks before the response ends. Anything that
+    costs more than a lookup (redaction, decoding) waits for `PendingExchange.build`."""
 
     method: str
     host: str
-    path: str  # redacted
+    path: str  # as requested: key-bearing query parameters are redacted in `build`
     team: str
     key_fingerprint: str | None
     key_last4: str | None
@@ -45,6 +63,8 @@ class ExchangeMeta:
     request_headers: list[tuple[str, str]]  # redacted
     started: float
     source: str = "proxy"
+    protocol: str = ""
+    status: int | None = None
     first_byte: float | None = None
     first_token: float | None = None
     ended: float | None = None
@@ -52,24 +72,46 @@ class ExchangeMeta:
     content_type: str | None = None
     content_encoding: str | None = None
     raw_chunks: list[bytes] | None = field(default=None)  # kept only for body mode `full`
+    # mitmproxy's header fields as they were forwarded (body mode `full` only): redacted
+    # into `request_headers` on the writer's thread, never stored as they are.
+    raw_headers: tuple[tuple[bytes, bytes], ...] | None = field(default=None, repr=False)
 
 
 class PendingExchange:
-    """What the writer's thread finishes: the decode, the route's body check, the record."""
+    """What the writer's thread finishes: the decode, the route's body check, the record.
 
-    __slots__ = ("decoder", "meta", "interrupted")
+    A streamed response comes with the decoder the tee fed; a response mitmproxy held
+    whole comes as `body`, and its decoder is made and fed here, off the event loop."""
 
-    def __init__(self, decoder: ExchangeDecoder, meta: ExchangeMeta, interrupted: str | None) -> None:
+    __slots__ = ("decoder", "meta", "interrupted", "body")
+
+    def __init__(
+        self,
+        decoder: ExchangeDecoder | None,
+        meta: ExchangeMeta,
+        interrupted: str | None,
+        body: bytes | None = None,
+    ) -> None:
         self.decoder = decoder
         self.meta = meta
         self.interrupted = interrupted
+        self.body = body
 
     def build(self) -> Recorded | None:
+        # This runs on the writer's thread, which shares the GIL with mitmproxy's event
+        # loop: let a loop that is waiting for it go first, rather than after the switch
+        # interval (5 ms), so the writer never adds that to a response's latency.
+        time.sleep(0)
         meta = self.meta
-        exchange = self.decoder.finish(self.interrupted)
-        body_says_other = meta.source == "proxy" and meta.request_body is not None
-        if body_says_other and route(meta.method, meta.path, meta.request_body) is None:
+        request: bytes | dict[str, Any] | None = meta.request_body
+        if self.decoder is None and request:
+            request = _parsed(request)  # parsed once, for the route check and the decoder
+        if meta.source == "proxy" and request is not None and route(meta.method, meta.path, request) is None:
             return None  # same path, another API's body: not a generation
+        exchange = self._decoder(request).finish(self.interrupted)
+        headers = meta.request_headers
+        if meta.raw_headers is not None:
+            headers = redact_headers((_text(name), _text(value)) for name, value in meta.raw_headers)
         return Recorded(
             exchange=exchange,
             started_at=_moment(meta.started) or datetime.now(UTC),
@@ -83,13 +125,30 @@ class PendingExchange:
             source=meta.source,
             method=meta.method,
             host=meta.host,
-            path=meta.path,
+            path=redact_query(meta.path),
             retry_after_s=meta.retry_after_s,
             request_body=meta.request_body,
             response_body=self._response_body(),
             response_content_type=meta.content_type,
-            request_headers=meta.request_headers,
+            request_headers=headers,
         )
+
+    def _decoder(self, request: bytes | dict[str, Any] | None) -> ExchangeDecoder:
+        if self.decoder is not None:
+            return self.decoder
+        meta = self.meta
+        decoder = ExchangeDecoder(
+            meta.protocol,
+            request=request,
+            path=meta.path,
+            host=meta.host,
+            status=meta.status,
+            content_type=meta.content_type,
+            content_encoding=meta.content_encoding,
+        )
+        if self.body:
+            decoder.feed(self.body)
+        return decoder
 
     def _response_body(self) -> bytes | None:
         chunks = self.meta.raw_chunks

@@ -7,6 +7,11 @@ UTC `TIMESTAMP` (SQLite keeps them as naive text, PostgreSQL as `timestamptz`), 
 as `BOOLEAN` (SQLite keeps 0/1), JSON as text, and money as integer pico-dollars (SQLite
 would turn a NUMERIC into a lossy REAL, so the store never uses one).
 
+A connection that will run many reports (the dashboard) can snapshot the columns the
+reports read into native DuckDB tables once (`snapshot=True`): one pass over the store
+instead of one per report, and native scans after it. A single report does better
+without: a snapshot costs more than the one pass the report makes anyway.
+
 Not responsible for what the reports compute (see `reports.py` and `sql/`).
 """
 
@@ -21,6 +26,22 @@ import duckdb_extension_sqlite_scanner
 from sqlalchemy.engine import make_url
 
 _BOOLEANS = ("streamed", "complete", "text_truncated", "request_stream", "valid_json")
+# What the reports (sql/*.sql, reports.DIMENSIONS) and the dashboard read: a snapshot
+# copies these and leaves the bulky rest (answer text, request tools and params, raw usage).
+SNAPSHOT_COLUMNS = {
+    "exchanges": (
+        "id", "team", "key_fingerprint", "key_last4", "started_at", "ended_at", "ttfb_ms", "ttft_ms",
+        "duration_ms", "protocol", "provider", "status", "complete", "model", "model_requested",
+        "finish_reason", "usage_input_tokens", "usage_cache_read_input_tokens",
+        "usage_cache_creation_input_tokens", "usage_output_tokens", "usage_reasoning_output_tokens",
+        "error_type", "error_code", "retry_after_s", "interrupted", "decode_error", "tool_call_count",
+        "request_cache_breakpoints", "request_cache_ttl", "request_tool_result_ids", "request_tool_call_ids",
+        "tools_hash", "system_hash", "first_message_hash", "message_hashes", "price_status", "price_version",
+        "cost_input_pico", "cost_cache_read_pico", "cost_cache_write_pico", "cost_output_pico",
+        "cost_total_pico", "rate_input_pico", "rate_cache_read_pico",
+    ),
+    "tool_calls": ("exchange_id", "position", "call_id", "name", "status", "status_detail", "valid_json"),
+}
 
 
 def extension_path(package: Any, name: str) -> str:
@@ -31,8 +52,9 @@ def extension_path(package: Any, name: str) -> str:
     return str(path)
 
 
-def connect(url: str) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with the store attached read-only as `store`, and views."""
+def connect(url: str, *, snapshot: bool = False) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with the store attached read-only as `store`, and views (or,
+    with `snapshot`, tables of the columns reports read, copied once)."""
     connection = duckdb.connect(
         config={
             "autoinstall_known_extensions": False,
@@ -40,6 +62,7 @@ def connect(url: str) -> duckdb.DuckDBPyConnection:
             "threads": 2,
         }
     )
+    connection.execute("SET enable_progress_bar = false")  # never a bar in a report's output
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         connection.execute(f"LOAD '{extension_path(duckdb_extension_sqlite_scanner, 'sqlite_scanner')}'")
@@ -51,6 +74,8 @@ def connect(url: str) -> duckdb.DuckDBPyConnection:
         connection.execute(f"ATTACH {_literal(_libpq(parsed))} AS store (TYPE postgres, READ_ONLY)")
         kind = "postgres"
     _views(connection, kind)
+    if snapshot:
+        _snapshot(connection)
     return connection
 
 
@@ -92,3 +117,11 @@ def _column(name: str, data_type: str, kind: str) -> str:
     if data_type.upper() in ("JSON", "JSONB"):
         return f"CAST({quoted} AS VARCHAR) AS {quoted}"
     return quoted
+
+
+def _snapshot(connection: duckdb.DuckDBPyConnection) -> None:
+    """Copy the columns reports read into temp tables and point the views at them."""
+    for table, columns in SNAPSHOT_COLUMNS.items():
+        select = ", ".join(f'"{name}"' for name in columns)
+        connection.execute(f"CREATE TEMP TABLE {table}_snapshot AS SELECT {select} FROM {table}")
+        connection.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {table}_snapshot")

@@ -10,7 +10,9 @@ multiplications. Money is integer pico-dollars (1e-12 USD); rates that are not w
 pico-dollars per token round half-even.
 
 A row whose model has no price is `unpriced` (never $0); a row with usage missing is
-`usage_missing`. Every priced row keeps the price data's version.
+`usage_missing`. Every priced row keeps the price data's version: genai-prices' alone, or
+— for the models a local price file names — genai-prices' and the file's (name and
+digest), so `reprice` can tell which rows a new or changed price file concerns.
 
 Not responsible for SQL reports (see `reports.py`) or for when pricing runs (the writer
 calls `price_rows`; `reprice` catches up stored rows).
@@ -26,11 +28,18 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from genai_prices import data_snapshot, types
+if TYPE_CHECKING:
+    from genai_prices import types
+
+# genai-prices is imported where prices are needed, not here: importing it costs ~0.3 s
+# (it brings an HTTP client for its updater), and a report whose rows are all priced
+# already never needs it.
 
 PICO = Decimal(10) ** 12
+FILE_MARK = " + "  # in a price version: priced while a local price file named the model
+_NAME_CHARS = 40  # of the price file's name in the version (the column holds 96)
 # Our provider names (SPEC §1) as genai-prices' provider ids.
 _PROVIDER_IDS = {"anthropic": "anthropic", "openai": "openai", "google": "google"}
 _PRICE_KEYS = (
@@ -92,14 +101,16 @@ class _Override:
     since: date | None
     price: types.ModelPrice
 
-    def matches(self, provider: str | None, model: str, at: datetime) -> bool:
+    def names(self, provider: str | None, model: str) -> bool:
+        """This entry is about that model (whatever the date)."""
         if self.provider and self.provider != provider:
-            return False
-        if self.since and at.date() < self.since:
             return False
         if self.pattern.endswith("*"):
             return model.startswith(self.pattern[:-1])
         return model == self.pattern
+
+    def matches(self, provider: str | None, model: str, at: datetime) -> bool:
+        return self.names(provider, model) and not (self.since and at.date() < self.since)
 
 
 def package_version() -> str:
@@ -111,14 +122,14 @@ def package_version() -> str:
 
 class Pricer:
     def __init__(self, price_file: Path | None = None) -> None:
-        self.snapshot = data_snapshot.get_snapshot()
+        self._snapshot: Any = None
         self.overrides: list[_Override] = []
         self.version = f"genai-prices {package_version()}"
         self.file_version = self.version
         if price_file is not None:
             self.overrides = load_price_file(price_file)
             digest = hashlib.sha256(price_file.read_bytes()).hexdigest()[:12]
-            self.file_version = f"{self.version} + {price_file.name} {digest}"
+            self.file_version = f"{self.version}{FILE_MARK}{price_file.name[:_NAME_CHARS]} {digest}"
         self._models: dict[tuple[str | None, str], tuple[Any, Any] | None] = {}
 
     def price(self, provider: str | None, model: str | None, at: datetime, tokens: TokenCounts | None) -> Cost:
@@ -127,19 +138,28 @@ class Pricer:
         if not model:
             return Cost(status="unpriced")
         at = at if at.tzinfo else at.replace(tzinfo=UTC)
-        override = next((o for o in self.overrides if o.matches(provider, model, at)), None)
+        named = any(o.names(provider, model) for o in self.overrides)
+        version = self.file_version if named else self.version
+        override = next((o for o in self.overrides if o.matches(provider, model, at)), None) if named else None
         if override is not None:
-            model_price, name, version = override.price, model, self.file_version
+            model_price, name = override.price, model
         else:
             found = self._find(provider, model)
             if found is None:
-                return Cost(status="unpriced")
-            model_info = found
-            model_price, name, version = model_info.get_prices(at), model_info.id, self.version
+                return Cost(status="unpriced", version=version if named else None)
+            model_price, name = found.get_prices(at), found.id
         rates = _rates(model_price, tokens.input_tokens)
         if rates is None:
-            return Cost(status="unpriced", model=name)
+            return Cost(status="unpriced", model=name, version=version if named else None)
         return _cost(rates, tokens, name, version)
+
+    @property
+    def snapshot(self) -> Any:
+        if self._snapshot is None:
+            from genai_prices import data_snapshot
+
+            self._snapshot = data_snapshot.get_snapshot()
+        return self._snapshot
 
     def _find(self, provider: str | None, model: str) -> Any:
         key = (provider, model)
@@ -248,6 +268,8 @@ def _rates(model_price: types.ModelPrice, input_tokens: int) -> Rates | None:
 
 
 def _tiers(value: Any) -> list[Any]:
+    from genai_prices import types
+
     return list(value.tiers) if isinstance(value, types.TieredPrices) else []
 
 
@@ -258,6 +280,8 @@ _RATES: dict[tuple[int, int], tuple[types.ModelPrice, Rates]] = {}
 
 def _bucket_rates(model_price: types.ModelPrice, bucket: int, starts: tuple[int, ...]) -> Rates:
     """Per-token rates in one tier, read off genai-prices' own arithmetic."""
+    from genai_prices import types
+
     # A total input inside the bucket: tiers apply when input > start.
     n = starts[bucket - 1] + 1 if bucket else (starts[0] if starts else 1_000_000)
 
@@ -281,6 +305,8 @@ def load_price_file(path: Path) -> list[_Override]:
     """A TOML file of `[[price]]` tables: provider (optional), model (exact, or a prefix
     ending in `*`), since (optional date), and prices in USD per million tokens:
     input_mtok, cache_read_mtok, cache_write_mtok, cache_write_1h_mtok, output_mtok."""
+    from genai_prices import types
+
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from llmtap.analytics.reports import MONEY, Table
 
@@ -72,7 +73,9 @@ def as_rich(table: Table, title: str, console: Console, columns: list[str] | Non
                                            for r in table.rows)
         view.add_column(column, justify="right" if numeric else "left")
     for row in table.rows:
-        view.add_row(*(_cell(column, row.get(column)) for column in columns))
+        # Text, not str: rich would read "[red]" in a team or model name as markup (and
+        # raise on "[/bold]"); values are shown as they are.
+        view.add_row(*(Text(_cell(column, row.get(column))) for column in columns))
     console.print(view)
 
 
@@ -81,4 +84,9 @@ def _cell(column: str, value: Any) -> str:
         return f"${value:,.6f}" if abs(value) < 1 else f"${value:,.2f}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
-    return _text(value)
+    return _text(value).translate(_CONTROLS)
+
+
+# Control characters in a name (an ESC starting a terminal sequence, say) are shown as
+# \xNN in a terminal table, never sent to the terminal; JSON and CSV keep them verbatim.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}

@@ -4,7 +4,8 @@ the store, grouped by the dimensions the user chose.
 Grouping columns cannot be bound parameters, so `--by` names are looked up in a fixed
 table of SQL expressions (anything else is refused); every value (`--since`, `--until`)
 is a bound parameter. Money leaves the SQL as integer pico-dollars and becomes an exact
-`Decimal` here.
+`Decimal` here. Each report reads the store once: a report that needs another query's
+rows (tools needs tool_problems) shares one materialized read of each table with it.
 
 Not responsible for rendering (see `render.py`) or for pricing (see `pricing.py`).
 """
@@ -70,7 +71,7 @@ REPORTS = {
                "usage_missing"),
     ),
     "cache": Report(
-        "cache", ("team", "model"), needs=("cache_misses",), list_sql="cache_misses",
+        "cache", ("team", "model"), list_sql="cache_misses",
         table=("requests", "input_tokens", "cache_read_tokens", "hit_rate", "misses", "missed_tokens",
                "extra_cost_usd"),
     ),
@@ -126,6 +127,7 @@ def build(report: Report, by: list[str]) -> str:
     positions = [str(i + 1) for i in range(len(by))]
     text = Template(sql(report.name)).safe_substitute(
         dims="".join(f"{DIMENSIONS[name]} AS {_ident(name)},\n    " for name in by),
+        names="".join(f"{n},\n    " for n in names),
         group_by=f"GROUP BY {', '.join(positions)}" if by else "",
         group_finish=f"GROUP BY {', '.join([*positions, str(len(by) + 1)])}",
         order_by=", ".join(positions) or "1",
@@ -135,7 +137,11 @@ def build(report: Report, by: list[str]) -> str:
     )
     if not report.needs:
         return text
-    ctes = ", ".join(f"{name} AS ({_body(name)})" for name in report.needs)
+    # The report and the queries it needs all read `exchanges` and `tool_calls`: one
+    # materialized CTE each (shadowing the views, which live in `temp.main`) makes them
+    # share one pass over the store. DuckDB keeps only the columns that are used.
+    shared = [f"{t} AS MATERIALIZED (SELECT * FROM temp.main.{t})" for t in ("exchanges", "tool_calls")]
+    ctes = ", ".join([*shared, *(f"{name} AS ({_body(name)})" for name in report.needs)])
     body = _without_comments(text)
     if body[:4].upper() == "WITH":  # the report has CTEs of its own: one WITH for all
         return f"WITH {ctes}, {body[4:].lstrip()}"

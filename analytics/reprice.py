@@ -1,15 +1,17 @@
 """Price stored exchanges: the ones recorded before a price was known (imported, or stored
-while the pricer was off), or all of them after the price data or the local price file
-changed. Each priced row keeps the version of the price data it was priced with.
+while the pricer was off), the ones a local price file now names or no longer names (so
+`llmtap report cost --prices FILE` reports with that file, and without it reports
+genai-prices alone again), or all of them after the price data changed. Each priced row
+keeps the version of the price data it was priced with.
 
 Not responsible for the prices themselves (see `pricing.py`).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, bindparam, select, update
+from sqlalchemy import ColumnElement, Engine, and_, bindparam, or_, select, update
 
-from llmtap.analytics.pricing import Pricer, cost_columns, tokens_of
+from llmtap.analytics.pricing import FILE_MARK, Pricer, cost_columns, tokens_of
 from llmtap.storage.export import utc
 from llmtap.storage.rows import PRICE_COLUMNS
 from llmtap.storage.schema import exchanges
@@ -30,8 +32,27 @@ _INPUT = (
 )
 
 
+def stale(pricer: Pricer) -> ColumnElement[bool]:
+    """Rows whose stored price may differ from what `pricer` says: never priced; priced
+    with a price file that is not the pricer's; of a model the pricer's file names, but
+    priced without that file."""
+    c = exchanges.c
+    other_file = and_(c.price_version.contains(FILE_MARK, autoescape=True), c.price_version != pricer.file_version)
+    conditions = [c.price_status.is_(None), other_file]
+    named = []
+    for override in pricer.overrides:
+        if override.pattern.endswith("*"):
+            model = c.model.startswith(override.pattern[:-1], autoescape=True)
+        else:
+            model = c.model == override.pattern
+        named.append(and_(model, c.provider == override.provider) if override.provider else model)
+    if named:
+        conditions.append(and_(or_(*named), c.price_version.is_distinct_from(pricer.file_version)))
+    return or_(*conditions)
+
+
 def reprice(engine: Engine, pricer: Pricer, *, everything: bool = False) -> int:
-    """Price the rows never priced (or every row); returns how many were priced."""
+    """Price the stale rows (see `stale`), or every row; returns how many were priced."""
     columns = [exchanges.c[name] for name in _INPUT]
     done = 0
     last_id = ""
@@ -43,7 +64,7 @@ def reprice(engine: Engine, pricer: Pricer, *, everything: bool = False) -> int:
     while True:
         query = select(*columns).where(exchanges.c.id > last_id).order_by(exchanges.c.id).limit(PAGE)
         if not everything:
-            query = query.where(exchanges.c.price_status.is_(None))
+            query = query.where(stale(pricer))
         with engine.begin() as connection:
             rows = [dict(row) for row in connection.execute(query).mappings()]
             if not rows:

@@ -43,7 +43,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def pricer_for(settings: settings_module.Settings):
     """The pricer for these settings (genai-prices plus the local price file, if any)."""
-    from llmtap.analytics.pricing import Pricer, PriceFileError
+    from llmtap.analytics.pricing import PriceFileError, Pricer
 
     try:
         return Pricer(settings.price_file)
@@ -61,10 +61,13 @@ def run(args: argparse.Namespace) -> int:
     by = [part.strip() for part in args.by.split(",") if part.strip()] if args.by else None
     since, until = moment(args.since), moment(args.until)
     settings = settings_module.load(args)
+    pricer = pricer_for(settings)  # a bad price file fails before the store is opened
     engine = open_store(settings)
-    reprice(engine, pricer_for(settings))
+    try:
+        reprice(engine, pricer)
+    finally:
+        engine.dispose()
     url = engine.url.render_as_string(hide_password=False)
-    engine.dispose()
     try:
         table = reports.run(url, args.kind, by=by, since=since, until=until, listing=args.list)
     except reports.ReportError as exc:
@@ -95,6 +98,10 @@ def run_reprice(args: argparse.Namespace) -> int:
 
     settings = settings_module.load(args)
     pricer = pricer_for(settings)
-    count = reprice(open_store(settings), pricer, everything=True)
+    engine = open_store(settings)
+    try:
+        count = reprice(engine, pricer, everything=True)
+    finally:
+        engine.dispose()
     print(f"priced {count} exchanges with {pricer.file_version}")
     return 0

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from sqlalchemy import Engine
+
 from llmtap.cli.settings import Settings
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import ensure_current
-from sqlalchemy import Engine
 
 
 def open_store(settings: Settings, *, migrate: bool = True) -> Engine:

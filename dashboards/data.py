@@ -38,7 +38,7 @@ def _money(value: Any) -> str:
 
 def collect(url: str, since: datetime | None = None, until: datetime | None = None) -> dict[str, Any]:
     """Everything the dashboard draws, for exchanges started in [since, until)."""
-    connection = connect(url)
+    connection = connect(url, snapshot=True)  # fifteen reports: copy what they read once
     try:
 
         def run(kind: str, by: list[str] | None = None, listing: bool = False) -> list[dict[str, Any]]:

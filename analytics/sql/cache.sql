@@ -1,18 +1,58 @@
 -- Prompt-cache efficiency per group: hit rate = cache_read / input (SPEC §5), and the
--- misses of `cache_misses.sql` (given to this query as the CTE `cache_misses`) with their cost.
+-- misses with what they cost. A miss is the rule of cache_misses.sql (which also names
+-- each miss's cause, for --list): a request continuing a conversation — one key (else
+-- team), one model, the same first message; error responses and exchanges without usage
+-- take no part — that reads under 5% of the previous request's input from cache.
+-- missed_tokens: what a hit would have read; extra_cost_usd (pico-dollars here): those
+-- tokens at the input rate instead of the cache-read rate, 0 without misses, NULL when
+-- the group has misses but none of them has a price.
+-- One pass over the store: the previous turn comes from a window over every exchange,
+-- and the since/until window applies afterwards (the previous turn may be older).
+WITH turns AS (
+    SELECT
+        $dims
+        started_at,
+        usage_input_tokens,
+        usage_cache_read_input_tokens,
+        usage_cache_creation_input_tokens,
+        rate_input_pico,
+        rate_cache_read_pico,
+        CASE WHEN takes_part THEN lag(usage_input_tokens) OVER w END AS prev_input
+    FROM (
+        SELECT *,
+            first_message_hash IS NOT NULL AND usage_input_tokens IS NOT NULL
+                AND coalesce(status, 0) < 400 AS takes_part
+        FROM exchanges
+    ) AS e
+    -- one 64-bit key per conversation (see cache_misses.sql); the others share one partition
+    WINDOW w AS (
+        PARTITION BY CASE WHEN takes_part THEN
+            hash(coalesce(key_fingerprint, 'team:' || team), model, first_message_hash) END
+        ORDER BY started_at, id
+    )
+),
+scored AS (
+    SELECT *,
+        prev_input > 0 AND usage_cache_read_input_tokens < 0.05 * prev_input AS missed,
+        greatest(least(prev_input, usage_input_tokens) - usage_cache_read_input_tokens, 0) AS would_read
+    FROM turns
+    WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
+)
 SELECT
-    $dims
+    $names
     count(*) AS requests,
     coalesce(sum(usage_input_tokens), 0) AS input_tokens,
     coalesce(sum(usage_cache_read_input_tokens), 0) AS cache_read_tokens,
     coalesce(sum(usage_cache_creation_input_tokens), 0) AS cache_write_tokens,
     round(coalesce(sum(usage_cache_read_input_tokens) / nullif(sum(usage_input_tokens), 0), 0), 4) AS hit_rate,
-    count(m.exchange_id) AS misses,
-    coalesce(sum(m.missed_tokens), 0) AS missed_tokens,
-    coalesce(sum(m.extra_cost_usd), 0) AS extra_cost_usd
-FROM exchanges
-LEFT JOIN (SELECT exchange_id, missed_tokens, extra_cost_usd FROM cache_misses) AS m
-    ON m.exchange_id = exchanges.id
-WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
+    count(*) FILTER (WHERE missed) AS misses,
+    coalesce(sum(would_read) FILTER (WHERE missed), 0) AS missed_tokens,
+    CASE WHEN count(*) FILTER (WHERE missed) = 0 THEN 0 ELSE
+        -- (greatest() skips NULLs in DuckDB, so the unpriced case is spelled out)
+        sum(CASE WHEN rate_input_pico IS NOT NULL THEN
+                would_read * greatest(rate_input_pico - coalesce(rate_cache_read_pico, 0), 0) END)
+            FILTER (WHERE missed)
+    END AS extra_cost_usd
+FROM scored
 $group_by
 ORDER BY $order_by

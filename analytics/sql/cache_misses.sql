@@ -8,7 +8,8 @@
 -- it, without cache_control), below_minimum (the shared prefix under the model's minimum
 -- cacheable length); else unexplained. missed_tokens is what a hit would have read (the
 -- previous request's input, less what was read); extra_cost_usd (pico-dollars here) is
--- what those tokens cost at the input rate instead of the cache-read rate.
+-- what those tokens cost at the input rate instead of the cache-read rate, NULL (unknown,
+-- not $0) when the model has no price.
 WITH minimums(pattern, tokens, priority) AS (
     VALUES ('%opus-4-5%', 4096, 1), ('%opus-4-6%', 4096, 1), ('%haiku-4-5%', 4096, 1),
            ('%sonnet-4-6%', 2048, 1), ('%opus-4-7%', 2048, 1), ('claude-3-haiku%', 2048, 2),
@@ -17,11 +18,14 @@ WITH minimums(pattern, tokens, priority) AS (
            ('%', 1024, 9)
 ),
 base AS (
-    SELECT id, team, model, protocol, started_at, ended_at, first_message_hash, tools_hash,
-           system_hash, message_hashes, request_cache_breakpoints AS breakpoints,
+    SELECT id, team, model, protocol, started_at, coalesce(ended_at, started_at) AS ended,
+           tools_hash, system_hash, message_hashes, request_cache_breakpoints AS breakpoints,
            request_cache_ttl AS ttl, usage_input_tokens AS input_tokens,
            usage_cache_read_input_tokens AS cache_read, rate_input_pico, rate_cache_read_pico,
-           coalesce(key_fingerprint, 'team:' || team) AS who
+           -- One 64-bit key per conversation: sorting on it costs a fraction of sorting on
+           -- three strings. (A collision is as unlikely as one of first_message_hash, itself
+           -- a 64-bit digest.)
+           hash(coalesce(key_fingerprint, 'team:' || team), model, first_message_hash) AS conversation
     FROM exchanges
     WHERE first_message_hash IS NOT NULL AND usage_input_tokens IS NOT NULL
       AND coalesce(status, 0) < 400
@@ -29,7 +33,7 @@ base AS (
 seq AS (
     SELECT *,
         lag(id) OVER w AS prev_id,
-        lag(coalesce(ended_at, started_at)) OVER w AS prev_end,
+        lag(ended) OVER w AS prev_end,
         lag(input_tokens) OVER w AS prev_input,
         lag(tools_hash) OVER w AS prev_tools,
         lag(system_hash) OVER w AS prev_system,
@@ -37,30 +41,35 @@ seq AS (
         lag(breakpoints) OVER w AS prev_breakpoints,
         lag(ttl) OVER w AS prev_ttl
     FROM base
-    WINDOW w AS (PARTITION BY who, model, first_message_hash ORDER BY started_at, id)
+    WINDOW w AS (PARTITION BY conversation ORDER BY started_at, id)
 ),
 missed AS (
     SELECT * FROM seq
     WHERE prev_id IS NOT NULL AND prev_input > 0 AND cache_read < 0.05 * prev_input
       AND ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
 ),
+-- The minimum per model that missed (a handful of rows), joined instead of looked up per miss.
+model_minimum AS (
+    SELECT model, arg_min(tokens, priority) AS minimum
+    FROM (SELECT DISTINCT model FROM missed WHERE model IS NOT NULL) AS m
+    JOIN minimums ON model ILIKE pattern
+    GROUP BY model
+),
 compared AS (
-    SELECT *,
+    SELECT m.*, model_minimum.minimum,
         list_position(
             list_transform(
                 generate_series(1, len(pm)),
                 i -> coalesce(pm[i] = cm[i], false)
             ),
             false
-        ) - 1 AS first_diff,
-        (SELECT min(tokens) FILTER (WHERE priority = (
-            SELECT min(priority) FROM minimums WHERE model ILIKE pattern)) FROM minimums
-         WHERE model ILIKE pattern) AS minimum
+        ) - 1 AS first_diff
     FROM (
         SELECT *, CAST(coalesce(prev_messages, '[]') AS VARCHAR[]) AS pm,
                   CAST(coalesce(message_hashes, '[]') AS VARCHAR[]) AS cm
         FROM missed
     ) AS m
+    LEFT JOIN model_minimum USING (model)
 )
 SELECT
     id AS exchange_id,
@@ -81,8 +90,11 @@ SELECT
     CASE WHEN tools_hash IS NOT DISTINCT FROM prev_tools AND system_hash IS NOT DISTINCT FROM prev_system
               AND first_diff >= 0 THEN first_diff END AS message_index,
     greatest(least(prev_input, input_tokens) - cache_read, 0) AS missed_tokens,
-    greatest(least(prev_input, input_tokens) - cache_read, 0)
-        * greatest(coalesce(rate_input_pico, 0) - coalesce(rate_cache_read_pico, 0), 0) AS extra_cost_usd,
+    -- (greatest() skips NULLs in DuckDB, so the unpriced case is spelled out)
+    CASE WHEN rate_input_pico IS NOT NULL THEN
+        greatest(least(prev_input, input_tokens) - cache_read, 0)
+            * greatest(rate_input_pico - coalesce(rate_cache_read_pico, 0), 0)
+    END AS extra_cost_usd,
     prev_id AS previous_exchange_id,
     round(epoch(started_at) - epoch(prev_end), 3) AS gap_s
 FROM compared

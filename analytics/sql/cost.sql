@@ -1,6 +1,7 @@
 -- Cost per group in integer pico-dollars (1e-12 USD; the caller turns them into exact
 -- decimals). Exchanges without a price are `unpriced` and exchanges without usage are
--- `usage_missing`: both are counted, neither is priced as zero.
+-- `usage_missing`: both are counted, neither is priced as zero. The costs are the sums
+-- over the priced exchanges, and NULL (unknown, not $0) when none of the group is priced.
 SELECT
     $dims
     count(*) AS requests,
@@ -9,11 +10,11 @@ SELECT
     coalesce(sum(usage_cache_creation_input_tokens), 0) AS cache_write_tokens,
     coalesce(sum(usage_output_tokens), 0) AS output_tokens,
     coalesce(sum(usage_reasoning_output_tokens), 0) AS reasoning_tokens,
-    coalesce(sum(cost_total_pico), 0) AS cost_usd,
-    coalesce(sum(cost_input_pico), 0) AS input_cost_usd,
-    coalesce(sum(cost_cache_read_pico), 0) AS cache_read_cost_usd,
-    coalesce(sum(cost_cache_write_pico), 0) AS cache_write_cost_usd,
-    coalesce(sum(cost_output_pico), 0) AS output_cost_usd,
+    sum(cost_total_pico) AS cost_usd,
+    sum(cost_input_pico) AS input_cost_usd,
+    sum(cost_cache_read_pico) AS cache_read_cost_usd,
+    sum(cost_cache_write_pico) AS cache_write_cost_usd,
+    sum(cost_output_pico) AS output_cost_usd,
     count(*) FILTER (WHERE price_status = 'priced') AS priced,
     count(*) FILTER (WHERE price_status = 'unpriced') AS unpriced,
     count(*) FILTER (WHERE usage_input_tokens IS NULL) AS usage_missing,

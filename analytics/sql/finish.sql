@@ -9,4 +9,4 @@ SELECT
 FROM exchanges
 WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
 $group_finish
-ORDER BY $order_by, requests DESC
+ORDER BY $order_by, requests DESC, finish_reason  -- ties in a stable order

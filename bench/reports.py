@@ -1,0 +1,279 @@
+"""Report speed at scale: every `llmtap report` over 100k and 1M synthetic exchanges, next
+to the same aggregation run by the store's own database, on SQLite and (when reachable)
+PostgreSQL.
+
+    uv run python bench/reports.py [--quick] [--rows N[,N…]] [--pg URL | --no-pg] [--repeat R] [--keep DIR]
+
+The exchanges come from `synthetic.py` (rows as the writer makes them, in time order,
+priced by `Pricer.price_rows`), inserted into a fresh database at the schema's head.
+Each report is timed as the CLI runs it (`reports.run`: a new DuckDB connection, the
+store attached, the views, the query, the rows in Python), best of R, wall clock and this
+process's CPU (DuckDB's threads included: on a busy machine the CPU column is the steadier
+one). Then the dashboard's way (one connection, a snapshot, every report), and one whole
+`llmtap report` command. Goal: every report under 2 s at 1M exchanges on a 2-core
+machine. Not a timed test: it prints numbers, and exits 0 either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+
+from llmtap.analytics import reports
+from llmtap.analytics.pricing import Pricer
+from llmtap.bench.synthetic import fill
+from llmtap.storage.engine import make_engine
+from llmtap.storage.migrate import upgrade
+
+DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+@contextmanager
+def sqlite_store(folder: Path, name: str, keep: bool) -> Iterator[str]:
+    path = folder / f"{name}.db"
+    yield f"sqlite:///{path}"
+    if not keep:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+@contextmanager
+def postgres_store(admin_url: str, name: str | None) -> Iterator[str]:
+    """A database made for this run and dropped after, or (--keep) one kept by name."""
+    keep = name is not None
+    name = name or f"llmtap_bench_{secrets.token_hex(4)}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            exists = connection.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).first()
+            if not exists:
+                connection.execute(text(f'CREATE DATABASE "{name}"'))
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        if not keep:
+            with admin.connect() as connection:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def stored(engine: Engine) -> int:
+    with engine.connect() as connection:
+        return connection.execute(text("SELECT count(*) FROM exchanges")).scalar_one()
+
+
+def postgres_reachable(admin_url: str) -> bool:
+    try:
+        engine = create_engine(admin_url, connect_args={"connect_timeout": 3})
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+        engine.dispose()
+        return True
+    except Exception:  # noqa: BLE001 - unreachable for any reason: skip it
+        return False
+
+
+# -- what is timed ----------------------------------------------------------------------------
+
+# (label, kind, --by, --list, since): each report as the CLI runs it by default, and a few more
+REPORT_RUNS = [
+    ("usage --by team", "usage", ["team"], False, None),
+    ("usage --by day,model --since 7d", "usage", ["day", "model"], False, 7),
+    ("cost --by team", "cost", ["team"], False, None),
+    ("cache --by team,model", "cache", None, False, None),
+    ("cache --list", "cache", None, True, None),
+    ("finish --by provider", "finish", None, False, None),
+    ("tools --by team", "tools", None, False, None),
+    ("tools --list", "tools", None, True, None),
+    ("errors --by provider", "errors", None, False, None),
+    ("latency --by model,provider", "latency", None, False, None),
+]
+
+# The same aggregation in the store's own SQL, where it has one.
+NATIVE = {
+    "usage --by team": """
+        SELECT team, count(*), sum(usage_input_tokens), sum(usage_cache_read_input_tokens),
+               sum(usage_cache_creation_input_tokens), sum(usage_output_tokens),
+               sum(usage_reasoning_output_tokens), sum(CASE WHEN usage_input_tokens IS NULL THEN 1 ELSE 0 END)
+        FROM exchanges GROUP BY team ORDER BY team""",
+    "cost --by team": """
+        SELECT team, count(*), sum(cost_total_pico), sum(cost_input_pico), sum(cost_cache_read_pico),
+               sum(cost_cache_write_pico), sum(cost_output_pico),
+               sum(CASE WHEN price_status = 'unpriced' THEN 1 ELSE 0 END)
+        FROM exchanges GROUP BY team ORDER BY team""",
+    "finish --by provider": """
+        SELECT provider, coalesce(finish_reason, 'unknown'), count(*)
+        FROM exchanges GROUP BY 1, 2 ORDER BY 1, 3 DESC""",
+    "errors --by provider": """
+        SELECT provider, count(*), sum(CASE WHEN status >= 400 OR error_type IS NOT NULL THEN 1 ELSE 0 END),
+               sum(CASE WHEN status = 429 THEN 1 ELSE 0 END), max(retry_after_s)
+        FROM exchanges GROUP BY provider ORDER BY provider""",
+}
+NATIVE_PG = {
+    "latency --by model,provider": """
+        SELECT model, provider, count(*),
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY ttft_ms),
+               percentile_cont(0.95) WITHIN GROUP (ORDER BY ttft_ms),
+               percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms)
+        FROM exchanges WHERE coalesce(status, 0) < 400 GROUP BY 1, 2 ORDER BY 1, 2""",
+}
+
+
+@dataclass
+class Timing:
+    label: str
+    wall: float  # seconds, best of R
+    cpu: float  # this process's CPU seconds in that run (DuckDB's threads included)
+    rows: int = 0
+    native: float | None = None  # the store's own SQL, best of R
+
+
+def best_of(repeat: int, action: Callable[[], Any]) -> tuple[float, float, Any]:
+    """(wall, cpu, result) of the fastest of `repeat` runs."""
+    best, result = (float("inf"), 0.0), None
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = action()
+        best = min(best, (time.perf_counter() - wall, time.process_time() - cpu))
+    return best[0], best[1], result
+
+
+def time_reports(url: str, engine: Engine, repeat: int, backend: str) -> list[Timing]:
+    out = []
+    wall, cpu, _ = best_of(repeat, lambda: reports.connect(url).close())
+    out.append(Timing("(connect: load, attach, views)", wall, cpu))
+    latest = datetime(2026, 11, 3, tzinfo=UTC)
+    native = {**NATIVE, **(NATIVE_PG if backend == "postgresql" else {})}
+    for label, kind, by, listing, days in REPORT_RUNS:
+        since = latest - timedelta(days=days) if days else None
+        wall, cpu, table = best_of(repeat, lambda k=kind, b=by, li=listing, s=since: reports.run(
+            url, k, by=b, listing=li, since=s))
+        timing = Timing(label, wall, cpu, len(table.rows))
+        if label in native:
+            with engine.connect() as connection:
+                timing.native, _, _ = best_of(repeat, lambda q=native[label]: connection.execute(text(q)).fetchall())
+        out.append(timing)
+    out += time_snapshot(url)
+    out.append(time_command(url, repeat))
+    return out
+
+
+def time_snapshot(url: str) -> list[Timing]:
+    """The dashboard's way: one connection, the columns copied once, every report after."""
+    wall, cpu, connection = best_of(1, lambda: reports.connect(url, snapshot=True))
+    out = [Timing("snapshot (dashboard connection)", wall, cpu)]
+    try:
+        def everything() -> int:
+            return sum(len(reports.run(url, kind, by=by, listing=listing, connection=connection).rows)
+                       for _, kind, by, listing, _ in REPORT_RUNS)
+        wall, cpu, rows = best_of(1, everything)
+        out.append(Timing("  then all the reports above", wall, cpu, rows))
+    finally:
+        connection.close()
+    return out
+
+
+def time_command(url: str, repeat: int) -> Timing:
+    """`llmtap report cost` as a user runs it: interpreter, imports, schema check, the
+    check for unpriced rows, DuckDB, output (bytecode cached, as an installed tool has it)."""
+    with tempfile.TemporaryDirectory(prefix="llmtap-bench-home-") as home:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(LLMTAP_HOME=home, PYTHONPYCACHEPREFIX=str(Path(home) / "pycache"))
+        command = [sys.executable, "-m", "llmtap.cli.main", "report", "cost", "--format", "json", "--db", url]
+        subprocess.run(command, env=env, check=True, capture_output=True)  # writes the bytecode cache
+        wall, _, _ = best_of(repeat, lambda: subprocess.run(command, env=env, check=True, capture_output=True))
+    return Timing("llmtap report cost (whole command)", wall, float("nan"))
+
+
+def print_table(title: str, results: list[Timing]) -> None:
+    print(f"\n{title}")
+    print(f"  {'report':<36} {'DuckDB':>8} {'(cpu)':>8} {'rows':>7} {'native':>8} {'ratio':>6}")
+    for t in results:
+        native = f"{t.native * 1000:6.0f}ms" if t.native is not None else f"{'-':>8}"
+        ratio = f"{t.wall / t.native:5.1f}x" if t.native else f"{'':>6}"
+        cpu = f"{t.cpu * 1000:6.0f}ms" if t.cpu == t.cpu else f"{'':>8}"
+        flag = "  over 2 s" if t.wall > 2 else ""
+        print(f"  {t.label:<36} {t.wall * 1000:6.0f}ms {cpu} {t.rows or '':>7} {native} {ratio}{flag}")
+
+
+def run(sizes: list[int], pg_url: str | None, repeat: int, keep: Path | None) -> None:
+    """--keep DIR keeps the stores (SQLite files in DIR, PostgreSQL databases
+    llmtap_bench_N) and reuses them on the next run, for working on the reports' SQL."""
+    pricer = Pricer()
+    with tempfile.TemporaryDirectory(prefix="llmtap-bench-") as scratch:
+        folder = keep or Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        for n in sizes:
+            stores: list[tuple[str, Any]] = [("sqlite", sqlite_store(folder, f"reports-{n}", keep is not None))]
+            if pg_url:
+                stores.append(("postgresql", postgres_store(pg_url, f"llmtap_bench_{n}" if keep else None)))
+            with _all(stores) as urls:
+                engines = [make_engine(url) for _, url in urls]
+                for engine in engines:
+                    upgrade(engine)
+                empty = [(b, e) for (b, _), e in zip(urls, engines, strict=True) if stored(e) != n]
+                if len(empty) < len(engines):
+                    print(f"\n{n:,} exchanges: reusing the kept stores", file=sys.stderr)
+                if empty:
+                    for _, engine in empty:
+                        with engine.begin() as connection:
+                            connection.execute(text("DELETE FROM tool_calls"))
+                            connection.execute(text("DELETE FROM exchanges"))
+                    print(f"\n{n:,} exchanges: generating, pricing and inserting into "
+                          f"{', '.join(b for b, _ in empty)}", file=sys.stderr)
+                    stats, making, inserting = fill([e for _, e in empty], n, pricer)
+                    print(f"{n:,} exchanges ({stats.conversations:,} conversations, {stats.tool_calls:,} tool calls, "
+                          f"{stats.errors:,} errors, ~{stats.misses:,} cache misses): made and priced in "
+                          f"{making:.1f} s, inserted in {inserting:.1f} s ({n / inserting:,.0f}/s into "
+                          f"{len(empty)} store(s))")
+                for (backend, url), engine in zip(urls, engines, strict=True):
+                    with engine.begin() as connection:
+                        connection.execute(text("ANALYZE"))
+                    results = time_reports(url, engine, repeat, backend)
+                    print_table(f"{backend}, {n:,} exchanges (best of {repeat})", results)
+                    engine.dispose()
+
+
+@contextmanager
+def _all(stores: list[tuple[str, Any]]) -> Iterator[list[tuple[str, str]]]:
+    urls = []
+    try:
+        for backend, manager in stores:
+            urls.append((backend, manager.__enter__()))
+        yield urls
+    finally:
+        for _, manager in reversed(stores[: len(urls)]):
+            manager.__exit__(None, None, None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="100k exchanges only")
+    parser.add_argument("--rows", help="comma-separated sizes (default 100000,1000000)")
+    parser.add_argument("--pg", default=DEFAULT_PG, help=f"PostgreSQL admin URL (default {DEFAULT_PG})")
+    parser.add_argument("--no-pg", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="keep the stores (and reuse them next time)")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.rows.split(",")] if args.rows else [100_000] if args.quick else [100_000, 1_000_000]
+    pg_url = None if args.no_pg or not postgres_reachable(args.pg) else args.pg
+    if not args.no_pg and pg_url is None:
+        print(f"PostgreSQL at {args.pg} is not reachable: SQLite only", file=sys.stderr)
+    run(sizes, pg_url, args.repeat, args.keep)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Analytics fixtures: a store filled with the known traffic of `traffic.py` through the
+real writer and pricer, once per test module and backend (SQLite always; PostgreSQL when
+`LLMTAP_TEST_POSTGRES_URL` is set, in a database created for the module and dropped
+after), and `llmtap` run in-process with its output captured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+from llmtap.analytics.pricing import Pricer
+from llmtap.storage.engine import make_engine, normalize_url
+from llmtap.storage.migrate import ensure_current
+from llmtap.storage.writer import Writer
+from tests.analytics import traffic
+
+POSTGRES_URL = os.environ.get("LLMTAP_TEST_POSTGRES_URL", "").strip() or None
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param(
+        "postgresql", id="postgresql",
+        marks=pytest.mark.skipif(not POSTGRES_URL, reason="LLMTAP_TEST_POSTGRES_URL is not set"),
+    ),
+]
+
+
+@contextlib.contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """CREATE DATABASE llmtap_a_<random>, yield its URL, DROP … WITH (FORCE) after."""
+    admin_url = normalize_url(POSTGRES_URL or "")
+    name = f"llmtap_a_{secrets.token_hex(6)}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@contextlib.contextmanager
+def blank_database(backend: str, folder: Path) -> Iterator[str]:
+    if backend == "sqlite":
+        yield f"sqlite:///{folder / 'store.db'}"
+    else:
+        with fresh_postgres_database() as url:
+            yield url
+
+
+def fill(url: str, records: list[Any], spool: Path) -> None:
+    """Store records as the proxy would: the real writer, priced by the real pricer."""
+    engine = make_engine(url)
+    try:
+        ensure_current(engine)
+        writer = Writer(engine, spool_dir=spool, enrich=Pricer().price_rows)
+        for record in records:
+            writer.submit(record)
+        assert writer.close(), "the writer did not finish"
+        assert writer.stats.written == len(records), writer.stats
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def llmtap_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Keep every test away from ~/.llmtap and the caller's llmtap settings."""
+    home = tmp_path_factory.mktemp("llmtap-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LLMTAP_HOME", str(home))
+        for name in ("LLMTAP_DB", "LLMTAP_SPOOL", "LLMTAP_CONFIG", "LLMTAP_BODIES", "LLMTAP_PRICES"):
+            patch.delenv(name, raising=False)
+        yield home
+
+
+@pytest.fixture(scope="module")
+def known() -> dict[str, traffic.Known]:
+    return {k.name: k for k in traffic.build()}
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def store(request: pytest.FixtureRequest, known: dict[str, traffic.Known],
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a store holding the known traffic."""
+    folder = tmp_path_factory.mktemp(f"store-{request.param}")
+    with blank_database(request.param, folder) as url:
+        fill(url, [k.rec for k in known.values()], folder / "spool")
+        yield url
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        """The output as JSON, numbers with a fraction as exact Decimals."""
+        return json.loads(self.out, parse_float=Decimal)
+
+
+def llmtap(*args: str) -> Result:
+    """`llmtap ARGS…` in this process (the same `main` the console script calls)."""
+    from llmtap.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def report(url: str, kind: str, *args: str) -> Any:
+    """`llmtap report KIND … --format json` as parsed JSON; the command must succeed."""
+    result = llmtap("report", kind, *args, "--format", "json", "--db", url)
+    assert result.code == 0, result.err
+    return result.json()
+
+
+def by_key(rows: list[dict[str, Any]], *keys: str) -> dict[Any, dict[str, Any]]:
+    """Rows indexed by their grouping value(s)."""
+    if len(keys) == 1:
+        return {row[keys[0]]: row for row in rows}
+    return {tuple(row[k] for k in keys): row for row in rows}

@@ -1,0 +1,40 @@
+"""`llmtap proxy --set KEY=VALUE`: mitmproxy's own options, refused in one line when bad.
+(That a good one takes effect is shown by the session proxy's `ssl_insecure=true`, without
+which the regular-mode tests could not reach their self-signed upstream.)"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import harness
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("no_such_option=1", "Unknown option(s): no_such_option"),
+        ("ssl_insecure=maybe", "Failed to parse option ssl_insecure"),
+        ("connection_strategy=sometimes", "one of eager, lazy"),
+        ("ssl_insecure", "--set wants KEY=VALUE"),
+        ("mode=regular@9999", "use --mode"),
+    ],
+)
+def test_bad_set_is_one_line(tmp_path: Path, setting: str, message: str) -> None:
+    if not harness.LLMTAP.exists():
+        pytest.skip(f"the llmtap console script is not at {harness.LLMTAP}")
+    done = subprocess.run(
+        [str(harness.LLMTAP), "proxy", "--quiet", "--port", str(harness.free_port()),
+         "--db", f"sqlite:///{tmp_path / 'x.db'}", "--confdir", str(tmp_path / "mitm"), "--set", setting],
+        env=harness.clean_env(LLMTAP_HOME=str(tmp_path / "home")),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("llmtap: error: --set"), done.stderr
+    assert message in lines[0]
