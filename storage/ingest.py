@@ -58,8 +58,10 @@ def attribute_team(
     """SPEC §4, first match wins: proxy-auth user, X-LLMTap-Team, the reverse listener's
     team, the key-fingerprint map; else `unattributed`."""
     for candidate in (proxy_user, team_header, listener_team):
-        if candidate and candidate.strip():
-            return candidate.strip()[:200]
+        # Control characters (a CR/LF smuggled into a header) never reach a team name.
+        cleaned = "".join(c if c.isprintable() else " " for c in candidate or "").strip()
+        if cleaned:
+            return cleaned[:200]
     if fingerprint and fingerprint in key_teams:
         return key_teams[fingerprint]
     return "unattributed"

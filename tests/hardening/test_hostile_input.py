@@ -151,10 +151,17 @@ def test_memory_stays_bounded(proxy):
 
 
 def test_header_injection_is_refused_cleanly(proxy):
-    running, _, _ = proxy
+    running, url, _ = proxy
     with socket.create_connection(("127.0.0.1", running.ports["openai"]), timeout=30) as sock:
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-llmtap-team: a\rX-Evil: 1\r\n"
                      b"content-length: 2\r\n\r\n{}")
         reply = sock.recv(4096)
-    assert reply.startswith(b"HTTP/1.1 4") or reply == b""
+    # mitmproxy may refuse the request or pass it on; either way no control character
+    # reaches a stored team name, and the proxy keeps serving.
+    assert reply.startswith((b"HTTP/1.1 200", b"HTTP/1.1 4")) or reply == b""
     assert b'"fine"' in _post(running.ports["openai"], "normal")
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        teams = connection.execute(text("SELECT DISTINCT team FROM exchanges")).scalars().all()
+    engine.dispose()
+    assert all(team.isprintable() for team in teams)
