@@ -81,6 +81,7 @@ class Recorder:
         self.websockets = WebSocketSessions(self._submit)
         self.hold_limit = HOLD_LIMIT
         self.counts = {"recorded": 0, "other": 0, "interrupted": 0}
+        self.in_flight: dict[str, http.HTTPFlow] = {}  # LLM flows whose record is not handed over yet
 
     # -- options (only used when loaded as a script) -------------------------------------
 
@@ -111,6 +112,11 @@ class Recorder:
             sys.setswitchinterval(SWITCH_INTERVAL)
 
     def done(self) -> None:
+        # Flows still open at shutdown get neither `b""` nor an error hook: record them
+        # as cut short, so a SIGTERM loses nothing that was under way.
+        for flow in list(self.in_flight.values()):
+            self._finish_cut(flow, "the proxy shut down before the response ended")
+        self.in_flight.clear()
         self.websockets.close_all()
         if self.writer is not None:
             if not self.writer.close():
@@ -158,6 +164,7 @@ class Recorder:
             started=request.timestamp_start or time.time(),
             protocol=protocol,
         )
+        self.in_flight[flow.id] = flow
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         """Tee the response, unless mitmproxy may hold it: a small body whose length is
@@ -192,6 +199,7 @@ class Recorder:
     def response(self, flow: http.HTTPFlow) -> None:
         """Runs after the tee's `b""` (the client's end of stream waits for it) or, for a
         held body, before mitmproxy sends it: O(1) either way, decoding is the writer's."""
+        self.in_flight.pop(flow.id, None)
         tee = self._tee(flow)
         if tee is not None:
             if not tee.finished:
@@ -212,7 +220,10 @@ class Recorder:
 
     def error(self, flow: http.HTTPFlow) -> None:
         """A client or server disconnect skips the `b""` call: finish the partial record."""
-        message = flow.error.msg if flow.error else "connection closed"
+        self.in_flight.pop(flow.id, None)
+        self._finish_cut(flow, flow.error.msg if flow.error else "connection closed")
+
+    def _finish_cut(self, flow: http.HTTPFlow, message: str) -> None:
         tee = self._tee(flow)
         if tee is not None:
             if not tee.finished:

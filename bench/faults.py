@@ -136,7 +136,7 @@ async def load(ports: dict[str, int], seconds: float, clients: int, hang_up_shar
             provider, path, body = rng.choice(catalogue)
             try:
                 ok = await asyncio.wait_for(_stream(ports[provider], path, body, rng.random() < hang_up_share), 30)
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+            except (TimeoutError, OSError, asyncio.IncompleteReadError):
                 ok = False
             if ok:
                 counts.completed += 1

@@ -103,7 +103,7 @@ async def _load(ports: dict[str, int] | None, direct: int | None, seconds: float
             port = direct if direct is not None else ports[provider]
             try:
                 sample = await asyncio.wait_for(_one(port, path, body, team if direct is None else None), 30)
-            except (OSError, RuntimeError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+            except (TimeoutError, OSError, RuntimeError, asyncio.IncompleteReadError):
                 tally.failed += 1
                 continue
             tally.completed += 1
