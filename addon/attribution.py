@@ -39,6 +39,9 @@ class Attribution:
     fingerprinter: KeyFingerprinter | None = None
     key_teams: Mapping[str, str] = field(default_factory=dict)
     listener_teams: Mapping[int, str] = field(default_factory=dict)  # listen port -> team
+    # listen port -> provider, for reverse listeners that name one (`--reverse openai=8082`)
+    # in front of an upstream whose host does not say it (a gateway, a local stand-in)
+    listener_providers: Mapping[int, str] = field(default_factory=dict)
     _connect_users: dict[str, str] = field(default_factory=dict)  # client connection id -> user
 
     def remember_connect(self, flow: http.HTTPFlow) -> None:
@@ -92,6 +95,11 @@ class Attribution:
             key_last4=KeyFingerprinter.last4(key) if key else None,
             client_addr=str(peer[0]) if peer else None,
         )
+
+    def listener_provider(self, flow: http.HTTPFlow) -> str | None:
+        sockname = flow.client_conn.sockname
+        port = sockname[1] if sockname and len(sockname) > 1 else None
+        return self.listener_providers.get(port) if port is not None else None
 
     def _listener_team(self, flow: http.HTTPFlow) -> str | None:
         sockname = flow.client_conn.sockname

@@ -163,6 +163,7 @@ class Recorder:
             raw_headers=request.headers.fields if self._keep_bodies() else None,
             started=request.timestamp_start or time.time(),
             protocol=protocol,
+            provider=self.attribution.listener_provider(flow),
         )
         self.in_flight[flow.id] = flow
 
@@ -192,6 +193,7 @@ class Recorder:
             status=meta.status,
             content_type=meta.content_type,
             content_encoding=meta.content_encoding,
+            provider=meta.provider,
         )
         keep = DEFAULT_KEEP if self._keep_bodies() else None
         response.stream = StreamTee(decoder, meta, self._submit, keep_limit=keep)

@@ -64,6 +64,7 @@ class ExchangeMeta:
     started: float
     source: str = "proxy"
     protocol: str = ""
+    provider: str | None = None  # the reverse listener's provider, when it names one
     status: int | None = None
     first_byte: float | None = None
     first_token: float | None = None
@@ -145,6 +146,7 @@ class PendingExchange:
             status=meta.status,
             content_type=meta.content_type,
             content_encoding=meta.content_encoding,
+            provider=meta.provider,
         )
         if self.body:
             decoder.feed(self.body)

@@ -160,6 +160,9 @@ def run(args: argparse.Namespace) -> int:
         fingerprinter=KeyFingerprinter.from_file(settings.secret_file),
         key_teams=settings.key_teams,
         listener_teams={listener.port: listener.team for listener in plan.reverse if listener.team},
+        listener_providers={
+            listener.port: "google" if listener.provider == "gemini" else listener.provider for listener in plan.reverse
+        },
     )
     label = engine.url.render_as_string(hide_password=True)
     try:

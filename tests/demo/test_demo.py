@@ -34,6 +34,9 @@ def test_demo_records_reports_and_leaves_nothing_running(tmp_path: Path):
 
         assert scalar("SELECT count(DISTINCT team) FROM exchanges") == 3
         assert scalar("SELECT count(DISTINCT protocol) FROM exchanges") == 5
+        # the reverse listeners name their provider, though the upstream is 127.0.0.1
+        providers = connection.execute(text("SELECT DISTINCT provider FROM exchanges")).scalars().all()
+        assert sorted(providers) == ["anthropic", "google", "openai"]
         assert scalar("SELECT count(*) FROM exchanges WHERE streamed") >= 8
         assert scalar("SELECT count(*) FROM exchanges WHERE usage_cache_read_input_tokens > 0") >= 5
         assert scalar("SELECT count(*) FROM exchanges WHERE status >= 400") >= 2
