@@ -36,6 +36,7 @@ SNAPSHOT_COLUMNS = {
         "usage_cache_creation_input_tokens", "usage_output_tokens", "usage_reasoning_output_tokens",
         "error_type", "error_code", "retry_after_s", "interrupted", "decode_error", "tool_call_count",
         "request_cache_breakpoints", "request_cache_ttl", "request_tool_result_ids", "request_tool_call_ids",
+        "request_message_count",
         "tools_hash", "system_hash", "first_message_hash", "message_hashes", "price_status", "price_version",
         "cost_input_pico", "cost_cache_read_pico", "cost_cache_write_pico", "cost_output_pico",
         "cost_total_pico", "rate_input_pico", "rate_cache_read_pico",

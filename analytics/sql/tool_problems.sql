@@ -2,7 +2,9 @@
 -- set at record time against the JSON Schema the same request declared; listed whether or
 -- not the exchange belongs to a conversation), and the checks across a conversation (one
 -- key, else team, and model, sharing the first message): duplicate_id (an id a call
--- already used), missing_result (the next request lacks the result of a call),
+-- already used), missing_result (the next request continues the conversation — it
+-- carries more messages — yet lacks the result of a call; a restart of the same task is
+-- not a continuation),
 -- orphan_result (a request carries a result for an id that neither an earlier response
 -- nor the request's own history holds; reported at the first request that carries it,
 -- not again at every later one that repeats the history).
@@ -10,6 +12,7 @@
 -- or results.
 WITH turns AS (
     SELECT id, team, started_at, request_tool_result_ids, request_tool_call_ids,
+           coalesce(request_message_count, 0) AS messages,
            -- one 64-bit key per conversation, NULL without a first message (no request
            -- body): such an exchange is in no conversation (see cache_misses.sql)
            CASE WHEN first_message_hash IS NOT NULL THEN
@@ -17,8 +20,9 @@ WITH turns AS (
     FROM exchanges
 ),
 conv AS (
-    SELECT id, team, started_at, conversation, request_tool_result_ids, request_tool_call_ids,
+    SELECT id, team, started_at, conversation, request_tool_result_ids, request_tool_call_ids, messages,
            CASE WHEN conversation IS NOT NULL THEN lead(id) OVER w END AS next_id,
+           CASE WHEN conversation IS NOT NULL THEN lead(messages) OVER w END AS next_messages,
            CASE WHEN conversation IS NOT NULL THEN lead(request_tool_result_ids) OVER w END AS next_results,
            CASE WHEN conversation IS NOT NULL THEN lag(request_tool_result_ids) OVER w END AS earlier_results,
            row_number() OVER w AS turn
@@ -27,7 +31,7 @@ conv AS (
 ),
 calls AS (
     SELECT t.exchange_id, t.position, t.call_id, t.name, t.status, t.status_detail,
-           c.team, c.started_at, c.conversation, c.next_id, c.next_results, c.turn
+           c.team, c.started_at, c.conversation, c.next_id, c.next_results, c.turn, c.messages, c.next_messages
     FROM tool_calls AS t JOIN conv AS c ON c.id = t.exchange_id
 ),
 invalid AS (
@@ -47,7 +51,7 @@ missing AS (
     SELECT exchange_id, team, name AS tool, call_id, 'missing_result' AS status,
            'the next request (' || next_id || ') carries no result for this call' AS detail, started_at
     FROM calls
-    WHERE call_id IS NOT NULL AND next_id IS NOT NULL
+    WHERE call_id IS NOT NULL AND next_id IS NOT NULL AND next_messages > messages
       AND NOT list_contains(CAST(coalesce(next_results, '[]') AS VARCHAR[]), call_id)
 ),
 carried AS (  -- the requests that carry tool results, with their lists parsed

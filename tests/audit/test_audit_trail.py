@@ -77,7 +77,7 @@ def agent_conversation() -> list[HttpExchange]:
             messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": c["id"],
                                                           "content": "charge() ran twice"} for c in calls]})
         else:
-            messages.append({"role": "user", "content": "Thanks. And how do we stop it happening again?"})
+            messages.append({"role": "user", "content": "Thanks. Re-run the checks for it. [malformed]"})
     return turns
 
 
@@ -139,6 +139,8 @@ def test_filters_narrow_and_combine(store):
 def test_tool_problem_and_cache_miss_filters(store):
     problems = log(store, "--tool-problem")
     assert problems and all(r["tool_problems"] > 0 for r in problems)
+    # the agent's last call names a tool its request never declared
+    assert [r["team"] for r in log(store, "--tool-problem", "unknown_tool")] == ["billing"]
     misses = log(store, "--cache-miss")
     assert misses and all(r["cache_miss"] for r in misses)
     for miss in misses:
@@ -152,12 +154,12 @@ def test_search_finds_text_only_where_it_was_kept(store):
     # the agent's prompts were not kept (bodies = metadata): its question is not found...
     assert log(store, "--search", "invoice 77") == []
     # ...but its answers were
-    assert {r["team"] for r in log(store, "--search", "Here is a short answer")} == {"billing"}
+    assert {r["team"] for r in log(store, "--search", "The tool said what we needed")} == {"billing"}
 
 
 def test_show_prints_every_section(store):
     url, env = store
-    [turn] = [r for r in log(store, "--team", "billing") if r["tool_call_count"]][:1]
+    turn = [r for r in log(store, "--team", "billing") if r["tool_call_count"]][-1]  # the oldest: a valid call
     result = llmtap("show", turn["id"], "--db", url, env=env)
     assert result.returncode == 0
     for section in ("who", "when", "where", "request", "answer", "usage", "cost", "cache"):
