@@ -41,6 +41,7 @@ def test_file_opens_offline_with_every_chart_drawn(filled_store, browser, tmp_pa
     assert "cdn" not in html.lower().split("<script>")[0]  # nothing fetched from elsewhere
     assert not re.search(r"<script[^>]+src=", html) and not re.search(r"<link[^>]+href=", html)
     assert HOSTILE_TEAM not in html  # only ever escaped
+    assert "HARLEAKCANARY" not in html  # the HAR's planted API keys: never shown
 
     page, problems, dialogs = open_page(browser, output.as_uri())
     drawn = page.eval_on_selector_all(".chart", "nodes => nodes.map(n => [n.id, n.getAttribute('data-drawn')])")
