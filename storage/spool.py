@@ -72,15 +72,27 @@ class Spool:
         if self._file is None:
             self._open()
         data = encode(rows)
-        self._file.write(data)
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        fd = self._file.fileno()
+        offset = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError:
+            # A full disk may take half a line: cut it off, or the next batch appended
+            # after it would be unreadable too. The caller keeps the rows.
+            try:
+                os.ftruncate(fd, offset)
+            except OSError:
+                pass
+            raise
         self.pending += len(rows)
 
     def _open(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._path = self.folder / f"spool-{os.getpid()}-{time.time_ns()}.jsonl"
-        self._file = open(self._path, "ab")  # noqa: SIM115 - held open for the writer's life
+        self._file = open(self._path, "ab", buffering=0)  # noqa: SIM115 - held open for the writer's life
         fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
 
     def has_files(self) -> bool:

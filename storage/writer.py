@@ -233,6 +233,8 @@ class Writer:
         if not rows.exchanges:
             return
         now = time.monotonic()
+        if self._held and now >= self._down_until:
+            self._retry_held()  # rows the disk refused go first, while the database takes them
         if now < self._down_until or self._held:
             self._to_spool(rows)
             return
