@@ -9,6 +9,8 @@ Not responsible for the prices themselves (see `pricing.py`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import ColumnElement, Engine, and_, bindparam, or_, select, update
 
 from llmtap.analytics.pricing import FILE_MARK, Pricer, cost_columns, tokens_of
@@ -35,7 +37,7 @@ _INPUT = (
 def stale(pricer: Pricer) -> ColumnElement[bool]:
     """Rows whose stored price may differ from what `pricer` says: never priced; priced
     with a price file that is not the pricer's; of a model the pricer's file names, but
-    priced without that file."""
+    priced without that file. (`stale_ids` says the same to DuckDB: keep them together.)"""
     c = exchanges.c
     other_file = and_(c.price_version.contains(FILE_MARK, autoescape=True), c.price_version != pricer.file_version)
     conditions = [c.price_status.is_(None), other_file]
@@ -51,28 +53,64 @@ def stale(pricer: Pricer) -> ColumnElement[bool]:
     return or_(*conditions)
 
 
-def reprice(engine: Engine, pricer: Pricer, *, everything: bool = False) -> int:
-    """Price the stale rows (see `stale`), or every row; returns how many were priced."""
+def stale_ids(duck: Any, pricer: Pricer) -> list[str]:
+    """The ids of the stale rows, found by DuckDB (a connection of `analytics.duck`): the
+    same rule as `stale`, in one parallel pass over a few columns — a SQLite store scans
+    its wide rows several times slower itself (1.5 s against 0.3 s at 1M exchanges)."""
+    conditions = ["price_status IS NULL", "(contains(price_version, $mark) AND price_version <> $version)"]
+    params: dict[str, Any] = {"mark": FILE_MARK, "version": pricer.file_version}
+    named = []
+    for index, override in enumerate(pricer.overrides):
+        if override.pattern.endswith("*"):
+            params[f"p{index}"] = override.pattern[:-1]
+            model = f"starts_with(model, $p{index})"
+        else:
+            params[f"p{index}"] = override.pattern
+            model = f"model = $p{index}"
+        if override.provider:
+            params[f"v{index}"] = override.provider
+            model = f"({model} AND provider = $v{index})"
+        named.append(model)
+    if named:
+        conditions.append(f"(({' OR '.join(named)}) AND price_version IS DISTINCT FROM $version)")
+    query = f"SELECT id FROM exchanges WHERE {' OR '.join(conditions)} ORDER BY id"
+    return [row[0] for row in duck.execute(query, params).fetchall()]
+
+
+def reprice(engine: Engine, pricer: Pricer, *, everything: bool = False, ids: list[str] | None = None) -> int:
+    """Price the stale rows (see `stale`), every row, or the rows `ids` names; returns how
+    many were priced."""
     columns = [exchanges.c[name] for name in _INPUT]
+    if ids is not None:
+        pages = (ids[start : start + PAGE] for start in range(0, len(ids), PAGE))
+        return sum(len(_price(engine, pricer, select(*columns).where(exchanges.c.id.in_(page)))) for page in pages)
     done = 0
     last_id = ""
+    while True:  # pages in id order: a priced row may still match (everything), so seek past it
+        query = select(*columns).where(exchanges.c.id > last_id).order_by(exchanges.c.id).limit(PAGE)
+        if not everything:
+            query = query.where(stale(pricer))
+        priced = _price(engine, pricer, query)
+        if not priced:
+            return done
+        done += len(priced)
+        last_id = priced[-1]
+
+
+def _price(engine: Engine, pricer: Pricer, query: Any) -> list[str]:
+    """Price the rows the query selects, in one transaction; returns their ids."""
     statement = (
         update(exchanges)
         .where(exchanges.c.id == bindparam("row_id"))
         .values({name: bindparam(name) for name in PRICE_COLUMNS})
     )
-    while True:
-        query = select(*columns).where(exchanges.c.id > last_id).order_by(exchanges.c.id).limit(PAGE)
-        if not everything:
-            query = query.where(stale(pricer))
-        with engine.begin() as connection:
-            rows = [dict(row) for row in connection.execute(query).mappings()]
-            if not rows:
-                return done
-            updates = []
-            for row in rows:
-                cost = pricer.price(row["provider"], row["model"], utc(row["started_at"]), tokens_of(row))
-                updates.append({"row_id": row["id"], **cost_columns(cost)})
-            connection.execute(statement, updates)
-        done += len(rows)
-        last_id = rows[-1]["id"]
+    with engine.begin() as connection:
+        rows = [dict(row) for row in connection.execute(query).mappings()]
+        if not rows:
+            return []
+        updates = []
+        for row in rows:
+            cost = pricer.price(row["provider"], row["model"], utc(row["started_at"]), tokens_of(row))
+            updates.append({"row_id": row["id"], **cost_columns(cost)})
+        connection.execute(statement, updates)
+    return [row["id"] for row in rows]

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -220,7 +220,8 @@ def run(sizes: list[int], pg_url: str | None, repeat: int, keep: Path | None) ->
             stores: list[tuple[str, Any]] = [("sqlite", sqlite_store(folder, f"reports-{n}", keep is not None))]
             if pg_url:
                 stores.append(("postgresql", postgres_store(pg_url, f"llmtap_bench_{n}" if keep else None)))
-            with _all(stores) as urls:
+            with ExitStack() as stack:
+                urls = [(backend, stack.enter_context(manager)) for backend, manager in stores]
                 engines = [make_engine(url) for _, url in urls]
                 for engine in engines:
                     upgrade(engine)
@@ -245,18 +246,6 @@ def run(sizes: list[int], pg_url: str | None, repeat: int, keep: Path | None) ->
                     results = time_reports(url, engine, repeat, backend)
                     print_table(f"{backend}, {n:,} exchanges (best of {repeat})", results)
                     engine.dispose()
-
-
-@contextmanager
-def _all(stores: list[tuple[str, Any]]) -> Iterator[list[tuple[str, str]]]:
-    urls = []
-    try:
-        for backend, manager in stores:
-            urls.append((backend, manager.__enter__()))
-        yield urls
-    finally:
-        for _, manager in reversed(stores[: len(urls)]):
-            manager.__exit__(None, None, None)
 
 
 def main() -> None:

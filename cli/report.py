@@ -1,7 +1,8 @@
 """`llmtap report KIND`: usage, cost, cache, finish, tools, errors, latency (SPEC §3).
 
-Before reporting, exchanges stored without a price (imported, or recorded while no pricer
-ran) are priced at their own dates. `--list` lists single items (cache misses, tool-call
+Before a report that reads prices (cost, cache), exchanges stored without a price
+(imported, or recorded while no pricer ran) or under another price file are priced at
+their own dates. `--list` lists single items (cache misses, tool-call
 problems) as JSON objects. An empty store says so.
 """
 
@@ -15,6 +16,7 @@ from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import moment
 
 KINDS = ("usage", "cost", "cache", "finish", "tools", "errors", "latency")
+PRICED = ("cost", "cache")  # the reports that read prices (cache: what a miss cost)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -52,10 +54,8 @@ def pricer_for(settings: settings_module.Settings):
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from llmtap.analytics import render, reports
-    from llmtap.analytics.reprice import reprice
+    from llmtap.analytics import reports
+    from llmtap.analytics.duck import connect
     from llmtap.cli.store import open_store
 
     by = [part.strip() for part in args.by.split(",") if part.strip()] if args.by else None
@@ -63,16 +63,39 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_module.load(args)
     pricer = pricer_for(settings)  # a bad price file fails before the store is opened
     engine = open_store(settings)
-    try:
-        reprice(engine, pricer)
-    finally:
-        engine.dispose()
     url = engine.url.render_as_string(hide_password=False)
     try:
-        table = reports.run(url, args.kind, by=by, since=since, until=until, listing=args.list)
+        duck = connect(url)
+        try:
+            if args.kind in PRICED:
+                _catch_up_prices(engine, duck, pricer)
+            table = reports.run(url, args.kind, by=by, since=since, until=until, listing=args.list, connection=duck)
+            empty = not table.rows and reports.count_exchanges(url, duck) == 0
+        finally:
+            duck.close()
     except reports.ReportError as exc:
         raise UsageError(str(exc)) from None
-    label = engine.url.render_as_string(hide_password=True)
+    finally:
+        engine.dispose()
+    _show(args, table, empty, engine.url.render_as_string(hide_password=True))
+    return 0
+
+
+def _catch_up_prices(engine, duck, pricer) -> None:
+    """Price the rows stored without a price (imported, recorded while no pricer ran) or
+    under another price file, at their own dates, before a report that reads prices. DuckDB
+    finds them: one parallel pass over a few columns, much cheaper than the store's own scan."""
+    from llmtap.analytics.reprice import reprice, stale_ids
+
+    ids = stale_ids(duck, pricer)
+    if ids:
+        reprice(engine, pricer, ids=ids)
+
+
+def _show(args: argparse.Namespace, table, empty: bool, label: str) -> None:
+    from rich.console import Console
+
+    from llmtap.analytics import render, reports
     if args.list and args.format == "table":
         args.format = "json"
     if args.format == "json":
@@ -80,7 +103,6 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         sys.stdout.write(render.as_csv(table))
     elif not table.rows:
-        empty = reports.count_exchanges(url) == 0
         what = "no exchanges recorded yet" if empty else "no exchanges in that period"
         print(f"{args.kind}: {what} in {label}")
     else:
@@ -89,7 +111,6 @@ def run(args: argparse.Namespace) -> int:
         render.as_rich(table, f"llmtap report {args.kind}", console, columns)
     if not table.rows and args.format != "table":
         print(f"llmtap: {args.kind}: nothing to report in {label}", file=sys.stderr)
-    return 0
 
 
 def run_reprice(args: argparse.Namespace) -> int:

@@ -57,16 +57,22 @@ model_minimum AS (
 ),
 compared AS (
     SELECT m.*, model_minimum.minimum,
-        list_position(
-            list_transform(
-                generate_series(1, len(pm)),
-                i -> coalesce(pm[i] = cm[i], false)
-            ),
-            false
-        ) - 1 AS first_diff
+        CASE
+            -- the usual case, told from the JSON text alone: the earlier request's message
+            -- list is where this one's starts (the same text up to its closing bracket)
+            WHEN starts_with(cm_text, rtrim(pm_text, ']'))
+                 AND substr(cm_text, length(rtrim(pm_text, ']')) + 1, 1) IN (',', ']') THEN NULL
+            -- else the first message that differs, 0-based
+            ELSE list_position(
+                list_transform(
+                    generate_series(1, len(CAST(pm_text AS VARCHAR[]))),
+                    i -> coalesce(CAST(pm_text AS VARCHAR[])[i] = CAST(cm_text AS VARCHAR[])[i], false)
+                ),
+                false
+            ) - 1
+        END AS first_diff
     FROM (
-        SELECT *, CAST(coalesce(prev_messages, '[]') AS VARCHAR[]) AS pm,
-                  CAST(coalesce(message_hashes, '[]') AS VARCHAR[]) AS cm
+        SELECT *, coalesce(prev_messages, '[]') AS pm_text, coalesce(message_hashes, '[]') AS cm_text
         FROM missed
     ) AS m
     LEFT JOIN model_minimum USING (model)

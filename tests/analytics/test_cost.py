@@ -166,3 +166,31 @@ def test_price_file_with_a_long_name(store, tmp_path: Path):
     assert rows["my-finetune-x"]["cost_usd"] == Decimal("0.0014")
     assert len(rows["my-finetune-x"]["price_version"]) <= 96
     assert by_key(report(store, "cost", "--by", "model"), "model")["my-finetune-x"]["cost_usd"] is None
+
+
+def test_stale_rows_found_alike_by_duckdb_and_the_store(store, known, tmp_path: Path):
+    """The report finds rows to re-price with DuckDB (`stale_ids`), `reprice` with the
+    store's SQL (`stale`): the two rules must agree."""
+    from sqlalchemy import select
+
+    from llmtap.analytics import duck
+    from llmtap.analytics.pricing import Pricer
+    from llmtap.analytics.reprice import stale, stale_ids
+    from llmtap.storage.engine import make_engine
+    from llmtap.storage.schema import exchanges
+
+    prices = tmp_path / "prices.toml"
+    prices.write_text(PRICE_FILE + '\n[[price]]\nmodel = "claude-sonnet-4-5*"\ninput_mtok = 1\noutput_mtok = 1\n')
+    engine = make_engine(store)
+    connection = duck.connect(store)
+    try:
+        for pricer in (Pricer(), Pricer(prices)):
+            with engine.connect() as c:
+                by_store = sorted(c.execute(select(exchanges.c.id).where(stale(pricer))).scalars())
+            assert stale_ids(connection, pricer) == by_store
+        named = {k.id for k in known.values() if k.rec.exchange.model in (traffic.GPT4O, "my-finetune-x")
+                 or (k.rec.exchange.model or "").startswith("claude-sonnet-4-5")}
+        assert set(stale_ids(connection, Pricer(prices))) == named
+    finally:
+        connection.close()
+        engine.dispose()
