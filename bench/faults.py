@@ -24,12 +24,12 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
+from llmtap.bench.scratch import scratch_postgres
 from llmtap.bench.soak import PG_ADMIN, _requests
 from llmtap.bench.upstream import Reply, Seen, Upstream
 from llmtap.cli.demo.provider import SimulatedProvider
@@ -175,22 +175,6 @@ class Proxy:
         return status
 
 
-def _pg_database() -> tuple[str, str]:
-    name = f"llmtap_fault_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return name, PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
-
-
-def _drop(name: str) -> None:
-    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
-
-
 def _stored(url: str, where: str = "true") -> int:
     engine = create_engine(url)
     try:
@@ -210,7 +194,11 @@ def database_away(seconds: float, away: float, clients: int, disk_full: bool) ->
     """PostgreSQL unreachable for `away` seconds in the middle of the load (and, with
     `disk_full`, the spool's disk full too)."""
     folder = Path(tempfile.mkdtemp(prefix="llmtap-fault-"))
-    name, url = _pg_database()
+    with scratch_postgres(PG_ADMIN, "llmtap_fault") as url:
+        return _database_away(folder, url, seconds, away, clients, disk_full)
+
+
+def _database_away(folder: Path, url: str, seconds: float, away: float, clients: int, disk_full: bool) -> dict:
     pg_host, pg_port = "127.0.0.1", 5432
     forwarder = Forwarder((pg_host, pg_port))
     proxied = url.replace("127.0.0.1:5432", f"127.0.0.1:{forwarder.port}")
@@ -235,7 +223,6 @@ def database_away(seconds: float, away: float, clients: int, disk_full: bool) ->
         forwarder.stop()
         if mounted:
             subprocess.run(["umount", str(spool)], capture_output=True)
-        _drop(name)
     return {"fault": "database away" + (" + spool disk full" if disk_full else ""), "away_s": away,
             "spool_on_tiny_tmpfs": bool(mounted), "completed": counts.completed, "failed": counts.failed,
             "stored": stored, "lost": counts.completed - stored, "proxy_exit": status}

@@ -21,7 +21,6 @@ import argparse
 import dataclasses
 import json
 import os
-import secrets
 import sys
 import tempfile
 import time
@@ -30,9 +29,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, func, select, text
+from sqlalchemy import Engine, func, select
 from sqlalchemy.engine import make_url
 
+from llmtap.bench.scratch import postgres_reachable, scratch_postgres
 from llmtap.storage import schema
 from llmtap.storage.engine import make_engine
 from llmtap.storage.ingest import HttpExchange, to_record
@@ -111,31 +111,6 @@ def sqlite_db(folder: Path, name: str) -> Iterator[str]:
     yield f"sqlite:///{path}"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
-
-
-@contextmanager
-def postgres_db(admin_url: str) -> Iterator[str]:
-    name = f"llmtap_bench_{secrets.token_hex(4)}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
-def postgres_reachable(admin_url: str) -> bool:
-    try:
-        engine = create_engine(admin_url, connect_args={"connect_timeout": 3})
-        with engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-        engine.dispose()
-        return True
-    except Exception:  # noqa: BLE001 - unreachable for any reason: skip it
-        return False
 
 
 def fresh_engine(url: str) -> Engine:
@@ -241,7 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         results.append(measure("sqlite", lambda name: sqlite_db(folder, name), records, args.bodies, rounds, folder))
         if postgres_reachable(args.pg):
             results.append(
-                measure("postgresql", lambda _name: postgres_db(args.pg), records, args.bodies, rounds, folder)
+                measure(
+                    "postgresql", lambda _name: scratch_postgres(args.pg, "llmtap_bench"), records, args.bodies,
+                    rounds, folder,
+                )
             )
         else:
             print(f"PostgreSQL at {make_url(args.pg).render_as_string()} is not reachable: skipped", file=sys.stderr)

@@ -35,6 +35,7 @@ from sqlalchemy.engine import make_url
 
 from llmtap.analytics import reports
 from llmtap.analytics.pricing import Pricer
+from llmtap.bench.scratch import postgres_reachable
 from llmtap.bench.synthetic import fill
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import upgrade
@@ -73,17 +74,6 @@ def postgres_store(admin_url: str, name: str | None) -> Iterator[str]:
 def stored(engine: Engine) -> int:
     with engine.connect() as connection:
         return connection.execute(text("SELECT count(*) FROM exchanges")).scalar_one()
-
-
-def postgres_reachable(admin_url: str) -> bool:
-    try:
-        engine = create_engine(admin_url, connect_args={"connect_timeout": 3})
-        with engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-        engine.dispose()
-        return True
-    except Exception:  # noqa: BLE001 - unreachable for any reason: skip it
-        return False
 
 
 # -- what is timed ----------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -23,12 +24,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
+from llmtap.bench.scratch import scratch_postgres
 from llmtap.bench.upstream import Upstream
 from llmtap.cli.demo.provider import SimulatedProvider
 
@@ -128,25 +129,6 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def _database(kind: str, folder: Path) -> tuple[str, str | None]:
-    if kind == "sqlite":
-        return f"sqlite:///{folder / 'soak.db'}", None
-    name = f"llmtap_soak_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return PG_ADMIN.rsplit("/", 1)[0] + f"/{name}", name
-
-
-def _drop(name: str | None) -> None:
-    if name:
-        admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
 def _free_port() -> int:
     import socket
 
@@ -157,9 +139,12 @@ def _free_port() -> int:
 
 def run(seconds: float, clients: int, kind: str) -> dict[str, object]:
     folder = Path(tempfile.mkdtemp(prefix="llmtap-soak-"))
-    url, pg_name = _database(kind, folder)
     ports = {name: _free_port() for name in ("anthropic", "openai", "gemini")}
-    try:
+    with contextlib.ExitStack() as stack:
+        if kind == "sqlite":
+            url = f"sqlite:///{folder / 'soak.db'}"
+        else:
+            url = stack.enter_context(scratch_postgres(PG_ADMIN, "llmtap_soak"))
         with Upstream(SimulatedProvider()) as upstream:
             baseline = asyncio.run(_load(None, upstream.port, min(seconds / 6, 20), clients))
             command = [sys.executable, "-m", "llmtap.cli.main", "proxy", "--no-regular", "--quiet", "--db", url,
@@ -167,7 +152,8 @@ def run(seconds: float, clients: int, kind: str) -> dict[str, object]:
             for name, port in ports.items():
                 command += ["--reverse", f"{name}={port}", "--upstream", f"{name}={upstream.url}"]
             env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
-            proxy = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=open(folder / "proxy.log", "wb"))
+            log = stack.enter_context(open(folder / "proxy.log", "wb"))
+            proxy = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
             try:
                 _wait(ports.values())
                 loaded = asyncio.run(_load(ports, None, seconds, clients))
@@ -181,8 +167,6 @@ def run(seconds: float, clients: int, kind: str) -> dict[str, object]:
             by_team = dict(connection.execute(text("SELECT team, count(*) FROM exchanges GROUP BY team")).all())
             complete = connection.execute(text("SELECT count(*) FROM exchanges WHERE complete")).scalar_one()
         engine.dispose()
-    finally:
-        _drop(pg_name)
     direct_ttfb = [s.ttfb for s in baseline.samples]
     direct_total = [s.total for s in baseline.samples]
     proxied_ttfb = [s.ttfb for s in loaded.samples]

@@ -194,6 +194,9 @@ class Writer:
     def _handle(self, batch: list[Recorded], final: bool) -> None:
         rows = self._rows(batch)
         if final:  # write everything now, in batches, database or spool
+            # Shutting down: one more try whatever the backoff says (a failure sets it
+            # again, so the rest goes straight to the spool).
+            self._down_until = 0.0
             for start in range(0, max(len(rows.exchanges), 1), self.batch_size):
                 self._deliver(_slice(rows, start, self.batch_size))
             self._retry_held(force=True)

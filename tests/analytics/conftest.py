@@ -10,7 +10,6 @@ import contextlib
 import io
 import json
 import os
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -18,12 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool
 
 from llmtap.analytics.pricing import Pricer
-from llmtap.storage.engine import make_engine, normalize_url
+from llmtap.bench.scratch import scratch_postgres
+from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import ensure_current
 from llmtap.storage.writer import Writer
 from tests.analytics import traffic
@@ -38,20 +35,9 @@ BACKENDS = [
 ]
 
 
-@contextlib.contextmanager
-def fresh_postgres_database() -> Iterator[str]:
+def fresh_postgres_database():
     """CREATE DATABASE llmtap_a_<random>, yield its URL, DROP … WITH (FORCE) after."""
-    admin_url = normalize_url(POSTGRES_URL or "")
-    name = f"llmtap_a_{secrets.token_hex(6)}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    try:
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    return scratch_postgres(POSTGRES_URL or "", "llmtap_a")
 
 
 @contextlib.contextmanager

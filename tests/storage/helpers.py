@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import secrets
 import selectors
 import socket
 import sqlite3
@@ -24,13 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, event, func, select, text
+from sqlalchemy import Engine, event, func, select
 from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool
 
+from llmtap.bench.scratch import scratch_postgres
 from llmtap.protocols.canonical import Exchange, RequestFacts, ToolCall, ToolSpec, Usage
 from llmtap.storage import schema
-from llmtap.storage.engine import normalize_url
 from llmtap.storage.ingest import HttpExchange
 from llmtap.storage.record import Recorded
 
@@ -170,23 +168,13 @@ def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 
     return predicate()
 
 
+
 # -- databases -------------------------------------------------------------------------------
 
 
-@contextmanager
-def fresh_postgres_database(admin_url: str | None = None) -> Iterator[str]:
+def fresh_postgres_database(admin_url: str | None = None):
     """CREATE DATABASE llmtap_t_<random>, yield its URL, DROP … WITH (FORCE) after."""
-    admin_url = normalize_url(admin_url or POSTGRES_URL or "")
-    name = f"llmtap_t_{secrets.token_hex(6)}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    try:
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    return scratch_postgres(admin_url or POSTGRES_URL or "", "llmtap_t")
 
 
 def sqlite_path(url: str) -> str:
