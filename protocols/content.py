@@ -58,6 +58,9 @@ class _Zlib:
     def end(self) -> bytes:
         return self._d.flush()
 
+    def ended(self) -> bool:
+        return self._d.eof
+
 
 class _Brotli:
     def __init__(self) -> None:
@@ -73,6 +76,9 @@ class _Brotli:
 
     def end(self) -> bytes:
         return b""
+
+    def ended(self) -> bool:
+        return self._d.is_finished()
 
 
 class _Zstd:
@@ -91,6 +97,9 @@ class _Zstd:
 
     def end(self) -> bytes:
         return b""
+
+    def ended(self) -> bool:
+        return self._d.eof
 
 
 _FACTORIES: dict[str, Callable[[], _Zlib | _Brotli | _Zstd]] = {
@@ -121,12 +130,14 @@ class ContentDecoder:
         self._names = list(reversed(names))
         self._max = max_decoded
         self.decoded_bytes = 0
+        self._fed = False  # whether any encoded byte arrived (an empty body has no end to reach)
 
     @property
     def identity(self) -> bool:
         return not self._stages
 
     def decode(self, chunk: bytes) -> bytes:
+        self._fed = self._fed or bool(chunk)
         if not self._stages:
             return self._count(chunk)
         parts = [chunk]
@@ -134,7 +145,9 @@ class ContentDecoder:
             parts = self._run(name, stage, parts)
         return self._count(b"".join(parts))
 
-    def flush(self) -> bytes:
+    def flush(self, strict: bool = False) -> bytes:
+        """The rest of the output. `strict`: the body ended normally, so an encoding that
+        has not reached its own end is an error (a cut transfer is not one)."""
         parts: list[bytes] = []
         for name, stage in zip(self._names, self._stages, strict=True):
             parts = self._run(name, stage, parts)
@@ -142,6 +155,8 @@ class ContentDecoder:
                 parts.append(stage.end())
             except (zlib.error, brotli.error, zstd.ZstdError, EOFError) as exc:
                 raise DecodeError(f"{name} stream is corrupt: {exc}", "content-encoding") from exc
+            if strict and self._fed and not stage.ended():
+                raise DecodeError(f"{name} stream ended before its end", "content-encoding")
         return self._count(b"".join(parts))
 
     def _run(self, name: str, stage: _Zlib | _Brotli | _Zstd, parts: list[bytes]) -> list[bytes]:

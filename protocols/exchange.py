@@ -148,7 +148,7 @@ class ExchangeDecoder:
         self._request = None
         if not self._broken and self._content is not None:
             try:
-                self._frame(self._content.flush(), final=True)
+                self._frame(self._content.flush(strict=interrupted is None), final=True)
             except DecodeError as exc:
                 self._fail(exc)
             except Exception as exc:  # noqa: BLE001

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 import brotli
 import pytest
+
 from llmtap.protocols import DecodeError, ExchangeDecoder
 from llmtap.protocols.content import ContentDecoder
 
@@ -179,3 +180,29 @@ def test_bomb_through_the_exchange_decoder_is_a_record():
     record = decoder.finish()
     assert record.decode_error is not None
     assert record.complete is False
+
+
+@pytest.mark.parametrize("name", ["gzip", "br", "zstd"])
+def test_an_encoding_cut_short_is_an_error_only_when_the_body_ended_normally(name: str):
+    import gzip as _gzip
+    import sys as _sys
+
+    import brotli as _brotli
+
+    if _sys.version_info >= (3, 14):
+        from compression import zstd as _zstd
+    else:
+        from backports import zstd as _zstd
+    data = b"data: " + b"x" * 5000 + b"\n\n"
+    encoded = {"gzip": _gzip.compress, "br": _brotli.compress, "zstd": _zstd.compress}[name](data)
+    cut = encoded[: len(encoded) // 2]
+    decoder = ContentDecoder(name)
+    decoder.decode(cut)
+    decoder.flush()  # a transfer cut short: what arrived is decoded, no error
+    decoder = ContentDecoder(name)
+    decoder.decode(cut)
+    with pytest.raises(DecodeError, match="ended before its end"):
+        decoder.flush(strict=True)
+    whole = ContentDecoder(name)
+    assert whole.decode(encoded) + whole.flush(strict=True) == data
+    assert ContentDecoder(name).flush(strict=True) == b""  # an empty body has no end to reach
