@@ -55,9 +55,7 @@ def blob(data: bytes) -> Blob:
 
 
 def _canonical(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode(
-        "utf-8", "surrogatepass"
-    )
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode("utf-8", "surrogatepass")
 
 
 def split_request(body: bytes, headers: list[tuple[str, str]], drop_media: bool) -> list[Blob]:
@@ -128,7 +126,11 @@ def drop_large_media(value: Any) -> Any:
 def _drop(key: str, value: Any) -> Any:
     if isinstance(value, str) and len(value) > MEDIA_LIMIT:
         if key in ("data", "image_url", "url", "file_data", "b64_json") and _looks_base64(value):
-            return {"llmtap_dropped": "media", "chars": len(value), "sha256": hashlib.sha256(value.encode()).hexdigest()}
+            return {
+                "llmtap_dropped": "media",
+                "chars": len(value),
+                "sha256": hashlib.sha256(value.encode()).hexdigest(),
+            }
     return drop_large_media(value)
 
 

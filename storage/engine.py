@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from llmtap.storage.errors import StoreError
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
+
+from llmtap.storage.errors import StoreError
 
 
 def home() -> Path:

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from llmtap.storage.schema import exchanges, tool_calls
 from sqlalchemy import Engine, select
+
+from llmtap.storage.schema import exchanges, tool_calls
 
 PAGE = 1000
 

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Engine, delete, exists, func, select, update
+
 from llmtap.protocols import ExchangeDecoder
 from llmtap.storage import bodies as blobs
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import rows_for
 from llmtap.storage.schema import bodies, body_refs, exchanges, tool_calls
-from sqlalchemy import Engine, delete, exists, func, select, update
 
 PAGE = 500
 
@@ -57,12 +58,16 @@ def reprocess(engine: Engine, progress: Callable[[int], None] | None = None) -> 
     last_id = ""
     while True:
         with engine.begin() as connection:
-            rows = connection.execute(
-                select(exchanges)
-                .where(exchanges.c.response_body_ref.is_not(None), exchanges.c.id > last_id)
-                .order_by(exchanges.c.id)
-                .limit(PAGE)
-            ).mappings().all()
+            rows = (
+                connection.execute(
+                    select(exchanges)
+                    .where(exchanges.c.response_body_ref.is_not(None), exchanges.c.id > last_id)
+                    .order_by(exchanges.c.id)
+                    .limit(PAGE)
+                )
+                .mappings()
+                .all()
+            )
             if not rows:
                 break
             for row in rows:
@@ -77,7 +82,9 @@ def reprocess(engine: Engine, progress: Callable[[int], None] | None = None) -> 
 def _reprocess_row(connection: Any, row: Any) -> int:
     request = None
     if row["request_body_ref"]:
-        request, _ = blobs.join_request(load_blob(connection, row["request_body_ref"]), lambda h: load_blob(connection, h))
+        request, _ = blobs.join_request(
+            load_blob(connection, row["request_body_ref"]), lambda h: load_blob(connection, h)
+        )
     response = load_blob(connection, row["response_body_ref"])
     decoder = ExchangeDecoder(
         row["protocol"],
@@ -110,7 +117,21 @@ def _reprocess_row(connection: Any, row: Any) -> int:
 def _identity_column(key: str) -> bool:
     """Who and when stay as recorded; only what decoding yields is recomputed."""
     return key in {
-        "team", "key_fingerprint", "key_last4", "client_addr", "source", "method", "host", "path",
-        "started_at", "first_byte_at", "first_token_at", "ended_at", "ttfb_ms", "ttft_ms",
-        "duration_ms", "retry_after_s", "response_content_type",
+        "team",
+        "key_fingerprint",
+        "key_last4",
+        "client_addr",
+        "source",
+        "method",
+        "host",
+        "path",
+        "started_at",
+        "first_byte_at",
+        "first_token_at",
+        "ended_at",
+        "ttfb_ms",
+        "ttft_ms",
+        "duration_ms",
+        "retry_after_s",
+        "response_content_type",
     }

@@ -14,10 +14,11 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
-from llmtap import migrations
-from llmtap.storage.errors import StoreError
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
+
+from llmtap import migrations
+from llmtap.storage.errors import StoreError
 
 
 def alembic_config() -> Config:

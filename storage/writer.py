@@ -25,13 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from sqlalchemy import Engine, Table
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
 from llmtap.storage import schema, spool
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import BODY_MODES, RowSet, rows_for
 from llmtap.storage.secrets import scrub
-from sqlalchemy import Engine, Table
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 log = logging.getLogger("llmtap.storage")
 

@@ -50,9 +50,7 @@ def _exchange(entry: dict[str, Any]) -> HttpExchange:
     path = url.path + (f"?{url.query}" if url.query else "")
     started = _time(entry.get("startedDateTime"))
     timings = entry.get("timings") or {}
-    before_first_byte = sum(
-        max(float(timings.get(k) or 0), 0.0) for k in ("blocked", "dns", "connect", "send", "wait")
-    )
+    before_first_byte = sum(max(float(timings.get(k) or 0), 0.0) for k in ("blocked", "dns", "connect", "send", "wait"))
     total = entry.get("time")
     status = response.get("status")
     return HttpExchange(
@@ -67,7 +65,9 @@ def _exchange(entry: dict[str, Any]) -> HttpExchange:
         response_encoded=False,
         started_at=started,
         first_byte_at=started + timedelta(milliseconds=before_first_byte) if timings else None,
-        ended_at=started + timedelta(milliseconds=float(total)) if isinstance(total, (int, float)) and total >= 0 else None,
+        ended_at=started + timedelta(milliseconds=float(total))
+        if isinstance(total, (int, float)) and total >= 0
+        else None,
     )
 
 

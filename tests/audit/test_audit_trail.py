@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from llmtap.bench.upstream import Seen
-from llmtap.cli.main import main
 from llmtap.cli.demo.provider import SimulatedProvider
+from llmtap.cli.main import main
 from llmtap.storage.engine import make_engine
 from llmtap.storage.ingest import HttpExchange, to_record
 from llmtap.storage.migrate import ensure_current

@@ -62,8 +62,12 @@ def test_file_opens_offline_with_every_chart_drawn(filled_store, browser, tmp_pa
 
 def test_served_live_on_loopback_and_refreshes(filled_store, browser, tmp_path: Path):
     url, env = filled_store
-    process = subprocess.Popen([sys.executable, "-m", "llmtap.cli.main", "dashboard", "--serve", "--port", "0",
-                                "--db", url], env=env, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llmtap.cli.main", "dashboard", "--serve", "--port", "0", "--db", url],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = process.stderr.readline()
         match = re.search(r"http://(127\.0\.0\.1):(\d+)/", line)
@@ -88,8 +92,7 @@ def test_serve_refuses_a_port_in_use(filled_store):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        result = llmtap("dashboard", "--serve", "--port", str(busy.getsockname()[1]), "--db", url, env=env,
-                        check=False)
+        result = llmtap("dashboard", "--serve", "--port", str(busy.getsockname()[1]), "--db", url, env=env, check=False)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
@@ -134,7 +137,9 @@ def test_exchange_rows_open_details_and_conversations(filled_store, browser, tmp
     page.select_option("select[name=team]", HOSTILE_TEAM)
     rows = page.locator("#table-exchanges tbody tr")
     assert 0 < rows.count() < 49
-    assert all(HOSTILE_TEAM == text for text in page.locator("#table-exchanges tbody td:nth-child(2)").all_text_contents())
+    assert all(
+        HOSTILE_TEAM == text for text in page.locator("#table-exchanges tbody td:nth-child(2)").all_text_contents()
+    )
     page.select_option("select[name=team]", "")
     page.select_option("select[name=tool_problem]", "any")
     assert page.locator("#table-exchanges tbody tr").count() >= 1
@@ -155,8 +160,12 @@ def test_exchange_rows_open_details_and_conversations(filled_store, browser, tmp
 
 def test_served_pages_per_exchange_and_conversation(filled_store, browser):
     url, env = filled_store
-    process = subprocess.Popen([sys.executable, "-m", "llmtap.cli.main", "dashboard", "--serve", "--port", "0",
-                                "--db", url], env=env, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llmtap.cli.main", "dashboard", "--serve", "--port", "0", "--db", url],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         base = re.search(r"(http://127\.0\.0\.1:\d+/)", process.stderr.readline()).group(1)
         rows = json.loads(urllib.request.urlopen(base + "log.json?team=beta", timeout=60).read())

@@ -39,29 +39,55 @@ def _big_stream(megabytes: int) -> list[bytes]:
 
 
 def _many_tool_calls(count: int) -> bytes:
-    calls = [{"id": f"call_{i}", "type": "function", "function": {"name": "t", "arguments": "{}"}} for i in range(count)]
-    return json.dumps({"id": "x", "model": "gpt-4o-mini", "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": calls},
-         "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 5, "completion_tokens": 9000}}).encode()
+    calls = [
+        {"id": f"call_{i}", "type": "function", "function": {"name": "t", "arguments": "{}"}} for i in range(count)
+    ]
+    return json.dumps(
+        {
+            "id": "x",
+            "model": "gpt-4o-mini",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": None, "tool_calls": calls},
+                    "finish_reason": "tool_calls",
+                }
+            ],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 9000},
+        }
+    ).encode()
 
 
 CASES = {
     # marker in the request -> (reply, what the record must say)
     "invalid-json": (Reply(chunks=[b'{"id": "x", "choices": [ oops'], chunked=False), "invalid JSON"),
-    "invalid-utf8": (Reply(content_type="text/event-stream", chunks=[b"data: {\"a\": \"\xff\xfe\"}\n\n",
-                                                                     b"data: [DONE]\n\n"]), None),
-    "truncated": (Reply(content_type="text/event-stream", chunks=[_chat_chunk(1), b'data: {"id": "c1", "choi']),
-                  "cut"),
-    "interleaved": (Reply(content_type="text/event-stream", chunks=[_chat_chunk(1), b"data: {\"type\":\"message_st",
-                                                                    _chat_chunk(2), b"art\"}\n\n", b"data: [DONE]\n\n"]),
-                    "invalid JSON"),
-    "unknown-events": (Reply(content_type="text/event-stream", chunks=[b"event: mystery\ndata: {\"x\": 1}\n\n",
-                                                                       _chat_chunk(1), b": comment\n\n",
-                                                                       b"data: [DONE]\n\n"]), None),
-    "bomb": (Reply(content_type="text/event-stream", encoding=None, headers=[("content-encoding", "gzip")],
-                   chunks=_bomb()), "compression bomb"),
-    "nested": (Reply(chunks=[b'{"id": "x", "usage": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"], chunked=False),
-               "nested too deeply"),
+    "invalid-utf8": (
+        Reply(content_type="text/event-stream", chunks=[b'data: {"a": "\xff\xfe"}\n\n', b"data: [DONE]\n\n"]),
+        None,
+    ),
+    "truncated": (Reply(content_type="text/event-stream", chunks=[_chat_chunk(1), b'data: {"id": "c1", "choi']), "cut"),
+    "interleaved": (
+        Reply(
+            content_type="text/event-stream",
+            chunks=[_chat_chunk(1), b'data: {"type":"message_st', _chat_chunk(2), b'art"}\n\n', b"data: [DONE]\n\n"],
+        ),
+        "invalid JSON",
+    ),
+    "unknown-events": (
+        Reply(
+            content_type="text/event-stream",
+            chunks=[b'event: mystery\ndata: {"x": 1}\n\n', _chat_chunk(1), b": comment\n\n", b"data: [DONE]\n\n"],
+        ),
+        None,
+    ),
+    "bomb": (
+        Reply(content_type="text/event-stream", encoding=None, headers=[("content-encoding", "gzip")], chunks=_bomb()),
+        "compression bomb",
+    ),
+    "nested": (
+        Reply(chunks=[b'{"id": "x", "usage": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"], chunked=False),
+        "nested too deeply",
+    ),
     "tools": (Reply(chunks=[_many_tool_calls(10_000)], chunked=False), None),
     "big": (Reply(content_type="text/event-stream", chunks=_big_stream(200)), None),
 }
@@ -76,9 +102,20 @@ def proxy(tmp_path_factory: pytest.TempPathFactory):
         marker = json.loads(seen.body).get("user", "")
         if marker in CASES:
             return CASES[marker][0]
-        return Reply(chunks=[json.dumps({"id": "ok", "model": "gpt-4o-mini", "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": "fine"}, "finish_reason": "stop"}]}).encode()],
-            chunked=False)
+        return Reply(
+            chunks=[
+                json.dumps(
+                    {
+                        "id": "ok",
+                        "model": "gpt-4o-mini",
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": "fine"}, "finish_reason": "stop"}
+                        ],
+                    }
+                ).encode()
+            ],
+            chunked=False,
+        )
 
     with Upstream(router) as upstream:
         url = f"sqlite:///{folder / 'store.db'}"
@@ -91,8 +128,12 @@ def proxy(tmp_path_factory: pytest.TempPathFactory):
 def _post(port: int, marker: str) -> bytes:
     body = json.dumps({"model": "gpt-4o-mini", "user": marker, "messages": [{"role": "user", "content": "hi"}]})
     with socket.create_connection(("127.0.0.1", port), timeout=120) as sock:
-        sock.sendall((f"POST {CHAT} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-                      f"content-length: {len(body)}\r\nconnection: close\r\n\r\n{body}").encode())
+        sock.sendall(
+            (
+                f"POST {CHAT} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(body)}\r\nconnection: close\r\n\r\n{body}"
+            ).encode()
+        )
         chunks = []
         while data := sock.recv(1 << 20):
             chunks.append(data)
@@ -128,9 +169,16 @@ def test_records_say_what_went_wrong(proxy):
     running, url, _ = proxy
     engine = create_engine(url)
     with engine.connect() as connection:
-        rows = connection.execute(text(
-            "SELECT decode_error, complete, interrupted, tool_call_count, text_truncated FROM exchanges "
-            "ORDER BY started_at")).mappings().all()
+        rows = (
+            connection.execute(
+                text(
+                    "SELECT decode_error, complete, interrupted, tool_call_count, text_truncated FROM exchanges "
+                    "ORDER BY started_at"
+                )
+            )
+            .mappings()
+            .all()
+        )
     engine.dispose()
     errors = " | ".join(r["decode_error"] or "" for r in rows)
     # the bomb is stopped by whichever bound it reaches first: decoded size or one SSE event
@@ -153,8 +201,10 @@ def test_memory_stays_bounded(proxy):
 def test_header_injection_is_refused_cleanly(proxy):
     running, url, _ = proxy
     with socket.create_connection(("127.0.0.1", running.ports["openai"]), timeout=30) as sock:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-llmtap-team: a\rX-Evil: 1\r\n"
-                     b"content-length: 2\r\n\r\n{}")
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-llmtap-team: a\rX-Evil: 1\r\n"
+            b"content-length: 2\r\n\r\n{}"
+        )
         reply = sock.recv(4096)
     # mitmproxy may refuse the request or pass it on; either way no control character
     # reaches a stored team name, and the proxy keeps serving.

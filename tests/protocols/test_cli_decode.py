@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from llmtap.cli.main import main
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

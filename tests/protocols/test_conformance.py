@@ -9,8 +9,8 @@ import json
 
 import brotli
 import pytest
-from llmtap.protocols import ExchangeDecoder, route
 
+from llmtap.protocols import ExchangeDecoder, route
 from tests.protocols.corpus import Case, differences, load_cases
 
 CASES = load_cases()

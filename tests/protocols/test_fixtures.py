@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from llmtap.protocols import ExchangeDecoder, route
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -31,6 +31,7 @@ import pytest
 from backports import zstd
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+
 from llmtap.protocols import ExchangeDecoder
 from llmtap.protocols.canonical import FINISH_REASONS, Exchange
 from llmtap.protocols.common import parse_json
@@ -39,7 +40,6 @@ from llmtap.protocols.errors import DecodeError
 from llmtap.protocols.exchange import TRANSLATORS
 from llmtap.protocols.jsonarray import JSONArraySplitter
 from llmtap.protocols.sse import SSEDecoder, SSEEvent
-
 from tests.protocols.corpus import Case, load_cases
 
 PROPS = settings(

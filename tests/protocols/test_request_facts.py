@@ -9,6 +9,7 @@ import copy
 from typing import Any
 
 import pytest
+
 from llmtap.protocols import ExchangeDecoder, RequestFacts
 from llmtap.protocols.exchange import TRANSLATORS
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from llmtap.protocols import provider_for, route
 from llmtap.protocols.routing import websocket_protocol
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from llmtap.protocols import DecodeError
 from llmtap.protocols.sse import SSEDecoder, SSEEvent
 
