@@ -24,9 +24,9 @@ from llmtap.analytics import reports
 from llmtap.analytics.duck import connect
 from llmtap.protocols.transcript import transcript
 from llmtap.storage import bodies as blobs
-from llmtap.storage.export import to_canonical, utc
+from llmtap.storage.export import TIMINGS, to_canonical, tool_calls_by_exchange, utc
 from llmtap.storage.maintenance import load_blob
-from llmtap.storage.schema import exchanges, tool_calls
+from llmtap.storage.schema import exchanges
 
 RAW_BODY_LIMIT = 256 * 1024  # characters of a raw body shown; the store keeps all of it
 
@@ -157,14 +157,9 @@ def show(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
     exchange_id = resolve(engine, exchange_id)
     with engine.connect() as connection:
         row = connection.execute(select(exchanges).where(exchanges.c.id == exchange_id)).mappings().one()
-        calls = [
-            dict(call)
-            for call in connection.execute(
-                select(tool_calls).where(tool_calls.c.exchange_id == exchange_id).order_by(tool_calls.c.position)
-            ).mappings()
-        ]
+        calls = tool_calls_by_exchange(connection, [exchange_id]).get(exchange_id, [])
         stored = _stored_bodies(connection, row)
-    canonical = to_canonical(row, [_call(c) for c in calls])
+    canonical = to_canonical(row, calls)
     verdicts = _verdicts(url, [exchange_id])
     return {
         "id": row["id"],
@@ -175,18 +170,7 @@ def show(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
             "client_addr": row["client_addr"],
             "source": row["source"],
         },
-        "when": {
-            key: canonical[key]
-            for key in (
-                "started_at",
-                "first_byte_at",
-                "first_token_at",
-                "ended_at",
-                "ttfb_ms",
-                "ttft_ms",
-                "duration_ms",
-            )
-        },
+        "when": {key: canonical[key] for key in TIMINGS},
         "where": {
             "protocol": row["protocol"],
             "provider": row["provider"],
@@ -218,18 +202,6 @@ def show(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
         "cost": _cost(row),
         "cache": verdicts.get(exchange_id) or _verdict_without_miss(row),
         "bodies": stored.get("bodies"),
-    }
-
-
-def _call(call: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": call["call_id"],
-        "name": call["name"],
-        "arguments": call["arguments"],
-        "arguments_raw": call["arguments_raw"],
-        "valid_json": call["valid_json"],
-        "status": call["status"],
-        "status_detail": call["status_detail"],
     }
 
 
@@ -349,16 +321,9 @@ def conversation(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
 def _by_ids(engine: Engine, ids: list[str]) -> list[dict[str, Any]]:
     with engine.connect() as connection:
         rows = connection.execute(select(exchanges).where(exchanges.c.id.in_(ids))).mappings().all()
-        names: dict[str, list[dict[str, Any]]] = {}
-        query = (
-            select(tool_calls.c.exchange_id, tool_calls.c.name)
-            .where(tool_calls.c.exchange_id.in_(ids))
-            .order_by(tool_calls.c.exchange_id, tool_calls.c.position)
-        )
-        for call in connection.execute(query):
-            names.setdefault(call.exchange_id, []).append({"name": call.name})
+        calls = tool_calls_by_exchange(connection, ids)
     found = {
-        r["id"]: {**to_canonical(r, names.get(r["id"], [])), "cost_total_pico": r["cost_total_pico"]} for r in rows
+        r["id"]: {**to_canonical(r, calls.get(r["id"], [])), "cost_total_pico": r["cost_total_pico"]} for r in rows
     }
     return [found[i] for i in ids if i in found]
 
@@ -400,14 +365,7 @@ def details(url: str, engine: Engine, ids: list[str], text_limit: int = 2000) ->
     out: dict[str, dict[str, Any]] = {}
     with engine.connect() as connection:
         rows = connection.execute(select(exchanges).where(exchanges.c.id.in_(ids))).mappings().all()
-        calls: dict[str, list[dict[str, Any]]] = {}
-        query = (
-            select(tool_calls)
-            .where(tool_calls.c.exchange_id.in_(ids))
-            .order_by(tool_calls.c.exchange_id, tool_calls.c.position)
-        )
-        for call in connection.execute(query).mappings():
-            calls.setdefault(call["exchange_id"], []).append(_call(dict(call)))
+        calls = tool_calls_by_exchange(connection, ids)
     verdicts = _verdicts(url, ids)
     for row in rows:
         canonical = to_canonical(row, calls.get(row["id"], []))

@@ -58,7 +58,7 @@ def exchange_dicts(
             )
         with engine.connect() as connection:
             rows = connection.execute(query).mappings().all()
-            calls = _tool_calls(connection, [row["id"] for row in rows])
+            calls = tool_calls_by_exchange(connection, [row["id"] for row in rows])
         if not rows:
             return
         for row in rows:
@@ -66,7 +66,8 @@ def exchange_dicts(
         last = (rows[-1]["started_at"], rows[-1]["id"])
 
 
-def _tool_calls(connection: Any, ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+def tool_calls_by_exchange(connection: Any, ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The canonical tool calls of each exchange in `ids`, in their order."""
     if not ids:
         return {}
     query = select(tool_calls).where(tool_calls.c.exchange_id.in_(ids)).order_by(
