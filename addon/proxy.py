@@ -24,6 +24,7 @@ from mitmproxy.tools.dump import DumpMaster
 from llmtap.addon.attribution import Attribution
 from llmtap.addon.recorder import Recorder
 from llmtap.storage.writer import Writer
+from llmtap.storage.writer_process import WriterProcess
 
 UPSTREAMS = {
     "anthropic": "https://api.anthropic.com",
@@ -148,12 +149,12 @@ class _Announce:
             print(self.text, file=sys.stderr, flush=True)
 
 
-def run(plan: ProxyPlan, writer: Writer, attribution: Attribution, db_label: str) -> int:
+def run(plan: ProxyPlan, writer: Writer | WriterProcess, attribution: Attribution, db_label: str) -> int:
     """Run until SIGINT/SIGTERM; returns the exit status."""
     return asyncio.run(_main(plan, writer, attribution, db_label))
 
 
-async def _main(plan: ProxyPlan, writer: Writer, attribution: Attribution, db_label: str) -> int:
+async def _main(plan: ProxyPlan, writer: Writer | WriterProcess, attribution: Attribution, db_label: str) -> int:
     logging.getLogger("llmtap").setLevel(logging.INFO)
     opts = options.Options()
     master = DumpMaster(opts, with_termlog=True, with_dumper=False)

@@ -6,16 +6,18 @@ their own mitmdump with `-s addon/script.py --set llmtap_db=…`. Not responsibl
 
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from llmtap.addon.attribution import Attribution
+from llmtap.analytics.pricing import row_pricer
 from llmtap.storage.engine import default_url, home, make_engine
 from llmtap.storage.migrate import ensure_current
 from llmtap.storage.secrets import KeyFingerprinter
-from llmtap.storage.writer import Writer
+from llmtap.storage.writer_process import WriterProcess, WriterSpec
 
 
 def listener_teams(entries: list[str]) -> dict[int, str]:
@@ -27,7 +29,7 @@ def listener_teams(entries: list[str]) -> dict[int, str]:
     return teams
 
 
-def open_from_options(options: Any) -> tuple[Writer, Attribution]:
+def open_from_options(options: Any) -> tuple[WriterProcess, Attribution]:
     if options.llmtap_home:
         os.environ["LLMTAP_HOME"] = options.llmtap_home
     base = home()
@@ -36,7 +38,16 @@ def open_from_options(options: Any) -> tuple[Writer, Attribution]:
         config = tomllib.loads(Path(options.llmtap_config).expanduser().read_text())
     engine = make_engine(options.llmtap_db or config.get("db") or default_url())
     ensure_current(engine)
-    writer = Writer(engine, spool_dir=Path(config.get("spool") or base / "spool"), body_mode=options.llmtap_bodies)
+    prices = config.get("prices")
+    writer = WriterProcess(
+        WriterSpec(
+            url=engine.url.render_as_string(hide_password=False),
+            spool_dir=Path(config.get("spool") or base / "spool"),
+            body_mode=options.llmtap_bodies,
+            enrich_factory=functools.partial(row_pricer, Path(prices).expanduser() if prices else None),
+        )
+    )
+    engine.dispose()
     attribution = Attribution(
         fingerprinter=KeyFingerprinter.from_file(base / "fingerprint.secret"),
         key_teams=dict(config.get("teams") or {}),

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -332,3 +332,9 @@ def load_price_file(path: Path) -> list[_Override]:
             since = date.fromisoformat(since)
         overrides.append(_Override(entry.get("provider"), entry["model"], since, types.ModelPrice(**prices)))
     return overrides
+
+
+def row_pricer(price_file: Path | None = None) -> Callable[[list[dict[str, Any]]], None]:
+    """The writer's `enrich` step: prices exchange rows in place as they are stored.
+    A module-level factory, so a writer in another process can be told to build it."""
+    return Pricer(price_file).price_rows

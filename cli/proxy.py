@@ -17,6 +17,7 @@ table, then defaults: a regular proxy on 127.0.0.1:8080 and no reverse listeners
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -143,18 +144,25 @@ def run(args: argparse.Namespace) -> int:
     from llmtap.addon.attribution import Attribution
     from llmtap.addon.proxy import ProxyOptionError, prepare_ca
     from llmtap.addon.proxy import run as run_proxy
+    from llmtap.analytics.pricing import row_pricer
     from llmtap.cli.report import pricer_for
     from llmtap.cli.store import open_store
     from llmtap.storage.engine import home
     from llmtap.storage.secrets import KeyFingerprinter
-    from llmtap.storage.writer import Writer
+    from llmtap.storage.writer_process import WriterProcess, WriterSpec
 
     settings = settings_module.load(args)
     plan = plan_from(args, settings)
     engine = open_store(settings)
     plan.ca_bundle = prepare_ca(plan.confdir, home() / "ca-bundle.pem")
-    writer = Writer(
-        engine, spool_dir=settings.spool_dir, body_mode=settings.body_mode, enrich=pricer_for(settings).price_rows
+    pricer_for(settings)  # a bad price file is a usage error now, not in the writer's process
+    writer = WriterProcess(
+        WriterSpec(
+            url=engine.url.render_as_string(hide_password=False),
+            spool_dir=settings.spool_dir,
+            body_mode=settings.body_mode,
+            enrich_factory=functools.partial(row_pricer, settings.price_file),
+        )
     )
     attribution = Attribution(
         fingerprinter=KeyFingerprinter.from_file(settings.secret_file),

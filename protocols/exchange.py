@@ -80,11 +80,23 @@ class ExchangeDecoder:
         self._token_seen = False
         self._cut_tail = False
         self._request = request  # decoded in finish(), off the path bytes travel
+        self._ended = False
         try:
             self._content: ContentDecoder | None = ContentDecoder(content_encoding)
         except DecodeError as exc:
             self._content = None
             self._fail(exc)
+
+    def __getstate__(self) -> dict[str, Any]:
+        if not self._ended:
+            raise TypeError("an ExchangeDecoder is picklable once end_response() has run")
+        state = dict(self.__dict__)
+        del state["module"]  # a module: looked up again by protocol name
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.module = TRANSLATORS[self.ex.protocol]
 
     # -- request -------------------------------------------------------------------------
 
@@ -141,11 +153,13 @@ class ExchangeDecoder:
             return True
         return False
 
-    def finish(self, interrupted: str | None = None) -> Exchange:
-        """The record. `interrupted` says why the response stopped short, if it did."""
-        ex = self.ex
-        self._decode_request(self._request)
-        self._request = None
+    def end_response(self, interrupted: str | None = None) -> None:
+        """The response's last bytes are in: flush what the content coding and the framing
+        still hold. Cheap, and done once (`finish` calls it if nobody did); afterwards the
+        decoder holds only plain data and can be pickled to finish in another process."""
+        if self._ended:
+            return
+        self._ended = True
         if not self._broken and self._content is not None:
             try:
                 self._frame(self._content.flush(strict=interrupted is None), final=True)
@@ -153,6 +167,14 @@ class ExchangeDecoder:
                 self._fail(exc)
             except Exception as exc:  # noqa: BLE001
                 self._fail(DecodeError(f"internal error: {exc!r}", "end of stream"))
+        self._content = None  # zlib and brotli state: not picklable, and done with
+
+    def finish(self, interrupted: str | None = None) -> Exchange:
+        """The record. `interrupted` says why the response stopped short, if it did."""
+        ex = self.ex
+        self.end_response(interrupted)
+        self._decode_request(self._request)
+        self._request = None
         ex.interrupted = interrupted
         try:
             self._decode_body()

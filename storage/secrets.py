@@ -56,15 +56,24 @@ def api_key(headers: Mapping[str, str] | Iterable[tuple[str, str]], query: str =
 class KeyFingerprinter:
     """HMAC fingerprints of API keys with a secret kept in an owner-only file."""
 
+    _REMEMBERED = 1024  # a proxy sees a handful of keys; each one's HMAC is worked out once
+
     def __init__(self, secret: bytes) -> None:
         self._secret = secret
+        self._known: dict[str, str] = {}  # in memory only, like the request that carried the key
 
     @classmethod
     def from_file(cls, path: Path) -> KeyFingerprinter:
         return cls(load_or_create_secret(path))
 
     def fingerprint(self, key: str) -> str:
-        return hmac.new(self._secret, key.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+        known = self._known.get(key)
+        if known is None:
+            known = hmac.new(self._secret, key.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+            if len(self._known) >= self._REMEMBERED:
+                self._known.clear()
+            self._known[key] = known
+        return known
 
     @staticmethod
     def last4(key: str) -> str:

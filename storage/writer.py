@@ -93,6 +93,7 @@ class Writer:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._settled = threading.Condition()
         self._count_lock = threading.Lock()
+        self._between_batches = 0  # stats.settled when the thread last finished a batch
         self._held: list[RowSet] = []  # rows neither the database nor the disk would take
         self._down_until = 0.0
         self._backoff = retry_initial
@@ -127,6 +128,15 @@ class Writer:
                 self._settled.wait(timeout=left if left is not None else 0.5)
         return True
 
+    def wait_settled(self, seen: int, timeout: float) -> int:
+        """Block until the records settled between batches number other than `seen`, or
+        `timeout`; that count. Between batches it is exact and in submission order: the
+        first N records submitted are the N settled (mid-batch it is not)."""
+        with self._settled:
+            if self._between_batches == seen:
+                self._settled.wait(timeout)
+            return self._between_batches
+
     def close(self, timeout: float | None = 60.0) -> bool:
         """Flush everything queued and stop the thread."""
         if self._closed:
@@ -153,6 +163,10 @@ class Writer:
                 self._handle(batch, final=stopping)
             except Exception:  # noqa: BLE001 - the thread must outlive any bug
                 log.exception("llmtap writer: unexpected failure; rows kept in memory for retry")
+            with self._settled:
+                if self._between_batches != self.stats.settled:
+                    self._between_batches = self.stats.settled
+                    self._settled.notify_all()
 
     def _take(self) -> tuple[list[Recorded], bool]:
         """A batch: wait for a first record, take what else is queued and, unless that

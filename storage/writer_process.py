@@ -1,0 +1,461 @@
+"""The writer in a process of its own, for the proxy: the other core does the work.
+
+mitmproxy relays every byte on one event loop, and a writer thread in the same process
+shares its GIL: each record the thread finishes (the decode's last steps, pricing, the
+SQL) is time the loop does not relay anything. Measured with bench/proxy_overhead.py,
+that cost a quarter of bare mitmdump's requests/s. `WriterProcess` has the `Writer`'s
+interface (`submit`, `flush`, `close`, `stats`, `body_mode`) and ships what it is given,
+pickled in batches over a pipe, to a child process (`python -m
+llmtap.storage.writer_process`) that runs a plain `Writer`.
+
+Delivery. The parent keeps every record it shipped until the child reports it settled
+(committed, spooled or rejected, as the `Writer` means it; the child reports only between
+batches, when that count is exact and in order). If the child dies, a new one gets the
+unsettled records again; after `RESTARTS` deaths within `RESTART_WINDOW` seconds the
+parent stops trying and runs the `Writer` on a thread of its own, as before this module.
+If the parent dies, the child sees the pipe close, writes what it holds and exits. The
+child ignores SIGINT (a terminal's Ctrl-C reaches the whole process group): it stops when
+the parent closes the pipe, after the parent's own shutdown has handed it everything.
+A record resent after a child died between committing and reporting it is deduplicated by
+its provider response id (`rows.dedupe_key`); one without an id could be stored twice.
+
+Not responsible for what records are (storage.writer, storage.rows) or for deciding to
+use a process (the proxy's set-up does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import pickle
+import queue
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import IO, Any
+
+from llmtap.storage.writer import Writer, WriterStats
+
+log = logging.getLogger("llmtap.storage")
+
+RESTARTS = 3  # child deaths within the window before falling back to a writer thread
+RESTART_WINDOW = 60.0  # seconds
+SHIP_WINDOW = 0.05  # seconds the shipper waits to fill a batch (one pickle, one write)
+SHIP_BATCH = 1000
+_HEADER = struct.Struct("!QQ")  # (records in the frame, payload bytes)
+_STOP = object()
+
+
+@dataclass(frozen=True)
+class WriterSpec:
+    """What a process needs to open the same writer. Sent over the pipe, not on the
+    command line, where `ps` would show a database URL's password."""
+
+    url: str
+    spool_dir: Path
+    body_mode: str = "metadata"
+    # A picklable callable (a module-level function, or functools.partial of one) that
+    # returns the writer's `enrich` step, e.g. the pricer's `price_rows`.
+    enrich_factory: Callable[[], Callable[[list[dict[str, Any]]], None]] | None = None
+    batch_size: int = 500
+    max_delay: float = 0.2
+    retry_initial: float = 0.5
+    retry_max: float = 10.0
+
+    def open(self) -> Writer:
+        from llmtap.storage.engine import make_engine
+
+        return Writer(
+            make_engine(self.url),
+            spool_dir=self.spool_dir,
+            body_mode=self.body_mode,
+            batch_size=self.batch_size,
+            max_delay=self.max_delay,
+            retry_initial=self.retry_initial,
+            retry_max=self.retry_max,
+            enrich=self.enrich_factory() if self.enrich_factory is not None else None,
+        )
+
+
+# -- frames: a header, then a pickle ----------------------------------------------------------
+
+
+def _write_frame(stream: IO[bytes], count: int, payload: bytes) -> None:
+    stream.write(_HEADER.pack(count, len(payload)))
+    stream.write(payload)
+    stream.flush()
+
+
+def _read_frame(stream: IO[bytes]) -> tuple[int, bytes] | None:
+    """(count, payload), or None at the end of the stream (also a stream cut mid-frame)."""
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    count, size = _HEADER.unpack(header)
+    payload = stream.read(size)
+    if len(payload) < size:
+        return None
+    return count, payload
+
+
+def _add(total: WriterStats, part: WriterStats) -> None:
+    for item in fields(WriterStats):
+        setattr(total, item.name, getattr(total, item.name) + getattr(part, item.name))
+
+
+# -- the parent's side ------------------------------------------------------------------------
+
+
+class _Child:
+    """One writer process and the thread that reads its reports."""
+
+    def __init__(
+        self, spec: WriterSpec, on_report: Callable[[_Child, int, WriterStats], None], command: list[str]
+    ) -> None:
+        self.proc = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin: IO[bytes] = self.proc.stdin
+        self.stats = WriterStats()
+        self.settled = 0  # records of this child's that it reported settled
+        self.gone = threading.Event()
+        self._on_report = on_report
+        self.reader = threading.Thread(target=self._read, name="llmtap-writer-reports", daemon=True)
+        self.reader.start()
+        with contextlib.suppress(OSError):  # a child that died at once: its reader says so
+            self.send(0, pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def send(self, count: int, payload: bytes) -> None:
+        """Raises OSError when the child is gone."""
+        _write_frame(self.stdin, count, payload)
+
+    def _read(self) -> None:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        try:
+            while (frame := _read_frame(stdout)) is not None:
+                settled, stats = pickle.loads(frame[1])
+                self._on_report(self, settled, WriterStats(**stats))
+        except Exception:  # noqa: BLE001 - a garbled report: treat the child as gone
+            log.exception("llmtap writer: unreadable report from the writer process")
+        finally:
+            with contextlib.suppress(OSError):
+                stdout.close()
+            self.gone.set()
+            self._on_report(self, self.settled, self.stats)  # wakes whoever waits
+
+    def end(self, timeout: float | None) -> bool:
+        """Close its input (it finishes and exits) and wait; True when it exited."""
+        with contextlib.suppress(OSError):
+            self.stdin.close()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        self.reader.join(5)
+        return True
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.stdin.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.reader.join(5)
+
+
+class WriterProcess:
+    """The `Writer`'s interface, with the writing done by a child process."""
+
+    def __init__(self, spec: WriterSpec, *, command: list[str] | None = None) -> None:
+        self.spec = spec
+        self.command = command or [sys.executable, "-m", "llmtap.storage.writer_process"]
+        self.body_mode = spec.body_mode
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Condition()
+        self._submitted = 0
+        self._acked = 0  # settled records reported by every child so far
+        self._retained: deque[Any] = deque()  # shipped to the current child, not settled yet
+        self._past = WriterStats()  # the stats of children that have exited
+        self._fallback: Writer | None = None
+        self._deaths: deque[float] = deque()
+        self._closed = False
+        self._child: _Child | None = _Child(spec, self._report, self.command)
+        self._shipper = threading.Thread(target=self._ship, name="llmtap-writer-shipper", daemon=True)
+        self._shipper.start()
+
+    # -- the caller's side: as `Writer` ---------------------------------------------------
+
+    def submit(self, record: Any) -> None:
+        """Hand over one record; returns at once, never raises."""
+        self._queue.put(record)
+        self._submitted += 1  # only the event loop's thread submits
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every record submitted so far is committed or spooled."""
+        target = self._submitted
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while self._settled() < target:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._lock.wait(0.05 if left is None else min(left, 0.05))
+        return True
+
+    def close(self, timeout: float | None = 60.0) -> bool:
+        """Ship everything, let the child write it and exit; True when all is settled."""
+        if self._closed:
+            return True
+        self._closed = True
+        self._queue.put(_STOP)
+        self._shipper.join(timeout)
+        with self._lock:
+            return not self._shipper.is_alive() and self._settled() >= self._submitted
+
+    @property
+    def stats(self) -> WriterStats:
+        with self._lock:
+            total = WriterStats()
+            _add(total, self._past)
+            if self._child is not None:
+                _add(total, self._child.stats)
+            if self._fallback is not None:
+                _add(total, self._fallback.stats)
+            total.submitted = self._submitted
+            return total
+
+    @property
+    def backlog(self) -> int:
+        with self._lock:
+            return self._submitted - self._settled()
+
+    @property
+    def child_pid(self) -> int | None:
+        child = self._child
+        return child.proc.pid if child is not None else None
+
+    # -- reports from the child (its reader thread) --------------------------------------
+
+    def _report(self, child: _Child, settled: int, stats: WriterStats) -> None:
+        with self._lock:
+            if child is self._child:
+                for _ in range(settled - child.settled):
+                    self._retained.popleft()
+                self._acked += settled - child.settled
+            child.settled = settled
+            child.stats = stats
+            self._lock.notify_all()
+
+    def _settled(self) -> int:
+        return self._acked + (self._fallback.stats.settled if self._fallback is not None else 0)
+
+    # -- the shipper thread ----------------------------------------------------------------
+
+    def _ship(self) -> None:
+        closing = False
+        while not closing:
+            batch, closing = self._take()
+            try:
+                if self._child is not None and self._child.gone.is_set():
+                    self._replace_child()
+                if batch:
+                    self._send(batch)
+            except Exception:  # noqa: BLE001 - the thread must outlive any bug
+                log.exception("llmtap writer: shipping failed; records kept for the next try")
+        self._finish()
+
+    def _take(self) -> tuple[list[Any], bool]:
+        try:
+            first = self._queue.get(timeout=0.5)
+        except queue.Empty:
+            return [], False
+        if first is _STOP:
+            return self._drain(), True
+        batch = [first]
+        time.sleep(SHIP_WINDOW)  # one wake-up per batch, not per record
+        while len(batch) < SHIP_BATCH:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                return batch + self._drain(), True
+            batch.append(item)
+        return batch, False
+
+    def _drain(self) -> list[Any]:
+        rest = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return rest
+            if item is not _STOP:
+                rest.append(item)
+
+    def _send(self, items: list[Any]) -> None:
+        if self._child is None:
+            self._to_fallback(items)
+            return
+        payload, items = _pickled(items)
+        with self._lock:
+            self._retained.extend(items)  # before the write: a report may follow at once
+        try:
+            self._child.send(len(items), payload)
+        except OSError:
+            self._replace_child()  # it resends everything retained, these included
+
+    def _replace_child(self) -> None:
+        """The child is gone: start another and resend what it had not settled, or, after
+        too many deaths, hand everything to a writer thread in this process."""
+        while self._child is not None:
+            old = self._child
+            old.kill()
+            code = old.proc.returncode
+            now = time.monotonic()
+            self._deaths.append(now)
+            while self._deaths and now - self._deaths[0] > RESTART_WINDOW:
+                self._deaths.popleft()
+            with self._lock:
+                _add(self._past, old.stats)
+                pending = list(self._retained)
+                self._child = None  # reports from `old` are ignored from here on
+            if len(self._deaths) < RESTARTS:
+                child = _Child(self.spec, self._report, self.command)
+                with self._lock:
+                    self._child = child
+            if self._child is None:
+                with self._lock:
+                    self._retained.clear()
+                log.error("llmtap writer: the writer process keeps exiting (status %s); writing on a thread", code)
+                self._to_fallback(pending)
+                return
+            log.error(
+                "llmtap writer: the writer process exited (status %s); restarted it, resending %d records",
+                code,
+                len(pending),
+            )
+            if not pending:
+                return
+            try:
+                self._child.send(len(pending), _pickled(pending)[0])
+                return
+            except OSError:
+                continue
+
+    def _to_fallback(self, items: list[Any]) -> None:
+        if self._fallback is None:
+            writer = self.spec.open()
+            with self._lock:
+                self._fallback = writer
+        for item in items:
+            self._fallback.submit(item)
+
+    def _finish(self) -> None:
+        """Closing: the child writes what it holds and exits; a child that dies on the way
+        is replaced and its unsettled records resent, as at any other time."""
+        while self._child is not None:
+            child = self._child
+            if not child.end(timeout=None):
+                break
+            with self._lock:  # its reports are all in: it exited and its reader ended
+                if not self._retained:
+                    _add(self._past, child.stats)
+                    self._child = None
+                    break
+            self._replace_child()  # it exited with records unsettled: it died
+        if self._fallback is not None:
+            self._fallback.close()
+
+
+def _pickled(items: list[Any]) -> tuple[bytes, list[Any]]:
+    """The batch as one pickle. An item that will not pickle (a bug) is finished here,
+    in this process, and its record shipped instead; one that cannot be finished either
+    is logged and dropped from the batch."""
+    try:
+        return pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL), items
+    except Exception:  # noqa: BLE001
+        pass
+    kept = []
+    for item in items:
+        try:
+            pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
+            kept.append(item)
+            continue
+        except Exception as exc:  # noqa: BLE001
+            log.error("llmtap writer: a record would not pickle (%r); finishing it here", exc)
+        try:
+            built = item.build() if hasattr(item, "build") else item
+            if built is not None:
+                pickle.dumps(built, protocol=pickle.HIGHEST_PROTOCOL)
+                kept.append(built)
+        except Exception as exc:  # noqa: BLE001
+            log.error("llmtap writer: a record could not be kept: %r", exc)
+    return pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL), kept
+
+
+# -- the child's side --------------------------------------------------------------------------
+
+
+def child_main() -> int:
+    """Read a spec, then batches of records, from stdin; report settled counts on stdout."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but reports may reach the pipe
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
+    first = _read_frame(inp)
+    if first is None:
+        return 0
+    spec: WriterSpec = pickle.loads(first[1])
+    writer = spec.open()
+    lost = 0  # records in frames that would not unpickle (a bug): counted as settled
+    send_lock = threading.Lock()
+
+    def report(settled: int) -> None:
+        payload = pickle.dumps((settled + lost, asdict(writer.stats)))
+        with send_lock:
+            _write_frame(out, 0, payload)
+
+    stopping = threading.Event()
+
+    def reporter() -> None:
+        seen = -1
+        while not stopping.is_set():
+            settled = writer.wait_settled(seen, 0.5)
+            if settled != seen:
+                report(settled)
+                seen = settled
+
+    thread = threading.Thread(target=reporter, name="llmtap-writer-reporter", daemon=True)
+    thread.start()
+    while (frame := _read_frame(inp)) is not None:
+        count, payload = frame
+        try:
+            items = pickle.loads(payload)
+        except Exception as exc:  # noqa: BLE001
+            log.error("llmtap writer: %d records would not unpickle: %r", count, exc)
+            lost += count
+            continue
+        for item in items:
+            writer.submit(item)
+    writer.close()
+    stopping.set()
+    thread.join()
+    report(writer.wait_settled(-1, 0))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(child_main())
