@@ -5,6 +5,9 @@ the OpenTelemetry GenAI names (`usage_input_tokens` includes cached input,
 `usage_output_tokens` includes reasoning). `tool_calls` holds each call with its status.
 `bodies` holds compressed, content-addressed blobs; `body_refs` says which exchange uses
 which blob, so a conversation's repeated prefix is stored once and pruning can collect.
+`exchange_facts` and `tool_call_facts` are narrow copies of what the reports read, kept
+by triggers (see `facts.py`): a report scans a tenth of the bytes a scan of `exchanges`
+would, whose rows carry answer text, tool specs and request parameters.
 
 Not responsible for writing rows (see `writer.py`) or for migrations (see `migrations/`,
 which must describe exactly these tables).
@@ -184,3 +187,33 @@ body_refs = Table(
     Column("body_hash", String(64), primary_key=True),
     Index("ix_body_refs_body_hash", "body_hash"),
 )
+
+
+# What the reports, the audit log and the dashboard read through DuckDB (analytics/duck.py
+# points its views here); migration 0003 made these tables with these columns.
+EXCHANGE_FACT_COLUMNS = (
+    "id", "team", "key_fingerprint", "key_last4", "started_at", "ended_at", "ttfb_ms", "ttft_ms",
+    "duration_ms", "protocol", "provider", "status", "complete", "model", "model_requested",
+    "finish_reason", "usage_input_tokens", "usage_cache_read_input_tokens",
+    "usage_cache_creation_input_tokens", "usage_output_tokens", "usage_reasoning_output_tokens",
+    "error_type", "error_code", "retry_after_s", "interrupted", "decode_error", "tool_call_count",
+    "request_cache_breakpoints", "request_cache_ttl", "request_tool_result_ids", "request_tool_call_ids",
+    "request_message_count", "tools_hash", "system_hash", "first_message_hash", "message_hashes",
+    "request_body_ref", "price_status", "price_version", "cost_input_pico", "cost_cache_read_pico",
+    "cost_cache_write_pico", "cost_output_pico", "cost_total_pico", "rate_input_pico", "rate_cache_read_pico",
+)  # fmt: skip
+TOOL_CALL_FACT_COLUMNS = ("exchange_id", "position", "call_id", "name", "status", "status_detail", "valid_json")
+
+
+def _facts(name: str, source: Table, columns: tuple[str, ...]) -> Table:
+    """A narrow copy of `source`: the same column types, its primary key, no foreign keys
+    (the triggers delete a copy with its row) and no other indexes (reports scan it)."""
+    copied = []
+    for column_name in columns:
+        original = source.c[column_name]
+        copied.append(Column(column_name, original.type, primary_key=original.primary_key, nullable=original.nullable))
+    return Table(name, metadata, *copied)
+
+
+exchange_facts = _facts("exchange_facts", exchanges, EXCHANGE_FACT_COLUMNS)
+tool_call_facts = _facts("tool_call_facts", tool_calls, TOOL_CALL_FACT_COLUMNS)

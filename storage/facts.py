@@ -1,0 +1,78 @@
+"""Triggers that keep the narrow report tables (`exchange_facts`, `tool_call_facts`) equal
+to the columns they copy, on SQLite and PostgreSQL.
+
+Reports scan every exchange. Through DuckDB's scanners that scan costs what the rows
+weigh, and an `exchanges` row carries answer text, tool specs, request parameters and raw
+usage: about 2.3 KB against 0.6 KB for what reports read (bench/reports.py, 1M rows).
+Triggers rather than the writer's own inserts, so that every path that changes an
+exchange (the writer, `import`, `reprocess`, `reprice`, `prune`, a person with `sqlite3`)
+changes its copy in the same transaction, and no report ever reads a stale copy.
+
+Caution for migrations: on SQLite, `batch_alter_table("exchanges")` (or `tool_calls`)
+rebuilds the table and drops its triggers; such a migration must create them again.
+
+Not responsible for the tables themselves (schema.py) or for reading them (analytics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def create_statements(dialect: str, table: str, facts: str, columns: Sequence[str], key: Sequence[str]) -> list[str]:
+    """DDL that makes `facts` follow `table`'s inserts, updates and deletes."""
+    names = ", ".join(_q(c) for c in columns)
+    values = ", ".join(f"NEW.{_q(c)}" for c in columns)
+    match = " AND ".join(f"{_q(k)} = OLD.{_q(k)}" for k in key)
+    if dialect == "sqlite":
+        settings = ", ".join(f"{_q(c)} = NEW.{_q(c)}" for c in columns)
+        return [
+            # OR REPLACE: an `INSERT OR REPLACE` into the table deletes the old row without
+            # firing the delete trigger (recursive_triggers is off); its copy is replaced here.
+            f"CREATE TRIGGER {_q(table + '_facts_insert')} AFTER INSERT ON {_q(table)} BEGIN "
+            f"INSERT OR REPLACE INTO {_q(facts)} ({names}) VALUES ({values}); END",
+            f"CREATE TRIGGER {_q(table + '_facts_update')} AFTER UPDATE ON {_q(table)} BEGIN "
+            f"UPDATE {_q(facts)} SET {settings} WHERE {match}; END",
+            f"CREATE TRIGGER {_q(table + '_facts_delete')} AFTER DELETE ON {_q(table)} BEGIN "
+            f"DELETE FROM {_q(facts)} WHERE {match}; END",
+        ]
+    if dialect == "postgresql":
+        function = _q(f"llmtap_{facts}")
+        conflict = ", ".join(_q(k) for k in key)
+        updates = ", ".join(f"{_q(c)} = EXCLUDED.{_q(c)}" for c in columns if c not in key)
+        return [
+            f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+            "BEGIN\n"
+            "    IF TG_OP = 'DELETE' THEN\n"
+            f"        DELETE FROM {_q(facts)} WHERE {match};\n"
+            "        RETURN OLD;\n"
+            "    END IF;\n"
+            "    IF TG_OP = 'UPDATE' THEN\n"
+            f"        DELETE FROM {_q(facts)} WHERE {match};\n"
+            "    END IF;\n"
+            f"    INSERT INTO {_q(facts)} ({names}) VALUES ({values})\n"
+            f"        ON CONFLICT ({conflict}) DO UPDATE SET {updates};\n"
+            "    RETURN NEW;\n"
+            "END $$",
+            f"CREATE TRIGGER {_q(table + '_facts')} AFTER INSERT OR UPDATE OR DELETE ON {_q(table)} "
+            f"FOR EACH ROW EXECUTE FUNCTION {function}()",
+        ]
+    raise ValueError(f"no fact triggers for the {dialect} dialect")
+
+
+def drop_statements(dialect: str, table: str, facts: str) -> list[str]:
+    if dialect == "sqlite":
+        return [f"DROP TRIGGER IF EXISTS {_q(table + '_facts_' + op)}" for op in ("insert", "update", "delete")]
+    return [
+        f"DROP TRIGGER IF EXISTS {_q(table + '_facts')} ON {_q(table)}",
+        f"DROP FUNCTION IF EXISTS {_q('llmtap_' + facts)}()",
+    ]
+
+
+def backfill_statement(table: str, facts: str, columns: Sequence[str]) -> str:
+    names = ", ".join(_q(c) for c in columns)
+    return f"INSERT INTO {_q(facts)} ({names}) SELECT {names} FROM {_q(table)}"
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
