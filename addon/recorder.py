@@ -34,7 +34,6 @@ from llmtap.storage.writer_process import WriterProcess
 
 log = logging.getLogger("llmtap.addon")
 
-PROTOCOL_KEY = "llmtap_protocol"
 META_KEY = "llmtap_meta"
 WHO_KEY = "llmtap_who"  # a WebSocket upgrade's attribution, read before its headers are stripped
 HELD_KEY = "llmtap_held"  # a small whole body left to mitmproxy (not streamed), recorded at `response`
@@ -64,7 +63,7 @@ def _whole(found: dict[bytes, str], limit: int) -> bool:
 
 def _request_body(request: http.Request) -> bytes | None:
     """The request body without its content coding (SDKs rarely compress requests)."""
-    if not request.headers.get("content-encoding"):
+    if not any(name.lower() == b"content-encoding" for name, _ in request.headers.fields):
         return request.raw_content
     try:
         return request.get_content(strict=True)
@@ -138,18 +137,14 @@ class Recorder:
     def client_disconnected(self, client: Any) -> None:
         self.attribution.forget(client)
 
-    def requestheaders(self, flow: http.HTTPFlow) -> None:
+    def request(self, flow: http.HTTPFlow) -> None:
+        # Routed here rather than at `requestheaders`: one hook fewer for mitmproxy to
+        # dispatch on every request, and nothing before this needs the route.
         protocol = route(flow.request.method, flow.request.path)
         if protocol is None:
             if websocket_protocol(flow.request.path) is None:
                 self.counts["other"] += 1
-            return
-        flow.metadata[PROTOCOL_KEY] = protocol
-
-    def request(self, flow: http.HTTPFlow) -> None:
-        protocol = flow.metadata.get(PROTOCOL_KEY)
-        if protocol is None:
-            if websocket_protocol(flow.request.path) is not None:
+            else:
                 # A possible WebSocket upgrade: `websocket_start` comes after forwarding,
                 # when X-LLMTap-Team is gone. `identify` strips it, as below.
                 flow.metadata[WHO_KEY] = self.attribution.identify(flow)
@@ -159,7 +154,8 @@ class Recorder:
         who = self.attribution.identify(flow)
         flow.metadata[META_KEY] = ExchangeMeta(
             method=request.method,
-            host=request.pretty_host,
+            # the server mitmproxy talks to (`pretty_host` re-validates the Host header: half this hook's time)
+            host=request.host,
             path=request.path,
             team=who.team,
             key_fingerprint=who.key_fingerprint,

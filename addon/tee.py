@@ -115,10 +115,6 @@ class PendingExchange:
         return (PendingExchange, (self.decoder, self.meta, self.interrupted, self.body))
 
     def build(self) -> Recorded | None:
-        # This runs on the writer's thread, which shares the GIL with mitmproxy's event
-        # loop: let a loop that is waiting for it go first, rather than after the switch
-        # interval (5 ms), so the writer never adds that to a response's latency.
-        time.sleep(0)
         meta = self.meta
         request: bytes | dict[str, Any] | None = meta.request_body
         if self.decoder is None and request:

@@ -69,7 +69,8 @@ class WriterSpec:
     retry_initial: float = 0.5
     retry_max: float = 10.0
 
-    def open(self) -> Writer:
+    def open(self, *, yield_gil: bool = True) -> Writer:
+        """The writer; `yield_gil=False` in a process that has no event loop to yield to."""
         from llmtap.storage.engine import make_engine
 
         return Writer(
@@ -81,6 +82,7 @@ class WriterSpec:
             retry_initial=self.retry_initial,
             retry_max=self.retry_max,
             enrich=self.enrich_factory() if self.enrich_factory is not None else None,
+            yield_gil=yield_gil,
         )
 
 
@@ -419,7 +421,7 @@ def child_main() -> int:
     if first is None:
         return 0
     spec: WriterSpec = pickle.loads(first[1])
-    writer = spec.open()
+    writer = spec.open(yield_gil=False)
     lost = 0  # records in frames that would not unpickle (a bug): counted as settled
     send_lock = threading.Lock()
 

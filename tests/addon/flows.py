@@ -52,7 +52,6 @@ def respond(flow: http.HTTPFlow, content_type: str, encoding: str | None = None,
 
 def start_stream(recorder: Recorder, flow: http.HTTPFlow, content_type: str, encoding: str | None = None) -> StreamTee:
     """Run the hooks up to the point where mitmproxy starts calling the tee."""
-    recorder.requestheaders(flow)
     recorder.request(flow)
     respond(flow, content_type, encoding)
     recorder.responseheaders(flow)

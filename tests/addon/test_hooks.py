@@ -39,7 +39,6 @@ def test_our_headers_are_removed_before_forwarding(rig: Rig, path: str, method: 
         method=method,
         headers=[("X-LLMTap-Team", "t"), ("Proxy-Authorization", _basic("u")), ("x-api-key", KEY), ("accept", "*/*")],
     )
-    rig.recorder.requestheaders(flow)
     rig.recorder.request(flow)
     assert "x-llmtap-team" not in flow.request.headers
     assert "proxy-authorization" not in flow.request.headers
@@ -86,7 +85,6 @@ def test_https_team_comes_from_the_connect_request(rig: Rig) -> None:
 def test_non_llm_traffic_is_counted_not_recorded(rig: Rig) -> None:
     for path, method in (("/v1/models", "GET"), ("/v1/messages/count_tokens", "POST"), ("/v1/messages", "GET")):
         flow = request_flow(path, method=method)
-        rig.recorder.requestheaders(flow)
         rig.recorder.request(flow)
         respond(flow, "application/json")
         rig.recorder.responseheaders(flow)
@@ -142,7 +140,6 @@ def _say(recorder: Recorder, flow: http.HTTPFlow, content: bytes, from_client: b
 
 def test_websocket_messages_stay_bounded_and_each_response_is_recorded(rig: Rig) -> None:
     flow = _ws_flow([("Authorization", f"Bearer {KEY}"), ("X-LLMTap-Team", "socket-team")])
-    rig.recorder.requestheaders(flow)
     rig.recorder.request(flow)  # the upgrade request: attribution is read here, headers stripped
     assert "x-llmtap-team" not in flow.request.headers
     rig.recorder.websocket_start(flow)

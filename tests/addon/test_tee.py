@@ -167,7 +167,6 @@ def test_error_after_partial_chunks_is_a_partial_record(rig: Rig) -> None:
 
 def test_error_before_any_response(rig: Rig) -> None:
     flow = request_flow()
-    rig.recorder.requestheaders(flow)
     rig.recorder.request(flow)
     flow.error = tflow.terr("Connection refused")
     rig.recorder.error(flow)
@@ -208,7 +207,6 @@ JSON_BODY = (
 
 
 def _held(rig: Rig, flow: http.HTTPFlow, body: bytes, content_type: str = "application/json", **headers: str) -> None:
-    rig.recorder.requestheaders(flow)
     rig.recorder.request(flow)
     fields = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
     fields += [(k.replace("_", "-").encode(), v.encode()) for k, v in headers.items()]
@@ -240,7 +238,6 @@ def test_small_json_of_known_length_is_left_to_mitmproxy(rig: Rig) -> None:
 )
 def test_streams_and_big_or_unsized_bodies_are_teed(rig: Rig, content_type: str, length: int | None) -> None:
     flow = request_flow()
-    rig.recorder.requestheaders(flow)
     rig.recorder.request(flow)
     fields = [(b"content-type", content_type.encode())]
     if length is not None:
@@ -280,7 +277,6 @@ def test_full_bodies_keep_the_held_body_and_redact_headers(rig: Rig) -> None:
 def test_a_body_another_addon_streams_is_teed(rig: Rig) -> None:
     """`stream_large_bodies` decides before us: a body it streams must go through the tee."""
     flow = request_flow()
-    rig.recorder.requestheaders(flow)
     rig.recorder.request(flow)
     fields = [(b"content-type", b"application/json"), (b"content-length", str(len(JSON_BODY)).encode())]
     flow.response = tutils.tresp(headers=http.Headers(fields), content=None, timestamp_start=time.time())
