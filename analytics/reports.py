@@ -199,18 +199,27 @@ def run(
             query = build(report, dims)
         result = connection.execute(query, _bounds(since, until))
         columns = [d[0] for d in result.description]
-        rows = [dict(zip(columns, values, strict=True)) for values in result.fetchall()]
+        rows = result.fetchall()
     finally:
         if own:
             connection.close()
-    return Table(columns, [_money(row) for row in rows], dims)
+    return Table(columns, _as_dicts(columns, rows), dims)
 
 
-def _money(row: dict[str, Any]) -> dict[str, Any]:
-    for key in MONEY:
-        if key in row and row[key] is not None:
-            row[key] = Decimal(int(row[key])) / PICO
-    return row
+def _as_dicts(columns: list[str], rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """Rows as dicts, pico-dollar columns as Decimal dollars. Only the columns that are
+    money are visited (a --list can be 100k+ rows: a loop over every key would show)."""
+    money = [i for i, name in enumerate(columns) if name in MONEY]
+    if not money:
+        return [dict(zip(columns, values, strict=True)) for values in rows]
+    out = []
+    for values in rows:
+        values = list(values)
+        for i in money:
+            if values[i] is not None:
+                values[i] = Decimal(int(values[i])) / PICO
+        out.append(dict(zip(columns, values, strict=True)))
+    return out
 
 
 def count_exchanges(url: str, connection: duckdb.DuckDBPyConnection | None = None) -> int:
