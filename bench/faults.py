@@ -279,14 +279,18 @@ def proxy_signal(seconds: float, clients: int, sig: int) -> dict[str, object]:
     with Upstream(SimulatedProvider()) as upstream:
         proxy = Proxy(folder, url, upstream.url)
 
+        writers: list[int] = []
+
         def kill() -> None:
             time.sleep(seconds / 2)
+            writers.extend(_children(proxy.process.pid))  # the writer process outlives a SIGKILL
             proxy.process.send_signal(sig)
             stop.set()
 
         threading.Thread(target=kill, daemon=True).start()
         counts = asyncio.run(load(proxy.ports, seconds, clients, stop_event=stop))
         status = proxy.stop(sig)
+        _wait_gone(writers, timeout=60)  # it writes what it held, then exits
         if sig == signal.SIGKILL:  # what a restart finds in the spool is written then
             from llmtap.storage.engine import make_engine
             from llmtap.storage.writer import Writer
@@ -298,6 +302,29 @@ def proxy_signal(seconds: float, clients: int, sig: int) -> dict[str, object]:
     return {"fault": f"{signal.Signals(sig).name} of the proxy under load", "completed_before": counts.completed,
             "failed_or_in_flight": counts.failed, "stored": stored, "missing": max(counts.completed - stored, 0),
             "proxy_exit": status}
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found += [int(n) for n in task.read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _wait_gone(pids: list[int], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while time.monotonic() < deadline:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                break
+            if state == "Z":
+                break
+            time.sleep(0.05)
 
 
 def main() -> None:
