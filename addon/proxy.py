@@ -167,12 +167,22 @@ async def _main(plan: ProxyPlan, writer: Writer | WriterProcess, attribution: At
     )
     apply_settings(opts, plan.settings)  # after the defaults above, so the user's win
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_quiet_cancellation)  # mitmproxy's own replaces it while it runs
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, master.shutdown)
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     await master.run()
     return 0
+
+
+def _quiet_cancellation(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """After mitmproxy stops, `asyncio.run` cancels the client connections still open (an
+    SDK's keep-alive ones); Python 3.12's stream protocol then reports each cancelled
+    handler as an error with a traceback. A cancellation at shutdown is not an error."""
+    if isinstance(context.get("exception"), asyncio.CancelledError):
+        return
+    loop.default_exception_handler(context)
 
 
 def prepare_ca(confdir: Path, bundle: Path) -> Path:
