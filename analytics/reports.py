@@ -209,17 +209,13 @@ def run(
 def _as_dicts(columns: list[str], rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
     """Rows as dicts, pico-dollar columns as Decimal dollars. Only the columns that are
     money are visited (a --list can be 100k+ rows: a loop over every key would show)."""
-    money = [i for i, name in enumerate(columns) if name in MONEY]
-    if not money:
-        return [dict(zip(columns, values, strict=True)) for values in rows]
-    out = []
-    for values in rows:
-        values = list(values)
-        for i in money:
-            if values[i] is not None:
-                values[i] = Decimal(int(values[i])) / PICO
-        out.append(dict(zip(columns, values, strict=True)))
-    return out
+    dicts = [dict(zip(columns, values)) for values in rows]  # (DuckDB gives every column)
+    for name in [name for name in columns if name in MONEY]:
+        for row in dicts:
+            value = row[name]
+            if value is not None:
+                row[name] = Decimal(int(value)) / PICO
+    return dicts
 
 
 def count_exchanges(url: str, connection: duckdb.DuckDBPyConnection | None = None) -> int:

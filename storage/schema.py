@@ -206,12 +206,15 @@ TOOL_CALL_FACT_COLUMNS = ("exchange_id", "position", "call_id", "name", "status"
 
 
 def _facts(name: str, source: Table, columns: tuple[str, ...]) -> Table:
-    """A narrow copy of `source`: the same column types, its primary key, no foreign keys
-    (the triggers delete a copy with its row) and no other indexes (reports scan it)."""
+    """A narrow copy of `source`: the same column types (JSON as its text: PostgreSQL then
+    sends what it stores rather than rendering JSONB on every scan), its primary key, no
+    foreign keys (the triggers delete a copy with its row) and no other indexes (reports
+    scan it)."""
     copied = []
     for column_name in columns:
         original = source.c[column_name]
-        copied.append(Column(column_name, original.type, primary_key=original.primary_key, nullable=original.nullable))
+        kind = Text() if isinstance(original.type, JSON) else original.type
+        copied.append(Column(column_name, kind, primary_key=original.primary_key, nullable=original.nullable))
     return Table(name, metadata, *copied)
 
 

@@ -1,5 +1,7 @@
 """Narrow copies of what the reports read, kept by triggers: `exchange_facts` and
 `tool_call_facts` (see storage/facts.py). Reports scan these instead of the wide tables.
+JSON columns are copied as text: PostgreSQL then hands them over as they are stored
+rather than rendering JSONB for every row of every scan.
 
 Revision ID: 0003
 Revises: 0002
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
 
 from llmtap.storage import facts
 
@@ -19,7 +20,6 @@ down_revision = "0002"
 branch_labels = None
 depends_on = None
 
-JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 
 EXCHANGE_COLUMNS = [
     sa.Column("id", sa.String(length=26), nullable=False),
@@ -51,13 +51,13 @@ EXCHANGE_COLUMNS = [
     sa.Column("tool_call_count", sa.Integer(), nullable=False),
     sa.Column("request_cache_breakpoints", sa.Integer(), nullable=True),
     sa.Column("request_cache_ttl", sa.String(length=8), nullable=True),
-    sa.Column("request_tool_result_ids", JSONType, nullable=True),
-    sa.Column("request_tool_call_ids", JSONType, nullable=True),
+    sa.Column("request_tool_result_ids", sa.Text(), nullable=True),  # JSON as text
+    sa.Column("request_tool_call_ids", sa.Text(), nullable=True),  # JSON as text
     sa.Column("request_message_count", sa.Integer(), nullable=True),
     sa.Column("tools_hash", sa.String(length=16), nullable=True),
     sa.Column("system_hash", sa.String(length=16), nullable=True),
     sa.Column("first_message_hash", sa.String(length=16), nullable=True),
-    sa.Column("message_hashes", JSONType, nullable=True),
+    sa.Column("message_hashes", sa.Text(), nullable=True),  # JSON as text
     sa.Column("request_body_ref", sa.String(length=64), nullable=True),
     sa.Column("price_status", sa.String(length=16), nullable=True),
     sa.Column("price_version", sa.String(length=96), nullable=True),
