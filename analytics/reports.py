@@ -209,7 +209,7 @@ def run(
 def _as_dicts(columns: list[str], rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
     """Rows as dicts, pico-dollar columns as Decimal dollars. Only the columns that are
     money are visited (a --list can be 100k+ rows: a loop over every key would show)."""
-    dicts = [dict(zip(columns, values)) for values in rows]  # (DuckDB gives every column)
+    dicts = [dict(zip(columns, values, strict=True)) for values in rows]
     for name in [name for name in columns if name in MONEY]:
         for row in dicts:
             value = row[name]

@@ -30,7 +30,10 @@ def _same(engine) -> None:
             have = connection.execute(select(*(narrow.c[c] for c in columns)).order_by(*order)).all()
             # the copies keep JSON as its text
             parse = [isinstance(wide.c[c].type, JSON) for c in columns]
-            have = [tuple(json.loads(v) if p and v is not None else v for v, p in zip(row, parse)) for row in have]
+            have = [
+                tuple(json.loads(v) if p and v is not None else v for v, p in zip(row, parse, strict=True))
+                for row in have
+            ]
             assert have == [tuple(row) for row in want], narrow.name
             assert any(parse) == (narrow is schema.exchange_facts)
 
