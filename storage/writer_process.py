@@ -14,8 +14,9 @@ batches, when that count is exact and in order). If the child dies, a new one ge
 unsettled records again; after `RESTARTS` deaths within `RESTART_WINDOW` seconds the
 parent stops trying and runs the `Writer` on a thread of its own, as before this module.
 If the parent dies, the child sees the pipe close, writes what it holds and exits. The
-child ignores SIGINT (a terminal's Ctrl-C reaches the whole process group): it stops when
-the parent closes the pipe, after the parent's own shutdown has handed it everything.
+child ignores SIGINT and SIGTERM (a terminal's Ctrl-C reaches the whole process group, a
+service manager's stop every process of the service): it stops when the parent closes the
+pipe, after the parent's own shutdown has handed it everything.
 A record resent after a child died between committing and reporting it is deduplicated by
 its provider response id (`rows.dedupe_key`); one without an id could be stored twice.
 
@@ -413,7 +414,11 @@ def _pickled(items: list[Any]) -> tuple[bytes, list[Any]]:
 
 def child_main() -> int:
     """Read a spec, then batches of records, from stdin; report settled counts on stdout."""
+    # Ctrl-C reaches the whole process group, and a service manager's stop sends SIGTERM
+    # to every process of the service: the proxy handles both by closing the pipe once it
+    # has handed everything over, which is when this process should stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but reports may reach the pipe
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")

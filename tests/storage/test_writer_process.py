@@ -149,9 +149,11 @@ def test_the_child_outlives_a_killed_parent_long_enough_to_write_what_it_holds(t
     assert wait_until(lambda: _gone(child), timeout=30)
 
 
-def test_ctrl_c_reaches_the_child_but_does_not_stop_it(tmp_path: Path, engines) -> None:
-    """A terminal's Ctrl-C signals the whole process group; the parent decides when the
-    child stops (by closing the pipe, once it has handed everything over)."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_to_the_group_reaches_the_child_but_does_not_stop_it(tmp_path: Path, engines, sig) -> None:
+    """A terminal's Ctrl-C signals the whole process group, a service manager's stop every
+    process of the service; the parent decides when the child stops (by closing the pipe,
+    once it has handed everything over)."""
     from llmtap.storage.migrate import upgrade
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
@@ -160,7 +162,7 @@ def test_ctrl_c_reaches_the_child_but_does_not_stop_it(tmp_path: Path, engines) 
     writer = WriterProcess(spec(url, tmp_path))
     writer.submit(make_record(0))
     assert writer.flush(60)
-    os.kill(writer.child_pid, signal.SIGINT)
+    os.kill(writer.child_pid, sig)
     for index in range(1, 40):
         writer.submit(make_record(index))
     assert writer.close()
