@@ -189,6 +189,7 @@ class WriterProcess:
         self._lock = threading.Condition()
         self._submitted = 0
         self._acked = 0  # settled records reported by every child so far
+        self._unkept = 0  # records that would neither pickle nor finish here (logged)
         self._retained: deque[Any] = deque()  # shipped to the current child, not settled yet
         self._past = WriterStats()  # the stats of children that have exited
         self._fallback: Writer | None = None
@@ -237,6 +238,7 @@ class WriterProcess:
             if self._fallback is not None:
                 _add(total, self._fallback.stats)
             total.submitted = self._submitted
+            total.rejected += self._unkept
             return total
 
     @property
@@ -262,7 +264,8 @@ class WriterProcess:
             self._lock.notify_all()
 
     def _settled(self) -> int:
-        return self._acked + (self._fallback.stats.settled if self._fallback is not None else 0)
+        fallback = self._fallback.stats.settled if self._fallback is not None else 0
+        return self._acked + self._unkept + fallback
 
     # -- the shipper thread ----------------------------------------------------------------
 
@@ -312,9 +315,11 @@ class WriterProcess:
         if self._child is None:
             self._to_fallback(items)
             return
-        payload, items = _pickled(items)
+        payload, kept = _pickled(items)
         with self._lock:
-            self._retained.extend(items)  # before the write: a report may follow at once
+            self._unkept += len(items) - len(kept)  # logged; settled as rejected
+            self._retained.extend(kept)  # before the write: a report may follow at once
+        items = kept
         try:
             self._child.send(len(items), payload)
         except OSError:

@@ -183,13 +183,23 @@ def test_a_record_that_will_not_pickle_is_finished_here(tmp_path: Path, engines)
         def __reduce__(self):
             raise TypeError("not today")
 
+    class Hopeless(Unpicklable):
+        __slots__ = ()
+
+        def build(self):
+            raise RuntimeError("nor this")
+
     item = Unpicklable(None, held(7).meta, None, body=ANTHROPIC_JSON % 7)
     item.hook = lambda: None
+    hopeless = Hopeless(None, held(9).meta, None, body=b"{}")
     writer = WriterProcess(spec(url, tmp_path))
     writer.submit(item)
+    writer.submit(hopeless)  # logged and counted, and flush() does not wait for it forever
     writer.submit(held(8))
+    assert writer.flush(30)
     assert writer.close()
     assert count(engine) == 2
+    assert writer.stats.rejected == 1
 
 
 def _gone(pid: int) -> bool:
