@@ -36,7 +36,7 @@ from llmtap.storage.secrets import scrub
 
 log = logging.getLogger("llmtap.storage")
 
-_STOP = object()
+STOP = object()  # put on a record queue: take what is left, then stop
 
 
 @runtime_checkable
@@ -144,7 +144,7 @@ class Writer:
         if self._closed:
             return True
         self._closed = True
-        self._queue.put(_STOP)
+        self._queue.put(STOP)
         self._closing.set()
         self._thread.join(timeout)
         finished = not self._thread.is_alive()
@@ -179,8 +179,8 @@ class Writer:
             first = self._queue.get(timeout=self.max_delay)
         except queue.Empty:
             return [], False
-        if first is _STOP:
-            return self._drain(), True
+        if first is STOP:
+            return drain(self._queue), True
         batch: list[Recorded] = [first]
         window_ends = time.monotonic() + self.max_delay
         for second_look in (False, True):
@@ -189,24 +189,14 @@ class Writer:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is _STOP:
-                    batch.extend(self._drain())
+                if item is STOP:
+                    batch.extend(drain(self._queue))
                     return batch, True
                 batch.append(item)
             if second_look or len(batch) >= self.batch_size:
                 break
             self._closing.wait(max(window_ends - time.monotonic(), 0))  # close() cuts it short
         return batch, False
-
-    def _drain(self) -> list[Recorded]:
-        rest = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return rest
-            if item is not _STOP:
-                rest.append(item)
 
     def _handle(self, batch: list[Recorded], final: bool) -> None:
         rows = self._rows(batch)
@@ -441,6 +431,18 @@ class Writer:
             log.info("llmtap writer: database is back")
         self._down_until = 0.0
         self._backoff = self.retry_initial
+
+
+def drain(source: queue.SimpleQueue[Any]) -> list[Any]:
+    """Everything still queued, STOP markers left out."""
+    rest = []
+    while True:
+        try:
+            item = source.get_nowait()
+        except queue.Empty:
+            return rest
+        if item is not STOP:
+            rest.append(item)
 
 
 def _is_unavailable(exc: SQLAlchemyError) -> bool:

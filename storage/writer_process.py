@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import IO, Any
 
-from llmtap.storage.writer import Writer, WriterStats
+from llmtap.storage.writer import STOP, Writer, WriterStats, drain
 
 log = logging.getLogger("llmtap.storage")
 
@@ -51,7 +51,6 @@ RESTART_WINDOW = 60.0  # seconds
 SHIP_WINDOW = 0.05  # seconds the shipper waits to fill a batch (one pickle, one write)
 SHIP_BATCH = 1000
 _HEADER = struct.Struct("!QQ")  # (records in the frame, payload bytes)
-_STOP = object()
 
 
 @dataclass(frozen=True)
@@ -223,7 +222,7 @@ class WriterProcess:
         if self._closed:
             return True
         self._closed = True
-        self._queue.put(_STOP)
+        self._queue.put(STOP)
         self._shipper.join(timeout)
         with self._lock:
             return not self._shipper.is_alive() and self._settled() >= self._submitted
@@ -287,8 +286,8 @@ class WriterProcess:
             first = self._queue.get(timeout=0.5)
         except queue.Empty:
             return [], False
-        if first is _STOP:
-            return self._drain(), True
+        if first is STOP:
+            return drain(self._queue), True
         batch = [first]
         time.sleep(SHIP_WINDOW)  # one wake-up per batch, not per record
         while len(batch) < SHIP_BATCH:
@@ -296,20 +295,10 @@ class WriterProcess:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if item is _STOP:
-                return batch + self._drain(), True
+            if item is STOP:
+                return batch + drain(self._queue), True
             batch.append(item)
         return batch, False
-
-    def _drain(self) -> list[Any]:
-        rest = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return rest
-            if item is not _STOP:
-                rest.append(item)
 
     def _send(self, items: list[Any]) -> None:
         if self._child is None:
