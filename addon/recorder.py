@@ -26,7 +26,7 @@ from mitmproxy import ctx, http
 from llmtap.addon.attribution import Attribution
 from llmtap.addon.tee import ExchangeMeta, PendingExchange, StreamTee
 from llmtap.addon.websocket import WebSocketSessions
-from llmtap.protocols import ExchangeDecoder, route
+from llmtap.protocols import route
 from llmtap.protocols.routing import websocket_protocol
 from llmtap.storage.ingest import retry_after
 from llmtap.storage.writer import Writer
@@ -188,16 +188,7 @@ class Recorder:
         if not response.stream and _whole(found, self.hold_limit):  # (stream_large_bodies may have said stream)
             flow.metadata[HELD_KEY] = True
             return
-        decoder = ExchangeDecoder(
-            meta.protocol,
-            request=meta.request_body,
-            path=meta.path,
-            host=meta.host,
-            status=meta.status,
-            content_type=meta.content_type,
-            content_encoding=meta.content_encoding,
-            provider=meta.provider,
-        )
+        decoder = meta.new_decoder(meta.request_body)
         keep = DEFAULT_KEEP if self._keep_bodies() else None
         response.stream = StreamTee(decoder, meta, self._submit, keep_limit=keep)
 

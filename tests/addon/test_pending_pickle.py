@@ -50,15 +50,7 @@ def _streamed(case, encoding: str | None, cut: float | None) -> PendingExchange:
     if cut is not None:
         body = body[: int(len(body) * cut)]
     meta = _meta(case, encoding)
-    decoder = ExchangeDecoder(
-        meta.protocol,
-        request=meta.request_body,
-        path=meta.path,
-        host=meta.host,
-        status=meta.status,
-        content_type=meta.content_type,
-        content_encoding=encoding,
-    )
+    decoder = meta.new_decoder(meta.request_body)  # as the recorder makes it
     for start in range(0, len(body), 97):
         decoder.feed(body[start : start + 97])
     return PendingExchange(decoder, meta, "client disconnected" if cut is not None else None)
