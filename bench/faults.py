@@ -29,6 +29,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
+from llmtap.bench.proxy_overhead import child_pids
 from llmtap.bench.scratch import scratch_postgres
 from llmtap.bench.soak import PG_ADMIN, _requests
 from llmtap.bench.upstream import Reply, Seen, Upstream
@@ -283,7 +284,7 @@ def proxy_signal(seconds: float, clients: int, sig: int) -> dict[str, object]:
 
         def kill() -> None:
             time.sleep(seconds / 2)
-            writers.extend(_children(proxy.process.pid))  # the writer process outlives a SIGKILL
+            writers.extend(child_pids(proxy.process.pid))  # the writer process outlives a SIGKILL
             proxy.process.send_signal(sig)
             stop.set()
 
@@ -302,16 +303,6 @@ def proxy_signal(seconds: float, clients: int, sig: int) -> dict[str, object]:
     return {"fault": f"{signal.Signals(sig).name} of the proxy under load", "completed_before": counts.completed,
             "failed_or_in_flight": counts.failed, "stored": stored, "missing": max(counts.completed - stored, 0),
             "proxy_exit": status}
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        try:
-            found += [int(n) for n in task.read_text().split()]
-        except OSError:
-            continue
-    return found
 
 
 def _wait_gone(pids: list[int], timeout: float) -> None:

@@ -209,7 +209,7 @@ class Target:
             return (0.0, 0.0, 0.0)
         main, other = _threads_cpu(pid)
         children = 0.0
-        for child in _children(pid):
+        for child in child_pids(pid):
             children += sum(_threads_cpu(child))
         return main, other, children
 
@@ -220,14 +220,15 @@ class Target:
             return conn.execute("select count(*) from exchanges").fetchone()[0]
 
 
-def _children(pid: int) -> list[int]:
+def child_pids(pid: int) -> list[int]:
+    """A process's children and theirs (Linux /proc)."""
     found = []
     for task in Path(f"/proc/{pid}/task").glob("*/children"):
         try:
             found += [int(n) for n in task.read_text().split()]
         except OSError:
             continue
-    return found + [grandchild for child in found for grandchild in _children(child)]
+    return found + [grandchild for child in found for grandchild in child_pids(child)]
 
 
 def _threads_cpu(pid: int) -> tuple[float, float]:
