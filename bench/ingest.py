@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import tempfile
@@ -32,10 +31,11 @@ from pathlib import Path
 from sqlalchemy import Engine, func, select
 from sqlalchemy.engine import make_url
 
+from llmtap.bench.corpus import corpus_cases, corpus_http
 from llmtap.bench.scratch import postgres_reachable, scratch_postgres
 from llmtap.storage import schema
 from llmtap.storage.engine import make_engine
-from llmtap.storage.ingest import HttpExchange, to_record
+from llmtap.storage.ingest import to_record
 from llmtap.storage.migrate import upgrade
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import RowSet, rows_for
@@ -53,25 +53,13 @@ def corpus_records() -> list[Recorded]:
     fingerprinter = KeyFingerprinter(b"bench" * 8)
     out = []
     started = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
-    for folder in sorted(CORPUS.iterdir()):
-        meta_file = folder / "case.json"
-        if not meta_file.exists():
-            continue
-        meta = json.loads(meta_file.read_text())
-        request = folder / "request.json"
-        http = HttpExchange(
-            method="POST",
-            host=meta["host"],
-            path=meta["path"],
-            request_headers=[("content-type", "application/json"), ("x-api-key", "sk-ant-bench-" + "0" * 30)],
-            request_body=request.read_bytes() if request.exists() else None,
-            status=meta["status"],
-            response_headers=[("content-type", meta.get("content_type") or "application/json")],
-            response_body=(folder / "response.body").read_bytes(),
-            response_encoded=False,
+    for folder in corpus_cases(CORPUS):
+        http = corpus_http(
+            folder,
             started_at=started,
-            first_byte_at=started + timedelta(milliseconds=300),
-            ended_at=started + timedelta(milliseconds=900),
+            headers=[("x-api-key", "sk-ant-bench-" + "0" * 30)],
+            first_byte_ms=300,
+            ended_ms=900,
         )
         record = to_record(http, fingerprinter=fingerprinter)
         if record is not None:

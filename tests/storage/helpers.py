@@ -26,6 +26,7 @@ import pytest
 from sqlalchemy import Engine, event, func, select
 from sqlalchemy.engine import make_url
 
+from llmtap.bench import corpus as bench_corpus
 from llmtap.bench.scratch import scratch_postgres
 from llmtap.protocols.canonical import Exchange, RequestFacts, ToolCall, ToolSpec, Usage
 from llmtap.storage import schema
@@ -97,38 +98,9 @@ def make_record(
     )
 
 
-def corpus_cases(corpus: Path) -> list[Path]:
-    return sorted(p for p in corpus.iterdir() if (p / "case.json").exists())
-
-
-def case_meta(case: Path) -> dict[str, Any]:
-    return json.loads((case / "case.json").read_text())
-
-
-def corpus_http(
-    case: Path,
-    *,
-    headers: list[tuple[str, str]] | None = None,
-    path: str | None = None,
-    started_at: datetime = T0,
-) -> HttpExchange:
-    """One corpus case as the HTTP exchange a file would hold (body already decoded)."""
-    meta = case_meta(case)
-    request = case / "request.json"
-    return HttpExchange(
-        method="POST",
-        host=meta["host"],
-        path=path or meta["path"],
-        request_headers=[("content-type", "application/json"), *(headers or [])],
-        request_body=request.read_bytes() if request.exists() else None,
-        status=meta["status"],
-        response_headers=[("content-type", meta.get("content_type") or "application/json")],
-        response_body=(case / "response.body").read_bytes(),
-        response_encoded=False,
-        started_at=started_at,
-        first_byte_at=started_at + timedelta(milliseconds=200),
-        ended_at=started_at + timedelta(milliseconds=800),
-    )
+def corpus_http(case: Path, *, started_at: datetime = T0, **kwargs: Any) -> HttpExchange:
+    """One corpus case as the HTTP exchange a file would hold (`bench/corpus.py`), at T0."""
+    return bench_corpus.corpus_http(case, started_at=started_at, **kwargs)
 
 
 def make_har(corpus: Path, out: Path) -> dict[str, Any]:

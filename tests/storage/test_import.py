@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import case, delete, func, select, update
 
+from llmtap.bench.corpus import case_meta
 from llmtap.storage import bodies as blobs
 from llmtap.storage import schema
 from llmtap.storage.maintenance import load_blob
 from llmtap.storage.migrate import upgrade
 from llmtap.storage.rows import PRICE_COLUMNS
 from llmtap.storage.writer import Writer
-from tests.storage.helpers import case_meta, count, exchange_ids, llmtap, llmtap_here, make_har, make_record
+from tests.storage.helpers import count, exchange_ids, llmtap, llmtap_here, make_har, make_record
 
 pytestmark = pytest.mark.timeout(120)
 
