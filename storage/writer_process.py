@@ -157,16 +157,13 @@ class _Child:
             self.gone.set()
             self._on_report(self, self.settled, self.stats)  # wakes whoever waits
 
-    def end(self, timeout: float | None) -> bool:
-        """Close its input (it finishes and exits) and wait; True when it exited."""
+    def end(self) -> None:
+        """Close its input (it finishes and exits) and wait for it and its last reports.
+        No time limit here: `WriterProcess.close` bounds how long its caller waits."""
         with contextlib.suppress(OSError):
             self.stdin.close()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return False
+        self.proc.wait()
         self.reader.join(5)
-        return True
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):
@@ -365,8 +362,7 @@ class WriterProcess:
         is replaced and its unsettled records resent, as at any other time."""
         while self._child is not None:
             child = self._child
-            if not child.end(timeout=None):
-                break
+            child.end()
             with self._lock:  # its reports are all in: it exited and its reader ended
                 if not self._retained:
                     _add(self._past, child.stats)
