@@ -27,12 +27,9 @@ import duckdb_extension_postgres_scanner
 import duckdb_extension_sqlite_scanner
 from sqlalchemy.engine import make_url
 
-from llmtap.storage.schema import EXCHANGE_FACT_COLUMNS, TOOL_CALL_FACT_COLUMNS
-
 _BOOLEANS = ("streamed", "complete", "text_truncated", "request_stream", "valid_json")
-# A snapshot copies every column of the narrow tables the views read (storage/schema.py).
-SNAPSHOT_COLUMNS = {"exchanges": EXCHANGE_FACT_COLUMNS, "tool_calls": TOOL_CALL_FACT_COLUMNS}
-# The view over each table reads its narrow copy, kept by triggers (storage/facts.py).
+# The view over each table reads its narrow copy, kept by triggers (storage/facts.py); the
+# callers (the CLI's commands) bring the store to the current revision before connecting.
 _SOURCES = {"exchanges": "exchange_facts", "tool_calls": "tool_call_facts"}
 
 
@@ -93,11 +90,7 @@ def _quote(value: str) -> str:
 def _views(connection: duckdb.DuckDBPyConnection, kind: str) -> None:
     for table, source in _SOURCES.items():
         # The column types as the scanner sees them (information_schema is slow to ask).
-        try:
-            found = connection.execute(f"SELECT * FROM store.{source} LIMIT 0").description
-        except duckdb.CatalogException:  # a store from before migration 0003, opened as it is
-            source = table
-            found = connection.execute(f"SELECT * FROM store.{source} LIMIT 0").description
+        found = connection.execute(f"SELECT * FROM store.{source} LIMIT 0").description
         columns = [(d[0], str(d[1])) for d in found]
         select = ", ".join(_column(name, data_type, kind) for name, data_type in columns)
         connection.execute(f"CREATE TEMP VIEW {table} AS SELECT {select} FROM store.{source}")
@@ -120,8 +113,8 @@ def _column(name: str, data_type: str, kind: str) -> str:
 
 
 def _snapshot(connection: duckdb.DuckDBPyConnection) -> None:
-    """Copy the columns reports read into temp tables and point the views at them."""
-    for table, columns in SNAPSHOT_COLUMNS.items():
-        select = ", ".join(f'"{name}"' for name in columns)
-        connection.execute(f"CREATE TEMP TABLE {table}_snapshot AS SELECT {select} FROM {table}")
+    """Copy what the views read (the narrow copies: only what reports read) into temp
+    tables and point the views at them."""
+    for table in _SOURCES:
+        connection.execute(f"CREATE TEMP TABLE {table}_snapshot AS SELECT * FROM {table}")
         connection.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {table}_snapshot")
