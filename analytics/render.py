@@ -69,8 +69,9 @@ def as_rich(table: Table, title: str, console: Console, columns: list[str] | Non
     view = RichTable(title=title, title_justify="left", header_style="bold")
     columns = columns or table.columns
     for column in columns:
-        numeric = bool(table.rows) and all(isinstance(r.get(column), (int, float, Decimal)) or r.get(column) is None
-                                           for r in table.rows)
+        numeric = bool(table.rows) and all(
+            isinstance(r.get(column), (int, float, Decimal)) or r.get(column) is None for r in table.rows
+        )
         view.add_column(column, justify="right" if numeric else "left")
     for row in table.rows:
         # Text, not str: rich would read "[red]" in a team or model name as markup (and

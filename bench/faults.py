@@ -109,8 +109,13 @@ class Counts:
 
 async def _stream(port: int, path: str, body: bytes, hang_up: bool) -> bool:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write((f"POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {len(body)}"
-                  "\r\nx-llmtap-team: faults\r\nconnection: close\r\n\r\n").encode() + body)
+    writer.write(
+        (
+            f"POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {len(body)}"
+            "\r\nx-llmtap-team: faults\r\nconnection: close\r\n\r\n"
+        ).encode()
+        + body
+    )
     await writer.drain()
     head = await reader.readuntil(b"\r\n\r\n")
     if not head.startswith(b"HTTP/1.1 200"):
@@ -125,8 +130,13 @@ async def _stream(port: int, path: str, body: bytes, hang_up: bool) -> bool:
     return rest.endswith(b"0\r\n\r\n")  # the chunked body's end: the stream was not cut
 
 
-async def load(ports: dict[str, int], seconds: float, clients: int, hang_up_share: float = 0.0,
-               stop_event: threading.Event | None = None) -> Counts:
+async def load(
+    ports: dict[str, int],
+    seconds: float,
+    clients: int,
+    hang_up_share: float = 0.0,
+    stop_event: threading.Event | None = None,
+) -> Counts:
     counts = Counts()
     deadline = time.monotonic() + seconds
     catalogue = _requests()
@@ -151,8 +161,18 @@ async def load(ports: dict[str, int], seconds: float, clients: int, hang_up_shar
 class Proxy:
     def __init__(self, folder: Path, db_url: str, upstream: str, spool: Path | None = None) -> None:
         self.ports = {name: free_port() for name in ("anthropic", "openai", "gemini")}
-        command = [sys.executable, "-m", "llmtap.cli.main", "proxy", "--no-regular", "--quiet", "--db", db_url,
-                   "--confdir", str(folder / "mitmproxy")]
+        command = [
+            sys.executable,
+            "-m",
+            "llmtap.cli.main",
+            "proxy",
+            "--no-regular",
+            "--quiet",
+            "--db",
+            db_url,
+            "--confdir",
+            str(folder / "mitmproxy"),
+        ]
         for name, port in self.ports.items():
             command += ["--reverse", f"{name}={port}", "--upstream", f"{name}={upstream}"]
         env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
@@ -224,9 +244,16 @@ def _database_away(folder: Path, url: str, seconds: float, away: float, clients:
         forwarder.stop()
         if mounted:
             subprocess.run(["umount", str(spool)], capture_output=True)
-    return {"fault": "database away" + (" + spool disk full" if disk_full else ""), "away_s": away,
-            "spool_on_tiny_tmpfs": bool(mounted), "completed": counts.completed, "failed": counts.failed,
-            "stored": stored, "lost": counts.completed - stored, "proxy_exit": status}
+    return {
+        "fault": "database away" + (" + spool disk full" if disk_full else ""),
+        "away_s": away,
+        "spool_on_tiny_tmpfs": bool(mounted),
+        "completed": counts.completed,
+        "failed": counts.failed,
+        "stored": stored,
+        "lost": counts.completed - stored,
+        "proxy_exit": status,
+    }
 
 
 def _stored_schema(url: str) -> None:
@@ -255,9 +282,15 @@ def upstream_resets(seconds: float, clients: int) -> dict[str, object]:
         status = proxy.stop()
     stored = _stored(url)
     cut = _stored(url, "NOT complete AND interrupted IS NOT NULL")
-    return {"fault": "upstream resets 30% of streams mid-way", "requests": counts.completed + counts.failed,
-            "client_errors": counts.failed, "stored": stored, "stored_cut": cut,
-            "lost": counts.completed + counts.failed - stored, "proxy_exit": status}
+    return {
+        "fault": "upstream resets 30% of streams mid-way",
+        "requests": counts.completed + counts.failed,
+        "client_errors": counts.failed,
+        "stored": stored,
+        "stored_cut": cut,
+        "lost": counts.completed + counts.failed - stored,
+        "proxy_exit": status,
+    }
 
 
 def client_hang_ups(seconds: float, clients: int) -> dict[str, object]:
@@ -268,8 +301,14 @@ def client_hang_ups(seconds: float, clients: int) -> dict[str, object]:
         counts = asyncio.run(load(proxy.ports, seconds, clients, hang_up_share=0.3))
         status = proxy.stop()
     stored = _stored(url)
-    return {"fault": "clients hang up on 30% of streams", "requests": counts.completed, "stored": stored,
-            "stored_cut": _stored(url, "NOT complete"), "lost": counts.completed - stored, "proxy_exit": status}
+    return {
+        "fault": "clients hang up on 30% of streams",
+        "requests": counts.completed,
+        "stored": stored,
+        "stored_cut": _stored(url, "NOT complete"),
+        "lost": counts.completed - stored,
+        "proxy_exit": status,
+    }
 
 
 def proxy_signal(seconds: float, clients: int, sig: int) -> dict[str, object]:
@@ -300,9 +339,14 @@ def proxy_signal(seconds: float, clients: int, sig: int) -> dict[str, object]:
             Writer(engine, spool_dir=folder / "home" / "spool").close()
             engine.dispose()
     stored = _stored(url)
-    return {"fault": f"{signal.Signals(sig).name} of the proxy under load", "completed_before": counts.completed,
-            "failed_or_in_flight": counts.failed, "stored": stored, "missing": max(counts.completed - stored, 0),
-            "proxy_exit": status}
+    return {
+        "fault": f"{signal.Signals(sig).name} of the proxy under load",
+        "completed_before": counts.completed,
+        "failed_or_in_flight": counts.failed,
+        "stored": stored,
+        "missing": max(counts.completed - stored, 0),
+        "proxy_exit": status,
+    }
 
 
 def _wait_gone(pids: list[int], timeout: float) -> None:

@@ -205,8 +205,12 @@ def main(argv: list[str] | None = None) -> int:
         if postgres_reachable(args.pg):
             results.append(
                 measure(
-                    "postgresql", lambda _name: scratch_postgres(args.pg, "llmtap_bench"), records, args.bodies,
-                    rounds, folder,
+                    "postgresql",
+                    lambda _name: scratch_postgres(args.pg, "llmtap_bench"),
+                    records,
+                    args.bodies,
+                    rounds,
+                    folder,
                 )
             )
         else:

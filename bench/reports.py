@@ -149,8 +149,9 @@ def time_reports(url: str, engine: Engine, repeat: int, backend: str) -> list[Ti
     native = {**NATIVE, **(NATIVE_PG if backend == "postgresql" else {})}
     for label, kind, by, listing, days in REPORT_RUNS:
         since = latest - timedelta(days=days) if days else None
-        wall, cpu, table = best_of(repeat, lambda k=kind, b=by, li=listing, s=since: reports.run(
-            url, k, by=b, listing=li, since=s))
+        wall, cpu, table = best_of(
+            repeat, lambda k=kind, b=by, li=listing, s=since: reports.run(url, k, by=b, listing=li, since=s)
+        )
         timing = Timing(label, wall, cpu, len(table.rows))
         if label in native:
             with engine.connect() as connection:
@@ -166,9 +167,13 @@ def time_snapshot(url: str) -> list[Timing]:
     wall, cpu, connection = best_of(1, lambda: reports.connect(url, snapshot=True))
     out = [Timing("snapshot (dashboard connection)", wall, cpu)]
     try:
+
         def everything() -> int:
-            return sum(len(reports.run(url, kind, by=by, listing=listing, connection=connection).rows)
-                       for _, kind, by, listing, _ in REPORT_RUNS)
+            return sum(
+                len(reports.run(url, kind, by=by, listing=listing, connection=connection).rows)
+                for _, kind, by, listing, _ in REPORT_RUNS
+            )
+
         wall, cpu, rows = best_of(1, everything)
         out.append(Timing("  then all the reports above", wall, cpu, rows))
     finally:
@@ -223,13 +228,17 @@ def run(sizes: list[int], pg_url: str | None, repeat: int, keep: Path | None) ->
                         with engine.begin() as connection:
                             connection.execute(text("DELETE FROM tool_calls"))
                             connection.execute(text("DELETE FROM exchanges"))
-                    print(f"\n{n:,} exchanges: generating, pricing and inserting into "
-                          f"{', '.join(b for b, _ in empty)}", file=sys.stderr)
+                    print(
+                        f"\n{n:,} exchanges: generating, pricing and inserting into {', '.join(b for b, _ in empty)}",
+                        file=sys.stderr,
+                    )
                     stats, making, inserting = fill([e for _, e in empty], n, pricer)
-                    print(f"{n:,} exchanges ({stats.conversations:,} conversations, {stats.tool_calls:,} tool calls, "
-                          f"{stats.errors:,} errors, ~{stats.misses:,} cache misses): made and priced in "
-                          f"{making:.1f} s, inserted in {inserting:.1f} s ({n / inserting:,.0f}/s into "
-                          f"{len(empty)} store(s))")
+                    print(
+                        f"{n:,} exchanges ({stats.conversations:,} conversations, {stats.tool_calls:,} tool calls, "
+                        f"{stats.errors:,} errors, ~{stats.misses:,} cache misses): made and priced in "
+                        f"{making:.1f} s, inserted in {inserting:.1f} s ({n / inserting:,.0f}/s into "
+                        f"{len(empty)} store(s))"
+                    )
                 for (backend, url), engine in zip(urls, engines, strict=True):
                     with engine.begin() as connection:
                         connection.execute(text("ANALYZE"))

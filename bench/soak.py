@@ -54,11 +54,19 @@ class Tally:
 def _requests() -> list[tuple[str, str, bytes]]:
     """(provider, path, body) of the streaming requests the clients cycle through."""
     system = "You are a concise assistant. " * 60
-    anthropic = {"model": "claude-sonnet-4-5-20250929", "max_tokens": 256, "stream": True,
-                 "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
-                 "messages": [{"role": "user", "content": "Summarise the release notes in three lines."}]}
-    chat = {"model": "gpt-4o-mini", "stream": True, "stream_options": {"include_usage": True},
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": "List three risks."}]}
+    anthropic = {
+        "model": "claude-sonnet-4-5-20250929",
+        "max_tokens": 256,
+        "stream": True,
+        "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": "Summarise the release notes in three lines."}],
+    }
+    chat = {
+        "model": "gpt-4o-mini",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": "List three risks."}],
+    }
     responses = {"model": "gpt-4.1", "stream": True, "instructions": system, "input": "Name two follow-ups."}
     gemini = {"contents": [{"role": "user", "parts": [{"text": system + "Explain the outage briefly."}]}]}
     return [
@@ -73,9 +81,14 @@ async def _one(port: int, path: str, body: bytes, team: str | None) -> Sample:
     """One streamed request over a fresh HTTP/1.1 connection, read to the end."""
     started = time.perf_counter()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    headers = [f"POST {path} HTTP/1.1", f"host: 127.0.0.1:{port}", "content-type: application/json",
-               f"content-length: {len(body)}", "x-api-key: sk-ant-api03-soak-key-0000000000000000000000000",
-               "connection: close"]
+    headers = [
+        f"POST {path} HTTP/1.1",
+        f"host: 127.0.0.1:{port}",
+        "content-type: application/json",
+        f"content-length: {len(body)}",
+        "x-api-key: sk-ant-api03-soak-key-0000000000000000000000000",
+        "connection: close",
+    ]
     if team:
         headers.append(f"x-llmtap-team: {team}")
     writer.write(("\r\n".join(headers) + "\r\n\r\n").encode() + body)
@@ -147,8 +160,18 @@ def run(seconds: float, clients: int, kind: str) -> dict[str, object]:
             url = stack.enter_context(scratch_postgres(PG_ADMIN, "llmtap_soak"))
         with Upstream(SimulatedProvider()) as upstream:
             baseline = asyncio.run(_load(None, upstream.port, min(seconds / 6, 20), clients))
-            command = [sys.executable, "-m", "llmtap.cli.main", "proxy", "--no-regular", "--quiet", "--db", url,
-                       "--confdir", str(folder / "mitmproxy")]
+            command = [
+                sys.executable,
+                "-m",
+                "llmtap.cli.main",
+                "proxy",
+                "--no-regular",
+                "--quiet",
+                "--db",
+                url,
+                "--confdir",
+                str(folder / "mitmproxy"),
+            ]
             for name, port in ports.items():
                 command += ["--reverse", f"{name}={port}", "--upstream", f"{name}={upstream.url}"]
             env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))

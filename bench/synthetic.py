@@ -41,83 +41,193 @@ DAYS = 30
 # -- templates: real wire bodies through the real translators --------------------------------
 
 TOOLS = [
-    {"name": "get_weather", "description": "Weather for a city", "input_schema": {
-        "type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
-        "required": ["city"]}},
-    {"name": "search_docs", "description": "Search the documentation index", "input_schema": {
-        "type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
-        "required": ["query"]}},
-    {"name": "run_sql", "description": "Run a read-only SQL query", "input_schema": {
-        "type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]}},
+    {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "input_schema": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+            "required": ["city"],
+        },
+    },
+    {
+        "name": "search_docs",
+        "description": "Search the documentation index",
+        "input_schema": {
+            "type": "object",
+            "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+            "required": ["query"],
+        },
+    },
+    {
+        "name": "run_sql",
+        "description": "Run a read-only SQL query",
+        "input_schema": {"type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]},
+    },
 ]
-TEXT = ("Here is what I found. The report shows steady usage across the week, with a peak on "
-        "Tuesday afternoon when the batch jobs ran; cache hits held at about seventy percent. ") * 2
+TEXT = (
+    "Here is what I found. The report shows steady usage across the week, with a peak on "
+    "Tuesday afternoon when the batch jobs ran; cache hits held at about seventy percent. "
+) * 2
 
 
 def _anthropic(model: str, stream: bool) -> tuple[str, str, str, dict[str, Any], bytes, str]:
-    request = {"model": model, "max_tokens": 4096, "stream": stream, "tools": TOOLS,
-               "system": [{"type": "text", "text": "You are a helpful analyst.",
-                           "cache_control": {"type": "ephemeral"}}],
-               "messages": [{"role": "user", "content": "How did usage go this week?"}]}
+    request = {
+        "model": model,
+        "max_tokens": 4096,
+        "stream": stream,
+        "tools": TOOLS,
+        "system": [{"type": "text", "text": "You are a helpful analyst.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": "How did usage go this week?"}],
+    }
     usage = {"input_tokens": 20, "cache_creation_input_tokens": 3000, "cache_read_input_tokens": 0, "output_tokens": 80}
-    body = {"id": "msg_t", "type": "message", "role": "assistant", "model": model, "stop_reason": "end_turn",
-            "content": [{"type": "text", "text": TEXT}], "usage": usage}
-    return ("anthropic.messages", "api.anthropic.com", "/v1/messages", request, json.dumps(body).encode(),
-            "application/json")
+    body = {
+        "id": "msg_t",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "stop_reason": "end_turn",
+        "content": [{"type": "text", "text": TEXT}],
+        "usage": usage,
+    }
+    return (
+        "anthropic.messages",
+        "api.anthropic.com",
+        "/v1/messages",
+        request,
+        json.dumps(body).encode(),
+        "application/json",
+    )
 
 
 def _chat(model: str, stream: bool, host: str = "api.openai.com") -> tuple[str, str, str, dict[str, Any], bytes, str]:
-    tools = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
-                                               "parameters": t["input_schema"]}} for t in TOOLS]
-    request = {"model": model, "stream": stream, "tools": tools, "stream_options": {"include_usage": True},
-               "messages": [{"role": "system", "content": "You are a helpful analyst."},
-                            {"role": "user", "content": "How did usage go this week?"}]}
-    body = {"id": "chatcmpl-t", "object": "chat.completion", "created": 1, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": TEXT}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 3000, "completion_tokens": 80, "total_tokens": 3080,
-                      "prompt_tokens_details": {"cached_tokens": 0},
-                      "completion_tokens_details": {"reasoning_tokens": 0}}}
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]},
+        }
+        for t in TOOLS
+    ]
+    request = {
+        "model": model,
+        "stream": stream,
+        "tools": tools,
+        "stream_options": {"include_usage": True},
+        "messages": [
+            {"role": "system", "content": "You are a helpful analyst."},
+            {"role": "user", "content": "How did usage go this week?"},
+        ],
+    }
+    body = {
+        "id": "chatcmpl-t",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": TEXT}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": 3000,
+            "completion_tokens": 80,
+            "total_tokens": 3080,
+            "prompt_tokens_details": {"cached_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
     return ("openai.chat", host, "/v1/chat/completions", request, json.dumps(body).encode(), "application/json")
 
 
 def _responses(model: str, stream: bool) -> tuple[str, str, str, dict[str, Any], bytes, str]:
-    tools = [{"type": "function", "name": t["name"], "description": t["description"],
-              "parameters": t["input_schema"]} for t in TOOLS]
-    request = {"model": model, "stream": stream, "tools": tools, "instructions": "You are a helpful analyst.",
-               "input": [{"role": "user", "content": "How did usage go this week?"}], "reasoning": {"effort": "low"}}
-    body = {"id": "resp_t", "object": "response", "status": "completed", "model": model,
-            "output": [{"type": "message", "id": "m", "role": "assistant",
-                        "content": [{"type": "output_text", "text": TEXT, "annotations": []}]}],
-            "usage": {"input_tokens": 3000, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 80,
-                      "output_tokens_details": {"reasoning_tokens": 40}, "total_tokens": 3080}}
-    return ("openai.responses", "api.openai.com", "/v1/responses", request, json.dumps(body).encode(),
-            "application/json")
+    tools = [
+        {"type": "function", "name": t["name"], "description": t["description"], "parameters": t["input_schema"]}
+        for t in TOOLS
+    ]
+    request = {
+        "model": model,
+        "stream": stream,
+        "tools": tools,
+        "instructions": "You are a helpful analyst.",
+        "input": [{"role": "user", "content": "How did usage go this week?"}],
+        "reasoning": {"effort": "low"},
+    }
+    body = {
+        "id": "resp_t",
+        "object": "response",
+        "status": "completed",
+        "model": model,
+        "output": [
+            {
+                "type": "message",
+                "id": "m",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": TEXT, "annotations": []}],
+            }
+        ],
+        "usage": {
+            "input_tokens": 3000,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 80,
+            "output_tokens_details": {"reasoning_tokens": 40},
+            "total_tokens": 3080,
+        },
+    }
+    return (
+        "openai.responses",
+        "api.openai.com",
+        "/v1/responses",
+        request,
+        json.dumps(body).encode(),
+        "application/json",
+    )
 
 
 def _gemini(model: str, stream: bool) -> tuple[str, str, str, dict[str, Any], bytes, str]:
-    request = {"contents": [{"role": "user", "parts": [{"text": "How did usage go this week?"}]}],
-               "systemInstruction": {"parts": [{"text": "You are a helpful analyst."}]},
-               "tools": [{"functionDeclarations": [{"name": t["name"], "description": t["description"],
-                                                    "parameters": t["input_schema"]} for t in TOOLS]}]}
-    body = {"candidates": [{"content": {"role": "model", "parts": [{"text": TEXT}]}, "finishReason": "STOP"}],
-            "usageMetadata": {"promptTokenCount": 3000, "candidatesTokenCount": 80, "totalTokenCount": 3080},
-            "modelVersion": model, "responseId": "g"}
+    request = {
+        "contents": [{"role": "user", "parts": [{"text": "How did usage go this week?"}]}],
+        "systemInstruction": {"parts": [{"text": "You are a helpful analyst."}]},
+        "tools": [
+            {
+                "functionDeclarations": [
+                    {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]} for t in TOOLS
+                ]
+            }
+        ],
+    }
+    body = {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": TEXT}]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 3000, "candidatesTokenCount": 80, "totalTokenCount": 3080},
+        "modelVersion": model,
+        "responseId": "g",
+    }
     method = "streamGenerateContent?alt=sse" if stream else "generateContent"
-    return ("gemini.generate", "generativelanguage.googleapis.com", f"/v1beta/models/{model}:{method}", request,
-            json.dumps(body).encode(), "application/json")
+    return (
+        "gemini.generate",
+        "generativelanguage.googleapis.com",
+        f"/v1beta/models/{model}:{method}",
+        request,
+        json.dumps(body).encode(),
+        "application/json",
+    )
 
 
 # (weight, template maker, model); vllm.internal's model has no price anywhere
 MODELS = [
-    (30, _anthropic, "claude-sonnet-4-5-20250929"), (8, _anthropic, "claude-haiku-4-5-20251001"),
-    (4, _anthropic, "claude-opus-4-1-20250805"), (18, _chat, "gpt-4o-2024-08-06"),
-    (10, _chat, "gpt-4.1-mini-2025-04-14"), (10, _responses, "gpt-5-2025-08-07"),
-    (10, _gemini, "gemini-2.5-flash"), (6, _gemini, "gemini-2.5-pro"),
+    (30, _anthropic, "claude-sonnet-4-5-20250929"),
+    (8, _anthropic, "claude-haiku-4-5-20251001"),
+    (4, _anthropic, "claude-opus-4-1-20250805"),
+    (18, _chat, "gpt-4o-2024-08-06"),
+    (10, _chat, "gpt-4.1-mini-2025-04-14"),
+    (10, _responses, "gpt-5-2025-08-07"),
+    (10, _gemini, "gemini-2.5-flash"),
+    (6, _gemini, "gemini-2.5-pro"),
     (4, lambda m, s: _chat(m, s, "vllm.internal"), "llama-3.1-70b-instruct"),
 ]
-JSON_COLUMNS = {c.name for t in (schema.exchanges, schema.tool_calls) for c in t.columns
-                if isinstance(c.type, JSON) or isinstance(getattr(c.type, "impl", None), JSON)
-                or "JSON" in type(c.type).__name__.upper()}
+JSON_COLUMNS = {
+    c.name
+    for t in (schema.exchanges, schema.tool_calls)
+    for c in t.columns
+    if isinstance(c.type, JSON)
+    or isinstance(getattr(c.type, "impl", None), JSON)
+    or "JSON" in type(c.type).__name__.upper()
+}
 
 
 def _dumps(value: Any) -> str | None:
@@ -127,8 +237,15 @@ def _dumps(value: Any) -> str | None:
 def template(maker: Callable[..., Any], model: str, stream: bool) -> dict[str, Any]:
     """One exchange row as `rows_for` makes it, JSON columns already JSON text."""
     protocol, host, path, request, body, content_type = maker(model, stream)
-    exchange = decode_exchange(protocol, response=body, request=json.dumps(request).encode(), path=path, host=host,
-                               status=200, content_type=content_type)
+    exchange = decode_exchange(
+        protocol,
+        response=body,
+        request=json.dumps(request).encode(),
+        path=path,
+        host=host,
+        status=200,
+        content_type=content_type,
+    )
     record = Recorded(exchange=exchange, started_at=T0, team="t", host=host, path=path, source="proxy")
     row = rows_for(record).exchanges[0]
     return {k: (_dumps(v) if k in JSON_COLUMNS else v) for k, v in row.items()}
@@ -147,10 +264,19 @@ class Stats:
 
 
 _ERROR_KINDS = {429: "rate_limit_error", 500: "api_error", 529: "overloaded_error", 503: "UNAVAILABLE"}
-_NO_USAGE = dict.fromkeys((
-    "usage_input_tokens", "usage_cache_read_input_tokens", "usage_cache_creation_input_tokens",
-    "usage_cache_creation_5m_input_tokens", "usage_cache_creation_1h_input_tokens", "usage_output_tokens",
-    "usage_reasoning_output_tokens", "usage_total_tokens_reported", "usage_raw"))
+_NO_USAGE = dict.fromkeys(
+    (
+        "usage_input_tokens",
+        "usage_cache_read_input_tokens",
+        "usage_cache_creation_input_tokens",
+        "usage_cache_creation_5m_input_tokens",
+        "usage_cache_creation_1h_input_tokens",
+        "usage_output_tokens",
+        "usage_reasoning_output_tokens",
+        "usage_total_tokens_reported",
+        "usage_raw",
+    )
+)
 
 
 class Conversation:
@@ -211,8 +337,10 @@ class Generator:
         self.teams = [f"team-{i:02d}" for i in range(25)]
         self.keys = {t: [(secrets.token_hex(16), f"k{i}{t[-2:]}") for i in range(3)] for t in self.teams}
         self.sequence = 0
-        self.tools_json = [_dumps([{"name": t["name"], "schema": t["input_schema"], "type": "custom"}
-                                   for t in TOOLS[:n]]) for n in (1, 2, 3)]
+        self.tools_json = [
+            _dumps([{"name": t["name"], "schema": t["input_schema"], "type": "custom"} for t in TOOLS[:n]])
+            for n in (1, 2, 3)
+        ]
         self.step = DAYS * 86400 / max(self.n / 4.75, 1)  # seconds between conversation starts
 
     def rows(self) -> Iterator[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
@@ -263,8 +391,15 @@ class Generator:
             return 529 if model.startswith("claude") else 503
         return 200
 
-    def _base(self, model: str, team: str, key: Any, moment: datetime, c: Conversation, stream: bool,
-              ) -> dict[str, Any]:
+    def _base(
+        self,
+        model: str,
+        team: str,
+        key: Any,
+        moment: datetime,
+        c: Conversation,
+        stream: bool,
+    ) -> dict[str, Any]:
         r = self.random
         row = dict(self.templates[model, stream])
         self.sequence += 1
@@ -273,39 +408,75 @@ class Generator:
         ttft = ttfb + r.uniform(10, 400) if stream else None
         total = (ttft or ttfb) + r.uniform(200, 20000)
         count = len(c.messages)
-        row.update({
-            "id": f"{int(moment.timestamp() * 1000):013d}{self.sequence:013d}", "dedupe_key": f"{self.sequence:032x}",
-            "team": team, "key_fingerprint": key[0] if key else None, "key_last4": key[1] if key else None,
-            "started_at": moment, "first_byte_at": moment + timedelta(milliseconds=ttfb),
-            "first_token_at": moment + timedelta(milliseconds=ttft) if ttft else None,
-            "ended_at": moment + timedelta(milliseconds=total), "ttfb_ms": round(ttfb, 3),
-            "ttft_ms": round(ttft, 3) if ttft else None, "duration_ms": round(total, 3),
-            "response_id": f"r{self.sequence:012d}", "request_tools": self.tools_json[c.tools],
-            "tools_hash": f"{c.tools:016x}", "system_hash": c.system, "first_message_hash": c.messages[0],
-            "message_hashes": c.messages_json, "message_chars": f"[{', '.join(['120'] * count)}]",
-            "request_message_count": count,
-            "request_messages_by_role": f'{{"user": {(count + 1) // 2}, "assistant": {count // 2}}}',
-            "request_cache_breakpoints": c.breakpoints, "request_cache_ttl": c.ttl,
-            "request_tool_result_ids": c.results_json, "request_tool_call_ids": c.history_json,
-        })
+        row.update(
+            {
+                "id": f"{int(moment.timestamp() * 1000):013d}{self.sequence:013d}",
+                "dedupe_key": f"{self.sequence:032x}",
+                "team": team,
+                "key_fingerprint": key[0] if key else None,
+                "key_last4": key[1] if key else None,
+                "started_at": moment,
+                "first_byte_at": moment + timedelta(milliseconds=ttfb),
+                "first_token_at": moment + timedelta(milliseconds=ttft) if ttft else None,
+                "ended_at": moment + timedelta(milliseconds=total),
+                "ttfb_ms": round(ttfb, 3),
+                "ttft_ms": round(ttft, 3) if ttft else None,
+                "duration_ms": round(total, 3),
+                "response_id": f"r{self.sequence:012d}",
+                "request_tools": self.tools_json[c.tools],
+                "tools_hash": f"{c.tools:016x}",
+                "system_hash": c.system,
+                "first_message_hash": c.messages[0],
+                "message_hashes": c.messages_json,
+                "message_chars": f"[{', '.join(['120'] * count)}]",
+                "request_message_count": count,
+                "request_messages_by_role": f'{{"user": {(count + 1) // 2}, "assistant": {count // 2}}}',
+                "request_cache_breakpoints": c.breakpoints,
+                "request_cache_ttl": c.ttl,
+                "request_tool_result_ids": c.results_json,
+                "request_tool_call_ids": c.history_json,
+            }
+        )
         return row
 
-    def _failed(self, model: str, team: str, key: Any, moment: datetime, c: Conversation, status: int,
-                ) -> dict[str, Any]:
+    def _failed(
+        self,
+        model: str,
+        team: str,
+        key: Any,
+        moment: datetime,
+        c: Conversation,
+        status: int,
+    ) -> dict[str, Any]:
         """A failed attempt: an error body, no usage."""
         row = self._base(model, team, key, moment, c, False)
         self.stats.errors += 1
         row.update(_NO_USAGE)
-        row.update({
-            "status": status, "finish_reason": "error", "finish_reason_raw": None, "text": "",
-            "error_type": _ERROR_KINDS[status], "error_code": str(status), "error_message": "please retry",
-            "usage_provenance": "missing", "tool_call_count": 0,
-            "retry_after_s": float(self.random.randrange(1, 60)) if status == 429 else None,
-        })
+        row.update(
+            {
+                "status": status,
+                "finish_reason": "error",
+                "finish_reason_raw": None,
+                "text": "",
+                "error_type": _ERROR_KINDS[status],
+                "error_code": str(status),
+                "error_message": "please retry",
+                "usage_provenance": "missing",
+                "tool_call_count": 0,
+                "retry_after_s": float(self.random.randrange(1, 60)) if status == 429 else None,
+            }
+        )
         return row
 
-    def _turn(self, model: str, team: str, key: Any, moment: datetime, c: Conversation, turn: int,
-              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def _turn(
+        self,
+        model: str,
+        team: str,
+        key: Any,
+        moment: datetime,
+        c: Conversation,
+        turn: int,
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         r = self.random
         stream = r.random() < 0.55
         row = self._base(model, team, key, moment, c, stream)
@@ -325,19 +496,28 @@ class Generator:
         reasoning = r.randrange(0, output) if model.startswith(("gpt-5", "gemini-2.5")) else None
         calls, finish = self._calls(row, c)
         cut = stream and r.random() < 0.003
-        row.update({
-            "status": 200, "complete": not cut, "finish_reason": None if cut else finish,
-            "interrupted": "client disconnected" if cut else None, "tool_call_count": len(calls),
-            "usage_input_tokens": total_input, "usage_cache_read_input_tokens": read,
-            "usage_cache_creation_input_tokens": write,
-            "usage_cache_creation_5m_input_tokens": write if anthropic and c.ttl != "1h" else None,
-            "usage_cache_creation_1h_input_tokens": write if anthropic and c.ttl == "1h" else None,
-            "usage_output_tokens": output, "usage_reasoning_output_tokens": reasoning,
-            "usage_provenance": "partial" if cut else "reported",
-            "usage_raw": f'{{"input_tokens": {total_input - read - write}, "cache_read_input_tokens": {read}, '
-                         f'"cache_creation_input_tokens": {write}, "output_tokens": {output}}}',
-            "request_stream": stream, "streamed": stream, "events": r.randrange(5, 200) if stream else 0,
-        })
+        row.update(
+            {
+                "status": 200,
+                "complete": not cut,
+                "finish_reason": None if cut else finish,
+                "interrupted": "client disconnected" if cut else None,
+                "tool_call_count": len(calls),
+                "usage_input_tokens": total_input,
+                "usage_cache_read_input_tokens": read,
+                "usage_cache_creation_input_tokens": write,
+                "usage_cache_creation_5m_input_tokens": write if anthropic and c.ttl != "1h" else None,
+                "usage_cache_creation_1h_input_tokens": write if anthropic and c.ttl == "1h" else None,
+                "usage_output_tokens": output,
+                "usage_reasoning_output_tokens": reasoning,
+                "usage_provenance": "partial" if cut else "reported",
+                "usage_raw": f'{{"input_tokens": {total_input - read - write}, "cache_read_input_tokens": {read}, '
+                f'"cache_creation_input_tokens": {write}, "output_tokens": {output}}}',
+                "request_stream": stream,
+                "streamed": stream,
+                "events": r.randrange(5, 200) if stream else 0,
+            }
+        )
         c.prev_input = total_input
         c.prev_cached = (read + write) if anthropic else (total_input // 128) * 128
         return row, calls
@@ -350,18 +530,36 @@ class Generator:
         calls = []
         for position in range(r.choice((1, 1, 1, 2))):
             roll = r.random()
-            status = ("invalid_json" if roll < 0.02 else "schema_violation" if roll < 0.04 else
-                      "unknown_tool" if roll < 0.05 else "args_lost" if roll < 0.06 else "valid")
+            status = (
+                "invalid_json"
+                if roll < 0.02
+                else "schema_violation"
+                if roll < 0.04
+                else "unknown_tool"
+                if roll < 0.05
+                else "args_lost"
+                if roll < 0.06
+                else "valid"
+            )
             if status == "valid" and c.history and r.random() < 0.005:
                 call_id = c.history[-1]  # a repeated id
             else:
                 call_id = f"call_{row['id'][-10:]}_{position}"
             raw = {"invalid_json": '{"city": "Par', "args_lost": "{}"}.get(status, '{"city": "Paris"}')
-            calls.append({"exchange_id": row["id"], "position": position, "call_id": call_id,
-                          "name": "launch" if status == "unknown_tool" else TOOLS[0]["name"],
-                          "arguments": None if status == "invalid_json" else raw, "arguments_raw": raw,
-                          "arguments_chars": len(raw), "valid_json": status != "invalid_json", "status": status,
-                          "status_detail": None if status == "valid" else f"synthetic {status}"})
+            calls.append(
+                {
+                    "exchange_id": row["id"],
+                    "position": position,
+                    "call_id": call_id,
+                    "name": "launch" if status == "unknown_tool" else TOOLS[0]["name"],
+                    "arguments": None if status == "invalid_json" else raw,
+                    "arguments_raw": raw,
+                    "arguments_chars": len(raw),
+                    "valid_json": status != "invalid_json",
+                    "status": status,
+                    "status_detail": None if status == "valid" else f"synthetic {status}",
+                }
+            )
             c.pending.append(call_id)
         self.stats.tool_calls += len(calls)
         if r.random() < 0.01:

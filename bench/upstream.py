@@ -186,8 +186,14 @@ def _encoder(name: str | None) -> Callable[[bytes | None], bytes]:
 
 
 def _reason(status: int) -> str:
-    return {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
-            529: "Overloaded"}.get(status, "Status")
+    return {
+        200: "OK",
+        400: "Bad Request",
+        404: "Not Found",
+        429: "Too Many Requests",
+        500: "Internal Server Error",
+        529: "Overloaded",
+    }.get(status, "Status")
 
 
 def sse_chunks(body: bytes) -> list[bytes]:

@@ -96,6 +96,7 @@ def _show(args: argparse.Namespace, table, empty: bool, label: str) -> None:
     from rich.console import Console
 
     from llmtap.analytics import render, reports
+
     if args.list and args.format == "table":
         args.format = "json"
     if args.format == "json":

@@ -28,8 +28,16 @@ USAGE_COLUMNS = {
 IDENTITY = ("id", "team", "key_fingerprint", "key_last4", "host", "path", "source")
 TIMINGS = ("started_at", "first_byte_at", "first_token_at", "ended_at", "ttfb_ms", "ttft_ms", "duration_ms")
 CANONICAL = (
-    "protocol", "provider", "streamed", "status", "complete", "model_requested", "model",
-    "response_id", "finish_reason", "finish_reason_raw",
+    "protocol",
+    "provider",
+    "streamed",
+    "status",
+    "complete",
+    "model_requested",
+    "model",
+    "response_id",
+    "finish_reason",
+    "finish_reason_raw",
 )
 
 
@@ -53,8 +61,7 @@ def exchange_dicts(
             query = query.where(exchanges.c.started_at < until)
         if last is not None:
             query = query.where(
-                (exchanges.c.started_at > last[0])
-                | ((exchanges.c.started_at == last[0]) & (exchanges.c.id > last[1]))
+                (exchanges.c.started_at > last[0]) | ((exchanges.c.started_at == last[0]) & (exchanges.c.id > last[1]))
             )
         with engine.connect() as connection:
             rows = connection.execute(query).mappings().all()
@@ -70,8 +77,10 @@ def tool_calls_by_exchange(connection: Any, ids: list[str]) -> dict[str, list[di
     """The canonical tool calls of each exchange in `ids`, in their order."""
     if not ids:
         return {}
-    query = select(tool_calls).where(tool_calls.c.exchange_id.in_(ids)).order_by(
-        tool_calls.c.exchange_id, tool_calls.c.position
+    query = (
+        select(tool_calls)
+        .where(tool_calls.c.exchange_id.in_(ids))
+        .order_by(tool_calls.c.exchange_id, tool_calls.c.position)
     )
     out: dict[str, list[dict[str, Any]]] = {}
     for call in connection.execute(query).mappings():

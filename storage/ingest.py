@@ -139,13 +139,9 @@ def to_record(
         method=http.method.upper(),
         host=http.host,
         path=redact_query(http.path),
-        retry_after_s=retry_after(
-            http.header("retry-after", "response"), http.header("retry-after-ms", "response")
-        ),
+        retry_after_s=retry_after(http.header("retry-after", "response"), http.header("retry-after-ms", "response")),
         request_body=http.request_body,
         response_body=None if http.response_encoded else http.response_body,
         response_content_type=content_type,
-        request_headers=redact_headers(
-            [(k, v) for k, v in http.request_headers if k.lower() != TEAM_HEADER]
-        ),
+        request_headers=redact_headers([(k, v) for k, v in http.request_headers if k.lower() != TEAM_HEADER]),
     )

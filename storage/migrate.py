@@ -24,9 +24,7 @@ from llmtap.storage.errors import StoreError
 def alembic_config() -> Config:
     config = Config()
     config.set_main_option("script_location", str(Path(migrations.__file__).parent))
-    config.set_main_option(
-        "file_template", "%%(year)d_%%(month).2d_%%(day).2d_%%(rev)s_%%(slug)s"
-    )
+    config.set_main_option("file_template", "%%(year)d_%%(month).2d_%%(day).2d_%%(rev)s_%%(slug)s")
     return config
 
 

@@ -29,7 +29,8 @@ POSTGRES_URL = os.environ.get("LLMTAP_TEST_POSTGRES_URL", "").strip() or None
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param(
-        "postgresql", id="postgresql",
+        "postgresql",
+        id="postgresql",
         marks=pytest.mark.skipif(not POSTGRES_URL, reason="LLMTAP_TEST_POSTGRES_URL is not set"),
     ),
 ]
@@ -80,8 +81,9 @@ def known() -> dict[str, traffic.Known]:
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def store(request: pytest.FixtureRequest, known: dict[str, traffic.Known],
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def store(
+    request: pytest.FixtureRequest, known: dict[str, traffic.Known], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """The URL of a store holding the known traffic."""
     folder = tmp_path_factory.mktemp(f"store-{request.param}")
     with blank_database(request.param, folder) as url:

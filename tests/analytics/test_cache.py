@@ -45,8 +45,16 @@ def test_cache_list_names_each_miss_and_its_cause(store, known):
             assert item["extra_cost_usd"] is None
     assert items[3]["gap_s"] == 418  # 14:47:00 - 14:40:02
     # SPEC §3 keys
-    assert {"exchange_id", "team", "model", "started_at", "cause", "message_index", "missed_tokens",
-            "extra_cost_usd"} <= set(items[0])
+    assert {
+        "exchange_id",
+        "team",
+        "model",
+        "started_at",
+        "cause",
+        "message_index",
+        "missed_tokens",
+        "extra_cost_usd",
+    } <= set(items[0])
 
 
 def test_hits_are_not_misses(store, known):

@@ -31,8 +31,10 @@ def test_snapshot_gives_the_same_answers(store, snapshot, kind, by, listing):
         assert copied.rows == direct.rows and copied.columns == direct.columns
 
 
-@pytest.mark.parametrize("window", [{}, {"since": datetime(2026, 11, 2, 14, 47, tzinfo=UTC)},
-                                    {"until": datetime(2026, 11, 2, 15, 35, tzinfo=UTC)}])
+@pytest.mark.parametrize(
+    "window",
+    [{}, {"since": datetime(2026, 11, 2, 14, 47, tzinfo=UTC)}, {"until": datetime(2026, 11, 2, 15, 35, tzinfo=UTC)}],
+)
 def test_grouped_cache_misses_match_the_list(store, window):
     listed = reports.run(store, "cache", listing=True, **window).rows
     grouped = reports.run(store, "cache", by=["team"], **window).rows

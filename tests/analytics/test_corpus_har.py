@@ -17,15 +17,28 @@ from tests.analytics.conftest import BACKENDS, blank_database
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKE_HAR = Path(os.environ.get("LLMTAP_MAKE_HAR", ROOT.parent / "shared" / "tools" / "make_har.py"))
-KEYS = ("requests", "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens",
-        "reasoning_tokens", "usage_missing")
+KEYS = (
+    "requests",
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "usage_missing",
+)
 
 
 def llmtap(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).parent / "llmtap"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "llmtap.cli.main"]
-    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env={**os.environ, "LLMTAP_HOME": str(home)})
+    return subprocess.run(
+        [*command, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "LLMTAP_HOME": str(home)},
+    )
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -38,8 +51,13 @@ def test_har_import_then_usage_by_team_matches(blank, corpus_dir: Path, tmp_path
     if not MAKE_HAR.is_file():
         pytest.skip(f"make_har.py is not at {MAKE_HAR}")
     har = tmp_path / "corpus.har"
-    made = subprocess.run([sys.executable, str(MAKE_HAR), str(corpus_dir), "--out", str(har)],
-                          capture_output=True, text=True, check=True, timeout=60)
+    made = subprocess.run(
+        [sys.executable, str(MAKE_HAR), str(corpus_dir), "--out", str(har)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     expected = json.loads(made.stdout)
     assert expected, "make_har.py printed no sums"
 

@@ -15,8 +15,12 @@ from genai_prices import Usage
 from tests.analytics import traffic
 from tests.analytics.conftest import by_key, llmtap, report
 
-FLAVORS = {"anthropic.messages": "default", "openai.chat": "chat", "openai.responses": "responses",
-           "gemini.generate": "default"}
+FLAVORS = {
+    "anthropic.messages": "default",
+    "openai.chat": "chat",
+    "openai.responses": "responses",
+    "gemini.generate": "default",
+}
 
 
 def genai_cost(k: traffic.Known) -> Decimal:
@@ -25,14 +29,20 @@ def genai_cost(k: traffic.Known) -> Decimal:
     when = k.rec.started_at
     if k.rec.response_content_type == "application/json":
         body = json.loads(k.rec.response_body)
-        extracted = genai_prices.extract_usage(body, provider_id=k.provider_id,
-                                               api_flavor=FLAVORS[k.rec.exchange.protocol])
+        extracted = genai_prices.extract_usage(
+            body, provider_id=k.provider_id, api_flavor=FLAVORS[k.rec.exchange.protocol]
+        )
         return extracted.calc_price(genai_request_timestamp=when).total_price
     assert k.usage is not None
-    usage = Usage(input_tokens=k.usage["input_tokens"], cache_read_tokens=k.usage["cache_read_tokens"],
-                  cache_write_tokens=k.usage["cache_write_tokens"], output_tokens=k.usage["output_tokens"])
-    return genai_prices.calc_price(usage, k.rec.exchange.model, provider_id=k.provider_id,
-                                   genai_request_timestamp=when).total_price
+    usage = Usage(
+        input_tokens=k.usage["input_tokens"],
+        cache_read_tokens=k.usage["cache_read_tokens"],
+        cache_write_tokens=k.usage["cache_write_tokens"],
+        output_tokens=k.usage["output_tokens"],
+    )
+    return genai_prices.calc_price(
+        usage, k.rec.exchange.model, provider_id=k.provider_id, genai_request_timestamp=when
+    ).total_price
 
 
 def expected_costs(known: dict[str, traffic.Known], group) -> dict[str, Decimal]:
@@ -47,8 +57,13 @@ def test_cost_by_model_matches_genai_prices_exactly(store, known):
     rows = by_key(report(store, "cost", "--by", "provider,model"), "model")
     expected = expected_costs(known, lambda k: k.rec.exchange.model)
     # one model of each provider at least, and Gemini 2.5 Pro past its 200k tier
-    for model, provider in ((traffic.SONNET, "anthropic"), (traffic.GPT4O, "openai"), (traffic.GPT5, "openai"),
-                            (traffic.PRO, "google"), (traffic.FLASH, "google")):
+    for model, provider in (
+        (traffic.SONNET, "anthropic"),
+        (traffic.GPT4O, "openai"),
+        (traffic.GPT5, "openai"),
+        (traffic.PRO, "google"),
+        (traffic.FLASH, "google"),
+    ):
         assert rows[model]["provider"] == provider
         assert isinstance(rows[model]["cost_usd"], Decimal | int)
         assert rows[model]["cost_usd"] == expected[model], model
@@ -188,8 +203,12 @@ def test_stale_rows_found_alike_by_duckdb_and_the_store(store, known, tmp_path: 
             with engine.connect() as c:
                 by_store = sorted(c.execute(select(exchanges.c.id).where(stale(pricer))).scalars())
             assert stale_ids(connection, pricer) == by_store
-        named = {k.id for k in known.values() if k.rec.exchange.model in (traffic.GPT4O, "my-finetune-x")
-                 or (k.rec.exchange.model or "").startswith("claude-sonnet-4-5")}
+        named = {
+            k.id
+            for k in known.values()
+            if k.rec.exchange.model in (traffic.GPT4O, "my-finetune-x")
+            or (k.rec.exchange.model or "").startswith("claude-sonnet-4-5")
+        }
         assert set(stale_ids(connection, Pricer(prices))) == named
     finally:
         connection.close()

@@ -27,8 +27,15 @@ def test_finish_by_provider(store):
     rows = by_key(report(store, "finish"), "provider", "finish_reason")
     anthropic = {reason: row["requests"] for (provider, reason), row in rows.items() if provider == "anthropic"}
     # end_turn: s1, s4, the 20 cache turns, cv/2, the 4 hostile; tool_use: t1, t2, t5, cv/0, cv/1
-    assert anthropic == {"end_turn": 27, "tool_use": 5, "error": 4, "max_tokens": 1, "stop_sequence": 1,
-                         "refusal": 1, "unknown": 1}
+    assert anthropic == {
+        "end_turn": 27,
+        "tool_use": 5,
+        "error": 4,
+        "max_tokens": 1,
+        "stop_sequence": 1,
+        "refusal": 1,
+        "unknown": 1,
+    }
     assert rows["anthropic", "end_turn"]["share"] == round(Decimal(27) / 40, 4)
     assert abs(sum(r["share"] for (p, _), r in rows.items() if p == "anthropic") - 1) < Decimal("0.001")
     assert rows["openai", "max_tokens"]["requests"] == 1  # t4: finish_reason "length"
@@ -52,12 +59,14 @@ def test_errors_by_provider_and_status(store):
     anthropic = rows["anthropic"]
     assert (anthropic["errors"], anthropic["rate_limited"], anthropic["overloaded"]) == (4, 1, 2)
     assert (rows["openai"]["requests"], rows["openai"]["errors"], rows["openai"]["retry_after_max_s"]) == (
-        11, 1, Decimal("1.5"))
+        11,
+        1,
+        Decimal("1.5"),
+    )
     assert (rows["google"]["requests"], rows["google"]["server_errors"]) == (8, 1)
     assert rows["llm.internal.example"]["errors"] == 0 and rows["llm.internal.example"]["retry_after_max_s"] is None
     statuses = by_key(report(store, "errors", "--by", "status"), "status")
-    assert {s: r["requests"] for s, r in statuses.items() if s != "200"} == {
-        "429": 2, "500": 1, "503": 1, "529": 1}
+    assert {s: r["requests"] for s, r in statuses.items() if s != "200"} == {"429": 2, "500": 1, "503": 1, "529": 1}
 
 
 def test_latency_percentiles(store):
@@ -75,7 +84,18 @@ def test_latency_percentiles(store):
 
 
 def test_latency_window_and_team(store):
-    rows = report(store, "latency", "--by", "team", "--since", "2026-11-02T19:01:00Z",
-                  "--until", "2026-11-02T19:04:00Z")
-    assert rows == [{"team": "ops", "requests": 3, "ttfb_p50_ms": 70, "ttfb_p95_ms": 79, "ttft_p50_ms": 300,
-                     "ttft_p95_ms": 390, "total_p50_ms": 3000, "total_p95_ms": 3900}]
+    rows = report(
+        store, "latency", "--by", "team", "--since", "2026-11-02T19:01:00Z", "--until", "2026-11-02T19:04:00Z"
+    )
+    assert rows == [
+        {
+            "team": "ops",
+            "requests": 3,
+            "ttfb_p50_ms": 70,
+            "ttfb_p95_ms": 79,
+            "ttft_p50_ms": 300,
+            "ttft_p95_ms": 390,
+            "total_p50_ms": 3000,
+            "total_p95_ms": 3900,
+        }
+    ]

@@ -25,14 +25,17 @@ def one_line_error(result, *words: str) -> None:
         assert word in result.err
 
 
-@pytest.mark.parametrize("by", [
-    "team;DROP TABLE exchanges",
-    "team,(SELECT count(*) FROM exchanges)",
-    'team" FROM exchanges; --',
-    "1",
-    "team,team",
-    "status",  # a dimension the errors report has, usage has not
-])
+@pytest.mark.parametrize(
+    "by",
+    [
+        "team;DROP TABLE exchanges",
+        "team,(SELECT count(*) FROM exchanges)",
+        'team" FROM exchanges; --',
+        "1",
+        "team,team",
+        "status",  # a dimension the errors report has, usage has not
+    ],
+)
 def test_by_with_sql_is_refused(store, by):
     result = llmtap("report", "usage", "--by", by, "--db", store)
     one_line_error(result, "--by")
@@ -58,8 +61,11 @@ def test_hostile_names_verbatim_in_csv_and_table(store):
     assert result.code == 0, result.err
     rows = list(csv.DictReader(io.StringIO(result.out)))
     pairs = {(r["team"], r["model"]) for r in rows}
-    assert {(traffic.SQL_NAME, traffic.HTML_NAME), (traffic.HTML_NAME, traffic.SQL_NAME),
-            (traffic.MARKUP_NAME, traffic.MARKUP_NAME)} <= pairs
+    assert {
+        (traffic.SQL_NAME, traffic.HTML_NAME),
+        (traffic.HTML_NAME, traffic.SQL_NAME),
+        (traffic.MARKUP_NAME, traffic.MARKUP_NAME),
+    } <= pairs
     unpriced = next(r for r in rows if r["team"] == traffic.HTML_NAME)
     assert unpriced["cost_usd"] == ""  # unknown, not 0
 
@@ -71,10 +77,16 @@ def test_hostile_names_verbatim_in_csv_and_table(store):
         assert "\x1b" not in result.out
 
 
-@pytest.mark.parametrize("flag,value", [
-    ("--since", "garbage"), ("--since", "yesterday"), ("--until", "2026-13-45"), ("--since", "7 fortnights"),
-    ("--until", "'; DROP TABLE exchanges; --"),
-])
+@pytest.mark.parametrize(
+    "flag,value",
+    [
+        ("--since", "garbage"),
+        ("--since", "yesterday"),
+        ("--until", "2026-13-45"),
+        ("--since", "7 fortnights"),
+        ("--until", "'; DROP TABLE exchanges; --"),
+    ],
+)
 def test_bad_times_are_one_line_errors(store, flag, value):
     one_line_error(llmtap("report", "usage", flag, value, "--db", store), value)
 

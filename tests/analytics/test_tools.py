@@ -41,16 +41,27 @@ def test_tools_counts_by_team(store):
     assert agents == {
         "tool_calls": 10,  # t1 2, t2-t6 1 each, cv/0 2, cv/1 1
         "valid": 4,  # t1's get_weather, cv/0's two, cv/1's
-        "invalid_json": 2, "schema_violation": 1, "unknown_tool": 1, "truncated": 1, "args_lost": 1,
-        "duplicate_id": 1, "missing_result": 1, "orphan_result": 1,
+        "invalid_json": 2,
+        "schema_violation": 1,
+        "unknown_tool": 1,
+        "truncated": 1,
+        "args_lost": 1,
+        "duplicate_id": 1,
+        "missing_result": 1,
+        "orphan_result": 1,
     }
 
 
 def test_tools_counts_by_model_and_overall(store):
     rows = by_key(report(store, "tools", "--by", "model"), "model")
     sonnet, gpt4o = rows[traffic.SONNET], rows[traffic.GPT4O]
-    assert (sonnet["tool_calls"], sonnet["valid"], sonnet["schema_violation"], sonnet["unknown_tool"],
-            sonnet["args_lost"]) == (7, 4, 1, 1, 1)
+    assert (
+        sonnet["tool_calls"],
+        sonnet["valid"],
+        sonnet["schema_violation"],
+        sonnet["unknown_tool"],
+        sonnet["args_lost"],
+    ) == (7, 4, 1, 1, 1)
     assert (sonnet["duplicate_id"], sonnet["missing_result"], sonnet["orphan_result"]) == (1, 1, 1)
     assert (gpt4o["tool_calls"], gpt4o["invalid_json"], gpt4o["truncated"], gpt4o["valid"]) == (3, 2, 1, 0)
     assert (gpt4o["duplicate_id"], gpt4o["missing_result"], gpt4o["orphan_result"]) == (0, 0, 0)
@@ -59,8 +70,23 @@ def test_tools_counts_by_model_and_overall(store):
 def test_tools_window(store, known):
     items = report(store, "tools", "--list", "--since", "2026-11-02T17:03:00Z", "--until", "2026-11-02T18:00:00Z")
     assert [(i["exchange_id"], i["status"]) for i in items] == [
-        (known["t4"].id, "truncated"), (known["t5"].id, "args_lost"), (known["t6"].id, "invalid_json")]
+        (known["t4"].id, "truncated"),
+        (known["t5"].id, "args_lost"),
+        (known["t6"].id, "invalid_json"),
+    ]
     rows = report(store, "tools", "--by", "team", "--since", "2026-11-02T18:00:00Z")
-    assert rows == [{"team": "agents", "tool_calls": 3, "valid": 3, "invalid_json": 0, "schema_violation": 0,
-                     "unknown_tool": 0, "truncated": 0, "args_lost": 0, "duplicate_id": 1, "missing_result": 1,
-                     "orphan_result": 1}]
+    assert rows == [
+        {
+            "team": "agents",
+            "tool_calls": 3,
+            "valid": 3,
+            "invalid_json": 0,
+            "schema_violation": 0,
+            "unknown_tool": 0,
+            "truncated": 0,
+            "args_lost": 0,
+            "duplicate_id": 1,
+            "missing_result": 1,
+            "orphan_result": 1,
+        }
+    ]

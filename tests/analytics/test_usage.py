@@ -10,8 +10,15 @@ from tests.analytics import traffic
 from tests.analytics.conftest import by_key, report
 from tests.analytics.wire import FINGERPRINTS
 
-METRICS = ("requests", "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens",
-           "reasoning_tokens", "usage_missing")
+METRICS = (
+    "requests",
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "usage_missing",
+)
 
 
 def row(requests: int, inp: int, read: int, write: int, out: int, reasoning: int, missing: int) -> dict[str, int]:
@@ -62,8 +69,9 @@ def test_since_until_window(store):
     assert sum(r["requests"] for r in earlier.values()) + 3 == 60
 
     # since is inclusive, until exclusive; an offset is honoured (10:00Z = 11:00+01:00)
-    window = by_key(report(store, "usage", "--since", "2026-11-02T11:00:00+01:00",
-                           "--until", "2026-11-02T11:00:00Z"), "team")
+    window = by_key(
+        report(store, "usage", "--since", "2026-11-02T11:00:00+01:00", "--until", "2026-11-02T11:00:00Z"), "team"
+    )
     assert set(window) == {"search"} and window["search"]["requests"] == 1  # s2 at 10:00
     assert window["search"]["reasoning_tokens"] == 128
     assert report(store, "usage", "--since", "2030-01-01") == []

@@ -126,26 +126,49 @@ def sse(events: list[tuple[str | None, dict[str, Any] | str]]) -> bytes:
     return "".join(out).encode()
 
 
-def anthropic_stream(
-    model: str, msg_id: str, start_usage: dict[str, Any], text_parts: list[str], tail: str
-) -> bytes:
+def anthropic_stream(model: str, msg_id: str, start_usage: dict[str, Any], text_parts: list[str], tail: str) -> bytes:
     """A text stream; `tail` is "stop" (message_delta + message_stop), "error" (an
     overloaded error event instead) or "cut" (the stream just ends)."""
     events: list[tuple[str | None, Any]] = [
-        ("message_start", {"type": "message_start", "message": {
-            "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": start_usage}}),
-        ("content_block_start", {"type": "content_block_start", "index": 0,
-                                 "content_block": {"type": "text", "text": ""}}),
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": msg_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": start_usage,
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        ),
     ]
     for part in text_parts:
-        events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                               "delta": {"type": "text_delta", "text": part}}))
+        events.append(
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": part}},
+            )
+        )
     if tail == "stop":
         events += [
             ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                               "usage": {"output_tokens": 12}}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": 12},
+                },
+            ),
             ("message_stop", {"type": "message_stop"}),
         ]
     elif tail == "error":
@@ -157,12 +180,20 @@ def anthropic_stream(
 
 
 def chat_tool(spec: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "function", "function": {
-        "name": spec["name"], "description": spec["description"], "parameters": spec["input_schema"]}}
+    return {
+        "type": "function",
+        "function": {"name": spec["name"], "description": spec["description"], "parameters": spec["input_schema"]},
+    }
 
 
-def chat_request(model: str, user: str, *, tools: list[dict[str, Any]] | None = None,
-                 history: list[dict[str, Any]] = (), stream: bool = False) -> dict[str, Any]:
+def chat_request(
+    model: str,
+    user: str,
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    history: list[dict[str, Any]] = (),
+    stream: bool = False,
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": user}, *history],
@@ -184,15 +215,25 @@ def chat_usage(prompt: int, completion: int, cached: int = 0, reasoning: int = 0
     }
 
 
-def chat_response(model: str, usage: dict[str, Any] | None, *, text: str | None = "OK.",
-                  tool_calls: list[tuple[str, str, str]] = (), finish: str = "stop", cid: str) -> dict[str, Any]:
+def chat_response(
+    model: str,
+    usage: dict[str, Any] | None,
+    *,
+    text: str | None = "OK.",
+    tool_calls: list[tuple[str, str, str]] = (),
+    finish: str = "stop",
+    cid: str,
+) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
     if tool_calls:
         message["tool_calls"] = [
             {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in tool_calls
         ]
     body: dict[str, Any] = {
-        "id": cid, "object": "chat.completion", "created": 1793610000, "model": model,
+        "id": cid,
+        "object": "chat.completion",
+        "created": 1793610000,
+        "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
     }
     if usage is not None:
@@ -202,8 +243,13 @@ def chat_response(model: str, usage: dict[str, Any] | None, *, text: str | None 
 
 def chat_stream_without_usage(model: str, cid: str, parts: list[str]) -> bytes:
     def chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
-        return {"id": cid, "object": "chat.completion.chunk", "created": 1793610000, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": 1793610000,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
 
     events: list[tuple[str | None, Any]] = [(None, chunk({"role": "assistant", "content": ""}, None))]
     events += [(None, chunk({"content": p}, None)) for p in parts]
@@ -219,22 +265,38 @@ def openai_error(message: str, kind: str, code: str) -> dict[str, Any]:
 
 
 def responses_request(model: str, user: str) -> dict[str, Any]:
-    return {"model": model, "instructions": "Be brief.", "input": [{"role": "user", "content": user}],
-            "reasoning": {"effort": "medium"}}
-
-
-def responses_response(model: str, rid: str, *, input_tokens: int, cached: int, output: int,
-                       reasoning: int, text: str = "Answer.") -> dict[str, Any]:
     return {
-        "id": rid, "object": "response", "created_at": 1793610000, "status": "completed", "model": model,
+        "model": model,
+        "instructions": "Be brief.",
+        "input": [{"role": "user", "content": user}],
+        "reasoning": {"effort": "medium"},
+    }
+
+
+def responses_response(
+    model: str, rid: str, *, input_tokens: int, cached: int, output: int, reasoning: int, text: str = "Answer."
+) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "object": "response",
+        "created_at": 1793610000,
+        "status": "completed",
+        "model": model,
         "output": [
             {"type": "reasoning", "id": "rs_" + rid, "summary": []},
-            {"type": "message", "id": "msg_" + rid, "status": "completed", "role": "assistant",
-             "content": [{"type": "output_text", "text": text, "annotations": []}]},
+            {
+                "type": "message",
+                "id": "msg_" + rid,
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            },
         ],
         "usage": {
-            "input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": cached},
-            "output_tokens": output, "output_tokens_details": {"reasoning_tokens": reasoning},
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens": output,
+            "output_tokens_details": {"reasoning_tokens": reasoning},
             "total_tokens": input_tokens + output,
         },
     }
@@ -244,17 +306,30 @@ def responses_response(model: str, rid: str, *, input_tokens: int, cached: int, 
 
 
 def gemini_request(user: str) -> dict[str, Any]:
-    return {"contents": [{"role": "user", "parts": [{"text": user}]}],
-            "systemInstruction": {"parts": [{"text": "Be brief."}]}}
+    return {
+        "contents": [{"role": "user", "parts": [{"text": user}]}],
+        "systemInstruction": {"parts": [{"text": "Be brief."}]},
+    }
 
 
 _GEMINI_IDS = itertools.count(1)
 
 
-def gemini_response(model: str, *, prompt: int, candidates: int, cached: int | None = None,
-                    thoughts: int | None = None, finish: str = "STOP", text: str = "Sure.") -> dict[str, Any]:
-    usage: dict[str, Any] = {"promptTokenCount": prompt, "candidatesTokenCount": candidates,
-                             "totalTokenCount": prompt + candidates + (thoughts or 0)}
+def gemini_response(
+    model: str,
+    *,
+    prompt: int,
+    candidates: int,
+    cached: int | None = None,
+    thoughts: int | None = None,
+    finish: str = "STOP",
+    text: str = "Sure.",
+) -> dict[str, Any]:
+    usage: dict[str, Any] = {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": candidates,
+        "totalTokenCount": prompt + candidates + (thoughts or 0),
+    }
     if cached is not None:
         usage["cachedContentTokenCount"] = cached
     if thoughts is not None:

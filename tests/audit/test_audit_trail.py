@@ -53,29 +53,57 @@ def agent_conversation() -> list[HttpExchange]:
     provider = SimulatedProvider()
     start = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
     messages: list[dict] = [{"role": "user", "content": "Why did invoice 77 double-charge? [tool:read_file]"}]
-    tools = [{"name": "read_file", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}},
-                                                      "required": ["path"]}}]
+    tools = [
+        {
+            "name": "read_file",
+            "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        }
+    ]
     turns = []
     for turn in range(4):
-        body = {"model": "claude-sonnet-4-5-20250929", "max_tokens": 512, "tools": tools,
-                "system": [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}],
-                "messages": json.loads(json.dumps(messages))}
+        body = {
+            "model": "claude-sonnet-4-5-20250929",
+            "max_tokens": 512,
+            "tools": tools,
+            "system": [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}],
+            "messages": json.loads(json.dumps(messages)),
+        }
         raw = json.dumps(body).encode()
         reply = provider(Seen("POST", "/v1/messages", {}, raw, 0.0))
         response = b"".join(reply.chunks)
         at = start + timedelta(seconds=20 * turn)
-        turns.append(HttpExchange(
-            method="POST", host="api.anthropic.com", path="/v1/messages",
-            request_headers=[("x-api-key", KEY), ("content-type", "application/json"), ("x-llmtap-team", "billing")],
-            request_body=raw, status=reply.status, response_headers=[("content-type", reply.content_type)],
-            response_body=response, response_encoded=False, started_at=at, first_byte_at=at + timedelta(seconds=1),
-            ended_at=at + timedelta(seconds=3)))
+        turns.append(
+            HttpExchange(
+                method="POST",
+                host="api.anthropic.com",
+                path="/v1/messages",
+                request_headers=[
+                    ("x-api-key", KEY),
+                    ("content-type", "application/json"),
+                    ("x-llmtap-team", "billing"),
+                ],
+                request_body=raw,
+                status=reply.status,
+                response_headers=[("content-type", reply.content_type)],
+                response_body=response,
+                response_encoded=False,
+                started_at=at,
+                first_byte_at=at + timedelta(seconds=1),
+                ended_at=at + timedelta(seconds=3),
+            )
+        )
         answer = json.loads(response)
         messages.append({"role": "assistant", "content": answer["content"]})
         calls = [b for b in answer["content"] if b["type"] == "tool_use"]
         if calls:
-            messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": c["id"],
-                                                          "content": "charge() ran twice"} for c in calls]})
+            messages.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": c["id"], "content": "charge() ran twice"} for c in calls
+                    ],
+                }
+            )
         else:
             messages.append({"role": "user", "content": "Thanks. Re-run the checks for it. [malformed]"})
     return turns
@@ -90,10 +118,18 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]
     env.pop("LLMTAP_CONFIG", None)
     url = f"sqlite:///{folder / 'store.db'}"
     har = folder / "corpus.har"
-    subprocess.run([sys.executable, str(ROOT.parent / "shared" / "tools" / "make_har.py"), str(CORPUS), "--out",
-                    str(har)], check=True, capture_output=True)
-    imported = subprocess.run([sys.executable, "-m", "llmtap.cli.main", "import", str(har), "--bodies", "full", "--db",
-                               url], env=env, capture_output=True, text=True, timeout=180)
+    subprocess.run(
+        [sys.executable, str(ROOT.parent / "shared" / "tools" / "make_har.py"), str(CORPUS), "--out", str(har)],
+        check=True,
+        capture_output=True,
+    )
+    imported = subprocess.run(
+        [sys.executable, "-m", "llmtap.cli.main", "import", str(har), "--bodies", "full", "--db", url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert imported.returncode == 0, imported.stderr
     engine = make_engine(url)
     ensure_current(engine)

@@ -25,8 +25,9 @@ BROWSER_ARGS = [
 
 
 def llmtap(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([sys.executable, "-m", "llmtap.cli.main", *args], env=env, capture_output=True,
-                            text=True, timeout=180)
+    result = subprocess.run(
+        [sys.executable, "-m", "llmtap.cli.main", *args], env=env, capture_output=True, text=True, timeout=180
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"llmtap {' '.join(args)} failed: {result.stderr}")
     return result
@@ -38,8 +39,19 @@ def filled_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[st
         pytest.skip("the shared corpus is not available")
     folder = tmp_path_factory.mktemp("dashboard")
     har = folder / "corpus.har"
-    subprocess.run([sys.executable, str(ROOT.parent / "shared" / "tools" / "make_har.py"), str(CORPUS), "--out",
-                    str(har), "--teams", f"{HOSTILE_TEAM},beta,gamma"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT.parent / "shared" / "tools" / "make_har.py"),
+            str(CORPUS),
+            "--out",
+            str(har),
+            "--teams",
+            f"{HOSTILE_TEAM},beta,gamma",
+        ],
+        check=True,
+        capture_output=True,
+    )
     env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
     env.pop("LLMTAP_CONFIG", None)
     url = f"sqlite:///{folder / 'store.db'}"

@@ -13,8 +13,13 @@ from sqlalchemy import create_engine, text
 def test_demo_records_reports_and_leaves_nothing_running(tmp_path: Path):
     env = dict(os.environ, LLMTAP_HOME=str(tmp_path / "user-home"), COLUMNS="160")
     env.pop("LLMTAP_DB", None)
-    result = subprocess.run([sys.executable, "-m", "llmtap.cli.main", "demo", "--dir", str(tmp_path / "demo")],
-                            env=env, capture_output=True, text=True, timeout=240)
+    result = subprocess.run(
+        [sys.executable, "-m", "llmtap.cli.main", "demo", "--dir", str(tmp_path / "demo")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
     for title in ("llmtap report usage", "llmtap report cost", "llmtap report cache"):
@@ -31,6 +36,7 @@ def test_demo_records_reports_and_leaves_nothing_running(tmp_path: Path):
 
     engine = create_engine(f"sqlite:///{folder / 'llmtap.db'}")
     with engine.connect() as connection:
+
         def scalar(sql: str) -> int:
             return connection.execute(text(sql)).scalar_one()
 
@@ -51,8 +57,22 @@ def test_demo_records_reports_and_leaves_nothing_running(tmp_path: Path):
     engine.dispose()
     assert b"sk-ant-api03-demo" not in (folder / "llmtap.db").read_bytes()
 
-    misses = subprocess.run([sys.executable, "-m", "llmtap.cli.main", "report", "cache", "--list", "--db",
-                             f"sqlite:///{folder / 'llmtap.db'}"], env=env, capture_output=True, text=True, timeout=60)
+    misses = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "llmtap.cli.main",
+            "report",
+            "cache",
+            "--list",
+            "--db",
+            f"sqlite:///{folder / 'llmtap.db'}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert '"system_changed"' in misses.stdout and '"tools_changed"' in misses.stdout
     # nothing left running: no llmtap proxy started from this folder survives
     survivors = subprocess.run(["pgrep", "-f", str(folder / "mitmproxy")], capture_output=True, text=True)

@@ -140,7 +140,6 @@ def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 
     return predicate()
 
 
-
 # -- databases -------------------------------------------------------------------------------
 
 
