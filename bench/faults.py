@@ -32,8 +32,8 @@ from sqlalchemy import create_engine, text
 from llmtap.bench.proxy_overhead import child_pids
 from llmtap.bench.scratch import scratch_postgres
 from llmtap.bench.soak import PG_ADMIN, _requests
-from llmtap.bench.upstream import Reply, Seen, Upstream
-from llmtap.cli.demo.provider import SimulatedProvider
+from llmtap.simulator.provider import SimulatedProvider
+from llmtap.simulator.upstream import Reply, Seen, Upstream
 
 
 def free_port() -> int:

@@ -2,7 +2,7 @@
 
     uv run python bench/proxy_overhead.py [--quick] [--rounds N]
 
-One run on 127.0.0.1 starts a local upstream (`bench.upstream.Upstream`, in a process of
+One run on 127.0.0.1 starts a local upstream (`llmtap.simulator.upstream.Upstream`, in a process of
 its own so the load client does not share its GIL) and these targets in front of it:
 
     direct        the upstream itself
@@ -113,7 +113,7 @@ def _sse_events(number: int) -> list[bytes]:
 
 def _upstream_child(conn: Any) -> None:
     sys.path.insert(0, str(ROOT))
-    from llmtap.bench.upstream import Reply, Seen, Upstream
+    from llmtap.simulator.upstream import Reply, Seen, Upstream
 
     counter = itertools.count()
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from llmtap.bench.scratch import scratch_postgres
-from llmtap.bench.upstream import Upstream
-from llmtap.cli.demo.provider import SimulatedProvider
+from llmtap.simulator.provider import SimulatedProvider
+from llmtap.simulator.upstream import Upstream
 
 TEAMS = ("alpha", "beta", "gamma")
 PG_ADMIN = os.environ.get("LLMTAP_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")

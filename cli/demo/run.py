@@ -20,10 +20,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from llmtap.bench.upstream import Upstream
 from llmtap.cli.demo import traffic
-from llmtap.cli.demo.provider import SimulatedProvider
 from llmtap.cli.errors import UsageError
+from llmtap.simulator.provider import SimulatedProvider
+from llmtap.simulator.upstream import Upstream
 
 PROVIDERS = ("anthropic", "openai", "gemini")
 

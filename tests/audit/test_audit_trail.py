@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from llmtap.bench.upstream import Seen
-from llmtap.cli.demo.provider import SimulatedProvider
 from llmtap.cli.main import main
+from llmtap.simulator.provider import SimulatedProvider
+from llmtap.simulator.upstream import Seen
 from llmtap.storage.engine import make_engine
 from llmtap.storage.ingest import HttpExchange, to_record
 from llmtap.storage.migrate import ensure_current

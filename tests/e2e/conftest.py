@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from llmtap.bench.upstream import Upstream
+from llmtap.simulator.upstream import Upstream
 from tests.conftest import CORPUS
 from tests.e2e import harness
 from tests.e2e.wsupstream import WsUpstream, sse_events

@@ -3,7 +3,7 @@ upstreams it forwards to, a reader of the store it writes, and a tap on an httpx
 client's raw response bytes.
 
 Everything is real and stays on 127.0.0.1: the proxy is the console script in a
-subprocess, the upstream is `bench.upstream.Upstream` (plain and TLS), the clients are
+subprocess, the upstream is `llmtap.simulator.upstream.Upstream` (plain and TLS), the clients are
 the official SDKs and curl. Each test picks its reply through a request header
 (`x-e2e-case`, forwarded upstream like any header) and finds its record by the keyed
 fingerprint of a canary API key of its own.
@@ -33,7 +33,7 @@ from typing import Any
 import httpx2
 from sqlalchemy import Engine, select
 
-from llmtap.bench.upstream import Reply, Seen, Upstream, sse_chunks
+from llmtap.simulator.upstream import Reply, Seen, Upstream, sse_chunks
 from llmtap.storage import schema
 from llmtap.storage.engine import make_engine
 from llmtap.storage.secrets import KeyFingerprinter

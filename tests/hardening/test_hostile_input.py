@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from llmtap.bench.faults import Proxy
-from llmtap.bench.upstream import Reply, Seen, Upstream
+from llmtap.simulator.upstream import Reply, Seen, Upstream
 
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"

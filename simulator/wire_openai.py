@@ -1,13 +1,19 @@
 """The simulated provider's OpenAI answers: Chat Completions and Responses, JSON or SSE,
 with automatic prefix caching from 1,024 tokens and reasoning tokens for reasoning
-models. Not responsible for deciding what to answer (see `provider.plan_for`)."""
+models.
+
+Not responsible for deciding what to answer (see `plan`), for routing requests here (see
+`provider`, which this module never imports) or for serving HTTP (see `upstream`).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from llmtap.bench.upstream import Reply
-from llmtap.cli.demo.provider import Plan, SimulatedProvider, _json, _sse, _words, plan_for, tokens
+from llmtap.simulator.plan import Plan, plan_for
+from llmtap.simulator.prompt_cache import PromptCache
+from llmtap.simulator.upstream import Reply
+from llmtap.simulator.wire_common import SseEvent, json_reply, sse_reply, tokens, words
 
 _REASONING = ("o1", "o3", "o4", "gpt-5")
 
@@ -18,7 +24,7 @@ def _reasoning_tokens(model: str, output: int) -> int:
 
 def _rate_limited() -> Reply:
     error = {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}
-    return _json({"error": error}, 429, [("retry-after-ms", "1500")])
+    return json_reply({"error": error}, 429, [("retry-after-ms", "1500")])
 
 
 def _last_user_chat(messages: list[Any]) -> tuple[str, bool]:
@@ -33,15 +39,15 @@ def _last_user_chat(messages: list[Any]) -> tuple[str, bool]:
     return "", False
 
 
-def chat(provider: SimulatedProvider, body: dict[str, Any], serial: int) -> Reply:
+def chat(cache: PromptCache, body: dict[str, Any], serial: int) -> Reply:
     messages = body.get("messages") or []
     plan = plan_for(*_last_user_chat(messages))
     if plan.error:
         return _rate_limited()
     model = body.get("model") or "gpt-4o-mini"
     prompt = tokens([body.get("tools") or [], messages])
-    cached = provider.automatic_cache([body.get("tools") or [], *messages], prompt)
-    calls = [
+    cached = cache.automatic([body.get("tools") or [], *messages], prompt)
+    calls: list[dict[str, Any]] = [
         {"id": f"call_demo{serial:05d}{i}", "type": "function", "function": {"name": n, "arguments": a}}
         for i, (n, a) in enumerate(plan.calls)
     ]
@@ -61,7 +67,7 @@ def chat(provider: SimulatedProvider, body: dict[str, Any], serial: int) -> Repl
         message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None}
         if calls:
             message["tool_calls"] = calls
-        return _json(
+        return json_reply(
             {
                 **head,
                 "object": "chat.completion",
@@ -70,13 +76,13 @@ def chat(provider: SimulatedProvider, body: dict[str, Any], serial: int) -> Repl
             }
         )
     chunk = {**head, "object": "chat.completion.chunk"}
-    events: list[tuple[str | None, Any]] = [
+    events: list[SseEvent] = [
         (
             None,
             {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
         )
     ]
-    for word in _words(text) if text else []:
+    for word in words(text) if text else []:
         events.append((None, {**chunk, "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}]}))
     for index, call in enumerate(calls):
         raw = call["function"]["arguments"]
@@ -96,7 +102,7 @@ def chat(provider: SimulatedProvider, body: dict[str, Any], serial: int) -> Repl
     if (body.get("stream_options") or {}).get("include_usage"):
         events.append((None, {**chunk, "choices": [], "usage": usage}))
     events.append((None, "[DONE]"))
-    return _sse(events)
+    return sse_reply(events)
 
 
 def _last_user_responses(entries: Any) -> tuple[str, bool]:
@@ -114,7 +120,7 @@ def _last_user_responses(entries: Any) -> tuple[str, bool]:
     return "", False
 
 
-def responses(provider: SimulatedProvider, body: dict[str, Any], serial: int) -> Reply:
+def responses(cache: PromptCache, body: dict[str, Any], serial: int) -> Reply:
     entries = body.get("input")
     plan = plan_for(*_last_user_responses(entries))
     if plan.error:
@@ -122,7 +128,7 @@ def responses(provider: SimulatedProvider, body: dict[str, Any], serial: int) ->
     model = body.get("model") or "gpt-4.1"
     listed = [entries] if isinstance(entries, str) else list(entries or [])
     prompt = tokens([body.get("instructions") or "", body.get("tools") or [], listed])
-    cached = provider.automatic_cache([body.get("instructions") or "", body.get("tools") or [], *listed], prompt)
+    cached = cache.automatic([body.get("instructions") or "", body.get("tools") or [], *listed], prompt)
     output = tokens(plan.text + "".join(a for _, a in plan.calls))
     reasoning = _reasoning_tokens(model, output)
     items = _items(plan, serial, reasoning)
@@ -144,8 +150,8 @@ def responses(provider: SimulatedProvider, body: dict[str, Any], serial: int) ->
         },
     }
     if not body.get("stream"):
-        return _json(response)
-    return _sse(_response_events(response, items))
+        return json_reply(response)
+    return sse_reply(_response_events(response, items))
 
 
 def _items(plan: Plan, serial: int, reasoning: int) -> list[dict[str, Any]]:
@@ -176,9 +182,9 @@ def _items(plan: Plan, serial: int, reasoning: int) -> list[dict[str, Any]]:
     return items
 
 
-def _response_events(response: dict[str, Any], items: list[dict[str, Any]]) -> list[tuple[str | None, Any]]:
+def _response_events(response: dict[str, Any], items: list[dict[str, Any]]) -> list[SseEvent]:
     running = {**response, "status": "in_progress", "output": [], "usage": None}
-    events: list[tuple[str | None, Any]] = [("response.created", {"type": "response.created", "response": running})]
+    events: list[SseEvent] = [("response.created", {"type": "response.created", "response": running})]
     for index, item in enumerate(items):
         empty = {**item, "content": []} if item["type"] == "message" else {**item, "arguments": ""}
         if item["type"] == "reasoning":
@@ -201,7 +207,7 @@ def _response_events(response: dict[str, Any], items: list[dict[str, Any]]) -> l
                     },
                 )
             )
-            for word in _words(text):
+            for word in words(text):
                 events.append(
                     (
                         "response.output_text.delta",

@@ -4,7 +4,9 @@ encoded (flushed per chunk), chunked or with a Content-Length, over TLS or not, 
 reset the connection mid-stream. Used by the end-to-end tests, the benchmarks and the
 demo; it never talks to the network.
 
-Not responsible for what the responses say: callers hand it `Reply`s.
+Not responsible for what the responses say: callers hand it a router that turns each
+`Seen` request into a `Reply` (`provider.SimulatedProvider` is one); it imports nothing
+else of the simulator.
 """
 
 from __future__ import annotations

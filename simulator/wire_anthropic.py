@@ -1,6 +1,10 @@
 """The simulated provider's Anthropic Messages answers, JSON or SSE, with the explicit
-`cache_control` prompt cache (reads at the longest cached breakpoint, writes at the last).
-Not responsible for deciding what to answer (see `provider.plan_for`)."""
+`cache_control` prompt cache (reads at the longest cached breakpoint, writes every
+breakpoint's prefix from 1,024 tokens).
+
+Not responsible for deciding what to answer (see `plan`), for routing requests here (see
+`provider`, which this module never imports) or for serving HTTP (see `upstream`).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,10 @@ import json
 import time
 from typing import Any
 
-from llmtap.bench.upstream import Reply
-from llmtap.cli.demo.provider import Plan, SimulatedProvider, _digest, _json, _sse, _words, plan_for, tokens
+from llmtap.simulator.plan import Plan, plan_for
+from llmtap.simulator.prompt_cache import PromptCache
+from llmtap.simulator.upstream import Reply
+from llmtap.simulator.wire_common import SseEvent, digest, json_reply, sse_reply, tokens, words
 
 MINIMUM = 1024
 
@@ -30,14 +36,15 @@ def _plain(block: Any) -> Any:
     return {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
 
 
-def usage(provider: SimulatedProvider, body: dict[str, Any]) -> dict[str, int]:
+def usage(cache: PromptCache, body: dict[str, Any]) -> dict[str, Any]:
+    """The `usage` object of a Messages answer to this request, reading and writing the cache."""
     blocks = _blocks(body)
     total = tokens([_plain(b) for b in blocks])
     breakpoints = [i for i, b in enumerate(blocks) if isinstance(b, dict) and b.get("cache_control")]
     now = time.time()
     read = 0
     for index in reversed(breakpoints):
-        size = provider.cache.read(_digest([_plain(b) for b in blocks[: index + 1]]), now)
+        size = cache.read(digest([_plain(b) for b in blocks[: index + 1]]), now)
         if size:
             read = size
             break
@@ -45,8 +52,8 @@ def usage(provider: SimulatedProvider, body: dict[str, Any]) -> dict[str, int]:
     for index in breakpoints:  # every breakpoint's prefix is cached, as Anthropic does
         prefix = [_plain(b) for b in blocks[: index + 1]]
         size = tokens(prefix)
-        if size >= MINIMUM and size > read and not provider.cache.read(_digest(prefix), now):
-            provider.cache.write(_digest(prefix), size, now)
+        if size >= MINIMUM and size > read and not cache.read(digest(prefix), now):
+            cache.write(digest(prefix), size, now)
             written = max(written, size - read)
     return {
         "input_tokens": max(total - read - written, 1),
@@ -69,11 +76,11 @@ def _last_user(messages: list[Any]) -> tuple[str, bool]:
     return "", False
 
 
-def answer(provider: SimulatedProvider, body: dict[str, Any], serial: int) -> Reply:
+def answer(cache: PromptCache, body: dict[str, Any], serial: int) -> Reply:
     text, has_result = _last_user(body.get("messages") or [])
     plan = plan_for(text, has_result)
     if plan.error == 429:
-        return _json(
+        return json_reply(
             {
                 "type": "error",
                 "error": {
@@ -85,15 +92,15 @@ def answer(provider: SimulatedProvider, body: dict[str, Any], serial: int) -> Re
             [("retry-after", "3")],
         )
     if plan.error:
-        return _json({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, plan.error)
-    counts = usage(provider, body)
+        return json_reply({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, plan.error)
+    counts = usage(cache, body)
     model = body.get("model") or "claude-sonnet-4-5-20250929"
     message_id = f"msg_demo{serial:06d}"
     if body.get("stream"):
         return _stream(plan, counts, model, message_id, serial)
     content, stop = _content(plan, serial)
     output = tokens(json.dumps(content))
-    return _json(
+    return json_reply(
         {
             "id": message_id,
             "type": "message",
@@ -120,8 +127,8 @@ def _content(plan: Plan, serial: int) -> tuple[list[dict[str, Any]], str]:
     return content, "tool_use" if plan.calls else "end_turn"
 
 
-def _stream(plan: Plan, counts: dict[str, int], model: str, message_id: str, serial: int) -> Reply:
-    start = {
+def _stream(plan: Plan, counts: dict[str, Any], model: str, message_id: str, serial: int) -> Reply:
+    start: dict[str, Any] = {
         "id": message_id,
         "type": "message",
         "role": "assistant",
@@ -131,7 +138,7 @@ def _stream(plan: Plan, counts: dict[str, int], model: str, message_id: str, ser
         "stop_sequence": None,
         "usage": {**counts, "output_tokens": 1},
     }
-    events: list[tuple[str | None, Any]] = [
+    events: list[SseEvent] = [
         ("message_start", {"type": "message_start", "message": start}),
         ("ping", {"type": "ping"}),
     ]
@@ -145,7 +152,7 @@ def _stream(plan: Plan, counts: dict[str, int], model: str, message_id: str, ser
                 {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
             )
         )
-        for word in _words(text):
+        for word in words(text):
             events.append(
                 (
                     "content_block_delta",
@@ -155,7 +162,7 @@ def _stream(plan: Plan, counts: dict[str, int], model: str, message_id: str, ser
         output += tokens(text)
         if plan.midstream_error:
             events.append(("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))
-            return _sse(events)
+            return sse_reply(events)
         events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
         index = 1
     for offset, (name, raw) in enumerate(plan.calls):
@@ -187,4 +194,4 @@ def _stream(plan: Plan, counts: dict[str, int], model: str, message_id: str, ser
         )
     )
     events.append(("message_stop", {"type": "message_stop"}))
-    return _sse(events)
+    return sse_reply(events)

@@ -1,15 +1,21 @@
 """The simulated provider's Gemini answers: generateContent (JSON), streamGenerateContent
 (SSE with `alt=sse`, else a streamed JSON array) and Interactions (JSON or SSE, steps
 shape), with implicit prefix caching from 1,024 tokens and thinking tokens billed as
-output. Not responsible for deciding what to answer (see `provider.plan_for`)."""
+output.
+
+Not responsible for deciding what to answer (see `plan`), for routing requests here (see
+`provider`, which this module never imports) or for serving HTTP (see `upstream`).
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from llmtap.bench.upstream import Reply, sse_chunks
-from llmtap.cli.demo.provider import CHUNK_DELAY, Plan, SimulatedProvider, _json, _sse, _words, plan_for, tokens
+from llmtap.simulator.plan import Plan, plan_for
+from llmtap.simulator.prompt_cache import PromptCache
+from llmtap.simulator.upstream import Reply, sse_chunks
+from llmtap.simulator.wire_common import CHUNK_DELAY, SseEvent, json_reply, sse_reply, tokens, words
 
 
 def _last_user(contents: list[Any]) -> tuple[str, bool]:
@@ -22,13 +28,11 @@ def _last_user(contents: list[Any]) -> tuple[str, bool]:
     return "", False
 
 
-def generate(
-    provider: SimulatedProvider, body: dict[str, Any], model: str, method: str, sse: bool, serial: int
-) -> Reply:
+def generate(cache: PromptCache, body: dict[str, Any], model: str, method: str, sse: bool, serial: int) -> Reply:
     contents = body.get("contents") or []
     plan = plan_for(*_last_user(contents))
     if plan.error:
-        return _json(
+        return json_reply(
             {
                 "error": {
                     "code": 429,
@@ -40,7 +44,7 @@ def generate(
         )
     system = body.get("systemInstruction") or {}
     prompt = tokens([system, body.get("tools") or [], contents])
-    cached = provider.automatic_cache([system, body.get("tools") or [], *contents], prompt)
+    cached = cache.automatic([system, body.get("tools") or [], *contents], prompt)
     thinking = bool(((body.get("generationConfig") or {}).get("thinkingConfig") or {}).get("includeThoughts"))
     output = tokens(plan.text + "".join(a for _, a in plan.calls))
     thoughts = output * 2
@@ -59,13 +63,13 @@ def generate(
             "modelVersion": model,
             "responseId": f"demo-{serial}",
         }
-        return _json(blocked)
+        return json_reply(blocked)
     chunks = _chunks(plan, thinking)
     final_parts = [part for chunk in chunks for part in chunk]
     head = {"modelVersion": model, "responseId": f"demo-gem-{serial:06d}"}
     if method == "generateContent":
-        candidate = {"content": {"role": "model", "parts": final_parts}, "finishReason": "STOP", "index": 0}
-        return _json({"candidates": [candidate], "usageMetadata": usage, **head})
+        whole = {"content": {"role": "model", "parts": final_parts}, "finishReason": "STOP", "index": 0}
+        return json_reply({"candidates": [whole], "usageMetadata": usage, **head})
     pieces = []
     for index, parts in enumerate(chunks):
         candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
@@ -88,9 +92,9 @@ def _chunks(plan: Plan, thinking: bool) -> list[list[dict[str, Any]]]:
     chunks: list[list[dict[str, Any]]] = []
     if thinking:
         chunks.append([{"text": "**Planning** I should read the question and answer briefly.", "thought": True}])
-    words = _words(plan.text) if plan.text else []
-    for start in range(0, len(words), 4):
-        chunks.append([{"text": "".join(words[start : start + 4])}])
+    pieces = words(plan.text) if plan.text else []
+    for start in range(0, len(pieces), 4):
+        chunks.append([{"text": "".join(pieces[start : start + 4])}])
     for name, raw in plan.calls:
         try:
             arguments = json.loads(raw)
@@ -100,7 +104,7 @@ def _chunks(plan: Plan, thinking: bool) -> list[list[dict[str, Any]]]:
     return chunks or [[{"text": ""}]]
 
 
-def interactions(provider: SimulatedProvider, body: dict[str, Any], serial: int) -> Reply:
+def interactions(cache: PromptCache, body: dict[str, Any], serial: int) -> Reply:
     entries = body.get("input")
     text = entries if isinstance(entries, str) else json.dumps(entries)
     plan = plan_for(text, False)
@@ -123,8 +127,8 @@ def interactions(provider: SimulatedProvider, body: dict[str, Any], serial: int)
     ]
     done = {"id": interaction_id, "status": "completed", "usage": usage, "object": "interaction", "model": model}
     if not body.get("stream"):
-        return _json({**done, "steps": steps})
-    events: list[tuple[str | None, Any]] = [
+        return json_reply({**done, "steps": steps})
+    events: list[SseEvent] = [
         (
             None,
             {
@@ -140,8 +144,8 @@ def interactions(provider: SimulatedProvider, body: dict[str, Any], serial: int)
         (None, {"index": 0, "event_type": "step.stop"}),
         (None, {"index": 1, "step": {"type": "model_output"}, "event_type": "step.start"}),
     ]
-    for word in _words(plan.text):
+    for word in words(plan.text):
         events.append((None, {"index": 1, "delta": {"text": word, "type": "text"}, "event_type": "step.delta"}))
     events.append((None, {"index": 1, "event_type": "step.stop"}))
     events.append((None, {"interaction": done, "event_type": "interaction.completed"}))
-    return _sse(events)
+    return sse_reply(events)
