@@ -38,7 +38,8 @@ from llmtap.protocols import ExchangeDecoder
 from llmtap.protocols.common import MAX_KEPT_CHARS
 
 MB = 1024 * 1024
-CORPUS = Path(os.environ.get("LLMTAP_CORPUS", Path(__file__).resolve().parents[1].parent / "shared" / "corpus"))
+# The project's copy of the corpus (the benchmarks run from a checkout).
+CORPUS = Path(os.environ.get("LLMTAP_CORPUS", Path(__file__).resolve().parents[1] / "tests" / "corpus"))
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.writer import Writer
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = Path(os.environ.get("LLMTAP_CORPUS", ROOT.parent / "shared" / "corpus"))
+CORPUS = Path(os.environ.get("LLMTAP_CORPUS", ROOT / "tests" / "corpus"))
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 BATCH = 500
 

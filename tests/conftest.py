@@ -1,18 +1,49 @@
-"""Shared test fixtures: where the shared corpus lives, and the optional PostgreSQL URL."""
+"""Fixtures for every test: the project's corpus (tests/corpus/, which must be there: a run
+that found no cases would prove nothing) and an LLMTAP_HOME of the run's own, so no test
+reads or writes ~/.llmtap or follows the caller's llmtap settings."""
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-CORPUS = Path(os.environ.get("LLMTAP_CORPUS", ROOT.parent / "shared" / "corpus"))
+from tests.corpus_tools import CORPUS, ROOT, case_folders
+
+__all__ = ["CORPUS", "ROOT"]
+
+LLMTAP_SETTINGS = ("LLMTAP_DB", "LLMTAP_SPOOL", "LLMTAP_CONFIG", "LLMTAP_BODIES", "LLMTAP_PRICES")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        found = case_folders(CORPUS)
+    except FileNotFoundError as missing:
+        raise pytest.UsageError(f"{missing}: the tests need the project's corpus (tests/corpus/)") from None
+    if not found:
+        raise pytest.UsageError(f"the corpus at {CORPUS} holds no cases")
 
 
 @pytest.fixture(scope="session")
 def corpus_dir() -> Path:
-    if not CORPUS.is_dir():
-        pytest.skip(f"the shared corpus is not at {CORPUS}")
     return CORPUS
+
+
+@pytest.fixture(scope="session", autouse=True)
+def run_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One LLMTAP_HOME for the whole run, with the caller's llmtap settings cleared."""
+    home = tmp_path_factory.mktemp("llmtap-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LLMTAP_HOME", str(home))
+        for name in LLMTAP_SETTINGS:
+            patch.delenv(name, raising=False)
+        yield home
+
+
+@pytest.fixture
+def llmtap_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A test's own LLMTAP_HOME (storage tests take it automatically: spools are per home)."""
+    home = tmp_path / "llmtap-home"
+    monkeypatch.setenv("LLMTAP_HOME", str(home))
+    return home

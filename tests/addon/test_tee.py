@@ -20,7 +20,6 @@ from llmtap.protocols import ExchangeDecoder
 from llmtap.storage import schema
 from tests.addon.conftest import Rig
 from tests.addon.flows import request_flow, start_stream
-from tests.conftest import CORPUS
 from tests.protocols.corpus import differences, load_cases
 from tests.records import canonical
 
@@ -106,7 +105,6 @@ def test_random_chunking_of_a_real_stream(rig: Rig) -> None:
     assert row["started_at"] <= row["first_byte_at"] <= row["first_token_at"] <= row["ended_at"]
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared corpus is not available")
 @pytest.mark.parametrize("encoding", [None, "gzip"])
 def test_corpus_streams_byte_by_byte(rig: Rig, encoding: str | None) -> None:
     cases = [c for c in load_cases() if c.case["streamed"] and c.case["protocol"] == "anthropic.messages"][:3]
@@ -187,7 +185,6 @@ def test_json_response_through_the_whole_cycle(rig: Rig) -> None:
     assert (row["text"], row["model"], row["complete"], row["streamed"]) == ("Hi", "claude-x", True, False)
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared corpus is not available")
 def test_corpus_case_record_matches_expect(rig: Rig) -> None:
     (case,) = [c for c in load_cases() if c.id == "a_anth_stream_thinking_then_tool_use"]
     tee = start_stream(rig.recorder, request_flow(body=case.request or b"{}"), case.case["content_type"])

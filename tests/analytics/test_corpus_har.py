@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.analytics.conftest import BACKENDS, blank_database
+from tests.corpus_tools import make_har
 
 ROOT = Path(__file__).resolve().parents[2]
-MAKE_HAR = Path(os.environ.get("LLMTAP_MAKE_HAR", ROOT.parent / "shared" / "tools" / "make_har.py"))
 KEYS = (
     "requests",
     "input_tokens",
@@ -48,18 +48,9 @@ def blank(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 
 def test_har_import_then_usage_by_team_matches(blank, corpus_dir: Path, tmp_path: Path):
-    if not MAKE_HAR.is_file():
-        pytest.skip(f"make_har.py is not at {MAKE_HAR}")
     har = tmp_path / "corpus.har"
-    made = subprocess.run(
-        [sys.executable, str(MAKE_HAR), str(corpus_dir), "--out", str(har)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    expected = json.loads(made.stdout)
-    assert expected, "make_har.py printed no sums"
+    expected = make_har(corpus_dir, har)
+    assert expected, "make_har gave no sums"
 
     done = llmtap("import", str(har), "--db", blank, home=tmp_path / "home")
     assert done.returncode == 0, done.stderr

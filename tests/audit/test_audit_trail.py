@@ -23,7 +23,7 @@ from llmtap.storage.ingest import HttpExchange, to_record
 from llmtap.storage.migrate import ensure_current
 from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.writer import Writer
-from tests.conftest import CORPUS, ROOT
+from tests.corpus_tools import CORPUS, make_har
 
 KEY = "sk-ant-api03-AUDITCANARY0000000000000000000000000000000000009"
 SYSTEM = "You maintain the billing service. " * 200
@@ -111,18 +111,12 @@ def agent_conversation() -> list[HttpExchange]:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]]:
-    if not CORPUS.is_dir():
-        pytest.skip("the shared corpus is not available")
     folder = tmp_path_factory.mktemp("audit")
     env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
     env.pop("LLMTAP_CONFIG", None)
     url = f"sqlite:///{folder / 'store.db'}"
     har = folder / "corpus.har"
-    subprocess.run(
-        [sys.executable, str(ROOT.parent / "shared" / "tools" / "make_har.py"), str(CORPUS), "--out", str(har)],
-        check=True,
-        capture_output=True,
-    )
+    make_har(CORPUS, har)
     imported = subprocess.run(
         [sys.executable, "-m", "llmtap.cli.main", "import", str(har), "--bodies", "full", "--db", url],
         env=env,

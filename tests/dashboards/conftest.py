@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import CORPUS, ROOT
+from tests.corpus_tools import CORPUS, make_har
 
 HOSTILE_TEAM = "<script>alert(1)</script>"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -35,23 +35,9 @@ def llmtap(*args: str, env: dict[str, str], check: bool = True) -> subprocess.Co
 
 @pytest.fixture(scope="session")
 def filled_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]]:
-    if not CORPUS.is_dir():
-        pytest.skip("the shared corpus is not available")
     folder = tmp_path_factory.mktemp("dashboard")
     har = folder / "corpus.har"
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT.parent / "shared" / "tools" / "make_har.py"),
-            str(CORPUS),
-            "--out",
-            str(har),
-            "--teams",
-            f"{HOSTILE_TEAM},beta,gamma",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    make_har(CORPUS, har, teams=(HOSTILE_TEAM, "beta", "gamma"))
     env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
     env.pop("LLMTAP_CONFIG", None)
     url = f"sqlite:///{folder / 'store.db'}"

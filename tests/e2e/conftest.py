@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from llmtap.simulator.upstream import Upstream
-from tests.conftest import CORPUS
 from tests.e2e import harness
 from tests.e2e.wsupstream import WsUpstream, sse_events
 
@@ -38,8 +37,6 @@ def routes() -> harness.Routes:
 
 @pytest.fixture(scope="session")
 def ws_upstream() -> Iterator[WsUpstream]:
-    if not CORPUS.is_dir():
-        pytest.skip(f"the shared corpus is not at {CORPUS}")
     with WsUpstream(sse_events(harness.case(WS_CASE).response)) as server:
         yield server
 

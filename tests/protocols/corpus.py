@@ -1,4 +1,4 @@
-"""Load the recorded corpus cases (../shared/corpus) and compare decoded records with
+"""Load the recorded corpus cases (tests/corpus/) and compare decoded records with
 their `expect`, the way ../shared/tools/conformance.py does."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import CORPUS
+from tests.corpus_tools import CORPUS, case_folders
 
 USAGE_KEYS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens")
 
@@ -27,13 +27,9 @@ class Case:
 
 
 def load_cases(root: Path = CORPUS) -> list[Case]:
-    if not root.is_dir():
-        return []
     cases = []
-    for folder in sorted(root.iterdir()):
+    for folder in case_folders(root):
         meta = folder / "case.json"
-        if not meta.exists():
-            continue
         request = folder / "request.json"
         cases.append(
             Case(

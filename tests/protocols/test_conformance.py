@@ -42,7 +42,7 @@ def single_bytes(body: bytes) -> list[bytes]:
 
 
 def test_corpus_is_present():
-    assert len(CASES) >= 49, "the shared corpus should hold at least 49 cases"
+    assert len(CASES) >= 49, "the corpus should hold at least 49 cases"
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

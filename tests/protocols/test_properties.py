@@ -56,7 +56,6 @@ def props(examples: int) -> settings:
 
 
 CASES = load_cases()
-needs_corpus = pytest.mark.skipif(not CASES, reason="the shared corpus is not present")
 
 
 # -- what the corpus holds, parsed once ----------------------------------------------------
@@ -638,14 +637,12 @@ def _exchange(case: Case, chunks: list[bytes], **overrides: Any) -> dict[str, An
 WHOLE = {case.id: _exchange(case, [case.response]) for case in EXCHANGES}
 
 
-@needs_corpus
 @props(MANY)
 @given(st.sampled_from(EXCHANGES or [None]), st.data())
 def test_any_split_gives_the_record_of_the_whole(case: Case, data: st.DataObject) -> None:
     assert _exchange(case, data.draw(splits(case.response))) == WHOLE[case.id]
 
 
-@needs_corpus
 @props(SOME)
 @given(st.sampled_from(STREAMS or [None]), st.data())
 @example(STREAMS[0] if STREAMS else None, None).via("a one-byte first chunk, no content type")
@@ -658,7 +655,6 @@ def test_any_split_without_content_type_sniffs_the_same(case: Case, data: st.Dat
     assert _exchange(case, chunks, content_type=None) == whole
 
 
-@needs_corpus
 @props(FEW)
 @given(st.sampled_from(EXCHANGES or [None]), st.sampled_from(["gzip", "br", "zstd", "deflate"]), st.data())
 def test_any_split_of_an_encoded_body_gives_the_record_of_the_whole(
@@ -680,7 +676,6 @@ def damaged(draw: st.DrawFn, body: bytes) -> bytes:
     return bytes(out)
 
 
-@needs_corpus
 @props(MANY)
 @given(st.sampled_from(EXCHANGES or [None]), st.data())
 def test_damaged_bodies_give_a_record_in_any_split(case: Case, data: st.DataObject) -> None:
@@ -689,7 +684,6 @@ def test_damaged_bodies_give_a_record_in_any_split(case: Case, data: st.DataObje
     assert _exchange(case, data.draw(splits(body))) == whole
 
 
-@needs_corpus
 @props(FEW)
 @given(st.sampled_from(EXCHANGES or [None]), st.data())
 def test_damaged_requests_and_odd_metadata_never_raise(case: Case, data: st.DataObject) -> None:

@@ -5,7 +5,6 @@ the `llmtap` command run as a subprocess."""
 from __future__ import annotations
 
 import io
-import json
 import os
 import selectors
 import socket
@@ -22,7 +21,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine, event, func, select
 from sqlalchemy.engine import make_url
 
@@ -101,17 +99,6 @@ def make_record(
 def corpus_http(case: Path, *, started_at: datetime = T0, **kwargs: Any) -> HttpExchange:
     """One corpus case as the HTTP exchange a file would hold (`bench/corpus.py`), at T0."""
     return bench_corpus.corpus_http(case, started_at=started_at, **kwargs)
-
-
-def make_har(corpus: Path, out: Path) -> dict[str, Any]:
-    """`make_har.py` (beside the corpus): writes a HAR of every case, returns the per-team
-    sums it expects."""
-    tool = corpus.parent / "tools" / "make_har.py"
-    if not tool.exists():
-        pytest.skip(f"{tool} is not there")
-    made = subprocess.run([sys.executable, str(tool), str(corpus), "--out", str(out)], capture_output=True, text=True)
-    assert made.returncode == 0, made.stderr
-    return json.loads(made.stdout)
 
 
 # -- looking at the store --------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """`llmtap import`, `export`, `prune` and `reprocess` against real databases: a HAR made
-from the shared corpus lands with exactly the per-team sums `make_har.py` expects, twice
+from the corpus lands with exactly the per-team sums `make_har` expects, twice
 imported is once stored, broken input is skipped or refused in one line, mitmproxy flow
 files import like HAR, exports round-trip, prune collects unused bodies, and reprocess
 restores what the stored raw bodies say."""
@@ -24,7 +24,8 @@ from llmtap.storage.maintenance import load_blob
 from llmtap.storage.migrate import upgrade
 from llmtap.storage.rows import PRICE_COLUMNS
 from llmtap.storage.writer import Writer
-from tests.storage.helpers import count, exchange_ids, llmtap, llmtap_here, make_har, make_record
+from tests.corpus_tools import make_har
+from tests.storage.helpers import count, exchange_ids, llmtap, llmtap_here, make_record
 
 pytestmark = pytest.mark.timeout(120)
 

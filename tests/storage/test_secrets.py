@@ -25,6 +25,7 @@ from llmtap.storage import schema, spool
 from llmtap.storage.ingest import HttpExchange, to_record
 from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.writer import Writer
+from tests.corpus_tools import make_har
 from tests.storage.helpers import (
     T0,
     corpus_http,
@@ -32,7 +33,6 @@ from tests.storage.helpers import (
     free_port,
     llmtap,
     llmtap_here,
-    make_har,
     make_record,
     spool_files,
     sqlite_exclusive,
