@@ -19,6 +19,8 @@ from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 NOT_PACKAGES = {"tests", "build", "dist", "docs"}
+NOT_DATA = {".py", ".pyc"}
+TOOL_FILES = {"ruff.toml"}  # a folder's lint rules, not something the code reads
 DEV_ONLY = "llmtap.bench"
 
 
@@ -50,10 +52,11 @@ def data_files(folder: str) -> list[str]:
     root = HERE / folder
     files = []
     for path in sorted(root.rglob("*")):
-        if not path.is_file() or path.suffix in {".py", ".pyc"} or "__pycache__" in path.parts:
+        if not path.is_file() or path.suffix in NOT_DATA or path.name in TOOL_FILES or "__pycache__" in path.parts:
             continue
         relative = path.relative_to(root)
-        if any((root / Path(*relative.parts[: i + 1]) / "__init__.py").exists() for i in range(len(relative.parts) - 1)):
+        folders = (root.joinpath(*relative.parts[: i + 1]) for i in range(len(relative.parts) - 1))
+        if any((folder / "__init__.py").exists() for folder in folders):
             continue  # belongs to a subpackage, which lists it itself
         files.append(relative.as_posix())
     return files

@@ -18,7 +18,7 @@ import gc
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mitmproxy import ctx, http
@@ -71,13 +71,24 @@ def _request_body(request: http.Request) -> bytes | None:
         return request.raw_content
 
 
-class Recorder:
-    """Add to mitmproxy as an addon; give it a started `Writer` (or let `configure` open one
-    from the `llmtap_*` options when loaded with `mitmdump -s`)."""
+# Opens the writer and attribution maps from mitmproxy's `llmtap_*` options (the
+# mitmdump script passes one: llmtap.cli.mitmdump_script).
+OptionsOpener = Callable[[Any], tuple[Writer | WriterProcess, Attribution]]
 
-    def __init__(self, writer: Writer | WriterProcess | None = None, attribution: Attribution | None = None) -> None:
+
+class Recorder:
+    """Add to mitmproxy as an addon; give it a started `Writer`, or a function that opens
+    one from the `llmtap_*` options when mitmdump loads it as a script."""
+
+    def __init__(
+        self,
+        writer: Writer | WriterProcess | None = None,
+        attribution: Attribution | None = None,
+        open_from_options: OptionsOpener | None = None,
+    ) -> None:
         self.writer = writer
         self.attribution = attribution or Attribution()
+        self.open_from_options = open_from_options
         self.own_writer = writer is None
         self.websockets = WebSocketSessions(self._submit)
         self.hold_limit = HOLD_LIMIT
@@ -96,13 +107,11 @@ class Recorder:
         )
 
     def configure(self, updated: set[str]) -> None:
-        if not self.own_writer or self.writer is not None:
+        if not self.own_writer or self.writer is not None or self.open_from_options is None:
             return
         if not any(name.startswith("llmtap_") for name in updated) and updated:
             return
-        from llmtap.addon.script_setup import open_from_options
-
-        self.writer, self.attribution = open_from_options(ctx.options)
+        self.writer, self.attribution = self.open_from_options(ctx.options)
 
     def running(self) -> None:
         # Everything imported by now (mitmproxy, SQLAlchemy, the decoders: ~130k objects)

@@ -8,7 +8,7 @@ its own so the load client does not share its GIL) and these targets in front of
     direct        the upstream itself
     mitmdump      `mitmdump -q --mode reverse:…` (the venv's), no addon: it buffers bodies
     mitmdump+st   the same with `--set stream_large_bodies=1`: streams every body, as the tee does
-    addon         `mitmdump -q -s addon/script.py --set llmtap_db=sqlite:///…` recording to SQLite
+    addon         `mitmdump -q -s cli/mitmdump_script.py --set llmtap_db=sqlite:///…` recording to SQLite
     llmtap proxy  `llmtap proxy --reverse anthropic=PORT` recording to SQLite
 
 Workloads, each with a raw asyncio HTTP/1.1 client over keep-alive connections, and
@@ -263,13 +263,16 @@ def targets(upstream_port: int, tmp: Path, compare: Path | None = None) -> list[
                                              "--set", confdir, "--set", "stream_large_bodies=1"]))  # fmt: skip
     port, db = free_port(), tmp / "addon.db"
     out.append(Target("addon", port, [
-        mitmdump, "-q", "-s", str(ROOT / "addon" / "script.py"), "--mode", f"reverse:{up}@127.0.0.1:{port}",
+        mitmdump, "-q", "-s", str(ROOT / "cli" / "mitmdump_script.py"), "--mode", f"reverse:{up}@127.0.0.1:{port}",
         "--set", confdir, "--set", f"llmtap_db=sqlite:///{db}", "--set", f"llmtap_home={tmp / 'home-addon'}",
     ], db=db))  # fmt: skip
     if compare is not None:  # the same addon from another tree (a `llmtap/` folder on PYTHONPATH)
         port, db = free_port(), tmp / "addon-compare.db"
+        script = compare / "llmtap" / "cli" / "mitmdump_script.py"
+        if not script.exists():  # a tree from before the script moved out of addon/
+            script = compare / "llmtap" / "addon" / "script.py"
         out.append(Target("addon@compare", port, [
-            mitmdump, "-q", "-s", str(compare / "llmtap" / "addon" / "script.py"),
+            mitmdump, "-q", "-s", str(script),
             "--mode", f"reverse:{up}@127.0.0.1:{port}", "--set", confdir,
             "--set", f"llmtap_db=sqlite:///{db}", "--set", f"llmtap_home={tmp / 'home-compare'}",
         ], env={"PYTHONPATH": str(compare)}, db=db))  # fmt: skip

@@ -1,7 +1,11 @@
-"""Opening a writer and attribution maps from mitmproxy options, for `mitmdump -s`.
+"""The llmtap recorder as a plain mitmproxy script, for people who run their own mitmdump:
 
-`llmtap proxy` builds these itself from its settings; this is the path for people who run
-their own mitmdump with `-s addon/script.py --set llmtap_db=…`. Not responsible for hooks.
+    mitmdump -s "$(python -c 'import llmtap.cli.mitmdump_script as s; print(s.__file__)')" \
+        --set llmtap_db=URL
+
+It opens the writer (pricing rows as they are written) and the attribution maps from the
+`llmtap_*` options the recorder declares. `llmtap proxy` does the same from its own
+settings. Not responsible for hooks: those are the recorder's (llmtap.addon).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtap.addon.attribution import Attribution
+from llmtap.addon.recorder import Recorder
 from llmtap.analytics.pricing import row_pricer
 from llmtap.storage.engine import default_url, home, make_engine
 from llmtap.storage.migrate import ensure_current
@@ -54,3 +59,6 @@ def open_from_options(options: Any) -> tuple[WriterProcess, Attribution]:
         listener_teams=listener_teams(list(options.llmtap_listener_teams)),
     )
     return writer, attribution
+
+
+addons = [Recorder(open_from_options=open_from_options)]
