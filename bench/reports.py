@@ -23,14 +23,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Connection, Engine, Row, create_engine, text
 from sqlalchemy.engine import make_url
 
 from llmtap.analytics import reports
@@ -141,6 +142,10 @@ def best_of(repeat: int, action: Callable[[], Any]) -> tuple[float, float, Any]:
     return best[0], best[1], result
 
 
+def _fetch_all(connection: Connection, sql: str) -> Sequence[Row[Any]]:
+    return connection.execute(text(sql)).fetchall()
+
+
 def time_reports(url: str, engine: Engine, repeat: int, backend: str) -> list[Timing]:
     out = []
     wall, cpu, _ = best_of(repeat, lambda: reports.connect(url).close())
@@ -149,13 +154,11 @@ def time_reports(url: str, engine: Engine, repeat: int, backend: str) -> list[Ti
     native = {**NATIVE, **(NATIVE_PG if backend == "postgresql" else {})}
     for label, kind, by, listing, days in REPORT_RUNS:
         since = latest - timedelta(days=days) if days else None
-        wall, cpu, table = best_of(
-            repeat, lambda k=kind, b=by, li=listing, s=since: reports.run(url, k, by=b, listing=li, since=s)
-        )
+        wall, cpu, table = best_of(repeat, partial(reports.run, url, kind, by=by, listing=listing, since=since))
         timing = Timing(label, wall, cpu, len(table.rows))
         if label in native:
             with engine.connect() as connection:
-                timing.native, _, _ = best_of(repeat, lambda q=native[label]: connection.execute(text(q)).fetchall())
+                timing.native, _, _ = best_of(repeat, partial(_fetch_all, connection, native[label]))
         out.append(timing)
     out += time_snapshot(url)
     out.append(time_command(url, repeat))

@@ -104,7 +104,8 @@ async def _one(port: int, path: str, body: bytes, team: str | None) -> Sample:
     return Sample(first - started, time.perf_counter() - started)
 
 
-async def _load(ports: dict[str, int] | None, direct: int | None, seconds: float, clients: int) -> Tally:
+async def _load(ports: dict[str, int] | int, seconds: float, clients: int) -> Tally:
+    """`ports`: the proxy's listener per provider, or one port for the upstream directly."""
     tally = Tally()
     deadline = time.monotonic() + seconds
     catalogue = _requests()
@@ -114,9 +115,9 @@ async def _load(ports: dict[str, int] | None, direct: int | None, seconds: float
         while time.monotonic() < deadline:
             provider, path, body = rng.choice(catalogue)
             team = TEAMS[number % len(TEAMS)]
-            port = direct if direct is not None else ports[provider]
+            port = ports if isinstance(ports, int) else ports[provider]
             try:
-                sample = await asyncio.wait_for(_one(port, path, body, team if direct is None else None), 30)
+                sample = await asyncio.wait_for(_one(port, path, body, None if isinstance(ports, int) else team), 30)
             except (TimeoutError, OSError, RuntimeError, asyncio.IncompleteReadError):
                 tally.failed += 1
                 continue
@@ -159,7 +160,7 @@ def run(seconds: float, clients: int, kind: str) -> dict[str, object]:
         else:
             url = stack.enter_context(scratch_postgres(PG_ADMIN, "llmtap_soak"))
         with Upstream(SimulatedProvider()) as upstream:
-            baseline = asyncio.run(_load(None, upstream.port, min(seconds / 6, 20), clients))
+            baseline = asyncio.run(_load(upstream.port, min(seconds / 6, 20), clients))
             command = [
                 sys.executable,
                 "-m",
@@ -179,7 +180,7 @@ def run(seconds: float, clients: int, kind: str) -> dict[str, object]:
             proxy = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
             try:
                 _wait(ports.values())
-                loaded = asyncio.run(_load(ports, None, seconds, clients))
+                loaded = asyncio.run(_load(ports, seconds, clients))
                 peak = _peak_rss_mb(proxy.pid)
             finally:
                 proxy.send_signal(signal.SIGTERM)
@@ -187,7 +188,9 @@ def run(seconds: float, clients: int, kind: str) -> dict[str, object]:
         engine = create_engine(url)
         with engine.connect() as connection:
             stored = connection.execute(text("SELECT count(*) FROM exchanges")).scalar_one()
-            by_team = dict(connection.execute(text("SELECT team, count(*) FROM exchanges GROUP BY team")).all())
+            by_team: dict[str, int] = dict(
+                connection.execute(text("SELECT team, count(*) FROM exchanges GROUP BY team")).all()
+            )
             complete = connection.execute(text("SELECT count(*) FROM exchanges WHERE complete")).scalar_one()
         engine.dispose()
     direct_ttfb = [s.ttfb for s in baseline.samples]

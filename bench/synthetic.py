@@ -287,7 +287,8 @@ class Conversation:
         self.number = number
         self.tools = r.randrange(3)
         self.system = f"{r.randrange(40):016x}"
-        self.breakpoints, self.ttl = 0, None
+        self.breakpoints = 0
+        self.ttl: str | None = None  # 5m | 1h, with breakpoints
         self.prefix = r.choice((600, 900, 2500, 4000, 8000, 15000))
         self.messages = [f"{number:016x}"]
         self.messages_json = json.dumps(self.messages)

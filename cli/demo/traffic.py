@@ -16,7 +16,12 @@ anything else propagates. Not responsible for starting servers (see `run.py`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:  # the SDKs are the `demo` extra: imported where they are used
+    from anthropic.types import TextBlockParam, ToolParam
+    from openai.types.chat import ChatCompletionMessageParam
+    from openai.types.responses import FunctionToolParam
 
 TEAM_HEADER = "X-LLMTap-Team"
 KEYS = {  # fake keys: the proxy stores only their fingerprints and last four
@@ -32,7 +37,7 @@ HANDBOOK = (
     "Search assistant handbook: cite sources, prefer primary documentation, answer in at most five sentences, "
     "say when you are unsure, and keep a neutral tone. "
 ) * 30
-TOOLS_ANTHROPIC = [
+TOOLS_ANTHROPIC: list[ToolParam] = [
     {
         "name": "read_file",
         "description": "Read a file of the repository",
@@ -71,7 +76,7 @@ def agents(base_url: str, tick: Callable[[], None]) -> None:
         base_url=base_url, api_key=KEYS["agents"], max_retries=0, default_headers={TEAM_HEADER: "agents"}
     )
     model = "claude-sonnet-4-5-20250929"
-    system = [{"type": "text", "text": GUIDE, "cache_control": {"type": "ephemeral"}}]
+    system: list[TextBlockParam] = [{"type": "text", "text": GUIDE, "cache_control": {"type": "ephemeral"}}]
     task = "The test test_totals fails after the refactor. Find out why. [tool:read_file]"
 
     def turn(messages: list[dict[str, Any]], stream: bool, system_blocks: Any = system) -> Any:
@@ -161,7 +166,7 @@ def search(base_url: str, tick: Callable[[], None]) -> None:
     client = openai.OpenAI(
         base_url=f"{base_url}/v1", api_key=KEYS["search"], max_retries=0, default_headers={TEAM_HEADER: "search"}
     )
-    messages: list[dict[str, Any]] = [{"role": "system", "content": HANDBOOK}]
+    messages: list[ChatCompletionMessageParam] = [{"role": "system", "content": HANDBOOK}]
     for question in (
         "What is prompt caching?",
         "How long does a cached prefix live?",
@@ -185,18 +190,26 @@ def search(base_url: str, tick: Callable[[], None]) -> None:
         ),
         tick,
     )
-    tools = [
-        {
-            "type": "function",
-            "name": "search_docs",
-            "description": "Search the documentation",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}, "query": {"type": "string"}, "limit": {"type": "integer"}},
-                "required": ["query"],
-            },
-        }
-    ]
+    # `strict` left out, as clients may (the API defaults it); the SDK's type requires it
+    tools = cast(
+        "list[FunctionToolParam]",
+        [
+            {
+                "type": "function",
+                "name": "search_docs",
+                "description": "Search the documentation",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string"},
+                        "query": {"type": "string"},
+                        "limit": {"type": "integer"},
+                    },
+                    "required": ["query"],
+                },
+            }
+        ],
+    )
     entries: list[Any] = [{"role": "user", "content": "Find the retry policy in the docs. [tool:search_docs]"}]
     first = client.responses.create(model="o4-mini", instructions=HANDBOOK, input=entries, tools=tools)
     tick()
