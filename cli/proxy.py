@@ -78,7 +78,9 @@ def _reverse(entries: list[str], upstreams: dict[str, str], config: list[Any]) -
             f"{entry['provider']}={entry['port']}" + (f",{entry['team']}" if entry.get("team") else ""),
         ]
         if entry.get("upstream"):
-            upstreams.setdefault(ALIASES.get(entry["provider"], entry["provider"]), entry["upstream"])
+            # named as the listener's entry below names it, or its upstream goes unused
+            provider = str(entry["provider"]).strip().lower()
+            upstreams.setdefault(ALIASES.get(provider, provider), entry["upstream"])
     for entry in entries:
         name, _, rest = entry.partition("=")
         name = ALIASES.get(name.strip().lower(), name.strip().lower())
