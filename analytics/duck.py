@@ -27,6 +27,8 @@ import duckdb_extension_postgres_scanner
 import duckdb_extension_sqlite_scanner
 from sqlalchemy.engine import make_url
 
+from llmtap.storage.errors import StoreError
+
 _BOOLEANS = ("streamed", "complete", "text_truncated", "request_stream", "valid_json")
 # The view over each table reads its narrow copy, kept by triggers (storage/facts.py); the
 # callers (the CLI's commands) bring the store to the current revision before connecting.
@@ -54,6 +56,10 @@ def connect(url: str, *, snapshot: bool = False) -> duckdb.DuckDBPyConnection:
     connection.execute("SET enable_progress_bar = false")  # never a bar in a report's output
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
+        if not parsed.database or parsed.database == ":memory:":
+            connection.close()
+            # not the store's database: ATTACH would open one of its own, empty
+            raise StoreError("reports read a store in a file: an in-memory SQLite database holds nothing to read")
         connection.execute(f"LOAD '{extension_path(duckdb_extension_sqlite_scanner, 'sqlite_scanner')}'")
         # ATTACH takes no bound parameters: the path is quoted as an SQL string literal.
         connection.execute(f"ATTACH {_literal(parsed.database)} AS store (TYPE sqlite, READ_ONLY)")

@@ -117,3 +117,9 @@ def test_empty_store_says_so(empty, kind):
 def test_empty_window_says_so(store):
     result = llmtap("report", "usage", "--since", "2031-01-01", "--db", store)
     assert result.code == 0 and "no exchanges in that period" in result.out
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
+def test_an_in_memory_store_is_a_one_line_error(url):
+    # an in-memory database exists only in the command's own connection: nothing to report on
+    one_line_error(llmtap("report", "usage", "--db", url), "in-memory")
