@@ -15,6 +15,8 @@ def run() -> None:
     connection = config.attributes.get("connection")
     if connection is None:  # plain `alembic` CLI use: a URL from the ini or -x url=...
         url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
+        if not url:
+            raise SystemExit("llmtap migrations need a database: -x url=... or sqlalchemy.url")
         with create_engine(url).begin() as own:
             _configure_and_run(own)
         return

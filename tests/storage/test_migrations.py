@@ -121,3 +121,10 @@ def test_a_store_from_a_newer_llmtap_is_a_one_line_error(db_url, engines):
         migrate.ensure_current(engine)
     assert "\n" not in str(caught.value)
     assert "f00dfacecafe" in str(caught.value)
+
+
+def test_alembic_without_a_database_says_so():
+    """Plain `alembic` use (no connection passed in) with no URL: a message, not SQLAlchemy's
+    complaint about None."""
+    with pytest.raises(SystemExit, match="need a database"):
+        command.upgrade(migrate.alembic_config(), "head")
