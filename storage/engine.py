@@ -7,11 +7,14 @@ Not responsible for the schema's version (see `migrate.py`).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from llmtap.storage.errors import StoreError
 
@@ -51,8 +54,8 @@ def make_engine(url: str | None = None, *, busy_timeout_ms: int = 5000) -> Engin
     return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 5})
 
 
-def _sqlite_pragmas(busy_timeout_ms: int):
-    def on_connect(dbapi_connection, _record) -> None:
+def _sqlite_pragmas(busy_timeout_ms: int) -> Callable[[DBAPIConnection, ConnectionPoolEntry], None]:
+    def on_connect(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute("PRAGMA journal_mode=WAL")

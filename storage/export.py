@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import Engine, select
 
@@ -41,6 +41,12 @@ CANONICAL = (
 )
 
 
+@overload
+def utc(value: datetime) -> datetime: ...
+@overload
+def utc(value: None) -> None: ...
+@overload
+def utc(value: datetime | None) -> datetime | None: ...
 def utc(value: datetime | None) -> datetime | None:
     """SQLite hands timestamps back without their zone; they were written as UTC."""
     if value is None or value.tzinfo is not None:

@@ -7,6 +7,7 @@ works from an installed wheel with no alembic.ini. Not responsible for the table
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
@@ -67,7 +68,7 @@ def _known(revision: str) -> bool:
         return False
 
 
-def _run(engine: Engine, action) -> None:
+def _run(engine: Engine, action: Callable[[Config], None]) -> None:
     config = alembic_config()
     try:
         with engine.begin() as connection:

@@ -200,7 +200,7 @@ def _request_values(facts: RequestFacts) -> dict[str, Any]:
         "request_images": facts.images,
         "request_cache_breakpoints": facts.cache_breakpoints,
         "request_cache_ttl": facts.cache_ttl,
-        "request_prompt_cache_key": scrub(facts.prompt_cache_key),
+        "request_prompt_cache_key": scrub(facts.prompt_cache_key) if facts.prompt_cache_key else facts.prompt_cache_key,
         "request_previous_response_id": facts.previous_response_id,
         "request_cached_content": facts.cached_content,
         "request_thinking": scrub_json(facts.thinking),

@@ -89,17 +89,19 @@ def _headers(value: Any) -> list[tuple[str, str]]:
 
 
 def _post_data(value: Any) -> bytes | None:
-    if not isinstance(value, dict) or not isinstance(value.get("text"), str):
+    text = value.get("text") if isinstance(value, dict) else None
+    if not isinstance(text, str):
         return None
-    return value["text"].encode("utf-8", "surrogatepass")
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _content(value: Any) -> bytes | None:
-    if not isinstance(value, dict) or not isinstance(value.get("text"), str):
+    text = value.get("text") if isinstance(value, dict) else None
+    if not isinstance(text, str):
         return None
     if value.get("encoding") == "base64":
         try:
-            return base64.b64decode(value["text"])
+            return base64.b64decode(text)
         except (binascii.Error, ValueError):
-            return value["text"].encode("utf-8", "surrogatepass")
-    return value["text"].encode("utf-8", "surrogatepass")
+            return text.encode("utf-8", "surrogatepass")
+    return text.encode("utf-8", "surrogatepass")
