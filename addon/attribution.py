@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from mitmproxy import http
+from mitmproxy import connection, http
 
 from llmtap.storage.ingest import TEAM_HEADER, attribute_team, proxy_auth_user
 from llmtap.storage.secrets import KeyFingerprinter, api_key
@@ -51,8 +50,8 @@ class Attribution:
             self._connect_users[flow.client_conn.id] = user
         flow.request.headers.pop("proxy-authorization", None)
 
-    def forget(self, client: Any) -> None:
-        self._connect_users.pop(getattr(client, "id", None), None)
+    def forget(self, client: connection.Client) -> None:
+        self._connect_users.pop(client.id, None)
 
     @staticmethod
     def strip(flow: http.HTTPFlow) -> None:

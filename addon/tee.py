@@ -130,8 +130,8 @@ class PendingExchange:
     def build(self) -> Recorded | None:
         meta = self.meta
         request: bytes | dict[str, Any] | None = meta.request_body
-        if self.decoder is None and request:
-            request = _parsed(request)  # parsed once, for the route check and the decoder
+        if self.decoder is None and meta.request_body:
+            request = _parsed(meta.request_body)  # parsed once, for the route check and the decoder
         if meta.source == "proxy" and request is not None and route(meta.method, meta.path, request) is None:
             return None  # same path, another API's body: not a generation
         exchange = self._decoder(request).finish(self.interrupted)

@@ -225,7 +225,8 @@ def _stored_bodies(connection: Any, row: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not row["request_body_ref"] and not row["response_body_ref"]:
         return out
-    request_text, headers = None, []
+    request_text: str | None = None
+    headers: list[tuple[str, str]] = []
     if row["request_body_ref"]:
         body, headers = blobs.join_request(
             load_blob(connection, row["request_body_ref"]), lambda h: load_blob(connection, h)

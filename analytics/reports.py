@@ -271,7 +271,9 @@ def count_exchanges(url: str, connection: duckdb.DuckDBPyConnection | None = Non
     own = connection is None
     connection = connection or connect(url)
     try:
-        return int(connection.execute("SELECT count(*) FROM exchanges").fetchone()[0])
+        row = connection.execute("SELECT count(*) FROM exchanges").fetchone()
+        assert row is not None  # count(*) always returns its one row
+        return int(row[0])
     finally:
         if own:
             connection.close()

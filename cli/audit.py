@@ -8,11 +8,14 @@ import json
 import sys
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import moment
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 TOOL_PROBLEMS = (
     "invalid_json",
@@ -132,7 +135,7 @@ def _log_table(rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     table = Table(header_style="bold", box=None, pad_edge=False)
-    for name, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("time", "left"),
         ("team", "left"),
         ("key", "left"),
@@ -147,7 +150,8 @@ def _log_table(rows: list[dict[str, Any]]) -> None:
         ("ms", "right"),
         ("problems", "left"),
         ("id", "left"),
-    ):
+    )
+    for name, justify in columns:
         table.add_column(name, justify=justify, no_wrap=name in ("time", "id"))
     for row in rows:
         problems = ", ".join(

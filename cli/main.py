@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from llmtap.cli import (
     audit,
@@ -31,7 +32,7 @@ COMMANDS = (demo_command, proxy, report, audit, dashboard, decode, importer, exp
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, not the usage block
+    def error(self, message: str) -> NoReturn:  # one line, not the usage block
         raise UsageError(message)
 
 

@@ -45,7 +45,7 @@ def collect(url: str, since: datetime | None = None, until: datetime | None = No
             table = reports.run(url, kind, by=by, since=since, until=until, listing=listing, connection=connection)
             return _rows(table)
 
-        data = {
+        data: dict[str, Any] = {
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "since": since.isoformat() if since else None,
             "until": until.isoformat() if until else None,
@@ -98,7 +98,7 @@ def _offenders(problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_tool: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for problem in problems:
         by_tool[problem.get("tool") or "(result without a call)"][problem["status"]] += 1
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"tool": tool, "problems": sum(counts.values()), "statuses": dict(counts)} for tool, counts in by_tool.items()
     ]
     return sorted(rows, key=lambda r: (-r["problems"], r["tool"]))[:15]

@@ -10,6 +10,8 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -21,7 +23,7 @@ branch_labels = None
 depends_on = None
 
 
-EXCHANGE_COLUMNS = [
+EXCHANGE_COLUMNS: list[sa.Column[Any]] = [
     sa.Column("id", sa.String(length=26), nullable=False),
     sa.Column("team", sa.String(length=200), nullable=False),
     sa.Column("key_fingerprint", sa.String(length=32), nullable=True),
@@ -69,7 +71,7 @@ EXCHANGE_COLUMNS = [
     sa.Column("rate_input_pico", sa.BigInteger(), nullable=True),
     sa.Column("rate_cache_read_pico", sa.BigInteger(), nullable=True),
 ]
-TOOL_CALL_COLUMNS = [
+TOOL_CALL_COLUMNS: list[sa.Column[Any]] = [
     sa.Column("exchange_id", sa.String(length=26), nullable=False),
     sa.Column("position", sa.Integer(), nullable=False),
     sa.Column("call_id", sa.String(length=255), nullable=True),
