@@ -1,11 +1,13 @@
 """Anthropic Messages (`POST …/v1/messages`): request facts, JSON responses and SSE streams.
 
 A stream is folded into the shape of a non-streamed Message, then decoded by the same
-`decode_body` a JSON response goes through, so the two cannot disagree.
+`decode_body` a JSON response goes through, so the two cannot disagree. The streamed tool
+input text travels beside the folded Message, in its `FoldExtras`.
 API reference: https://docs.anthropic.com/en/api/messages and
 https://docs.anthropic.com/en/docs/build-with-claude/streaming
 
-Not responsible for framing (SSE parsing, content decoding) or for routing.
+Not responsible for framing (SSE parsing, content decoding), routing, or the finish-reason
+overrides all protocols share (exchange.py applies them).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from llmtap.protocols.canonical import Exchange, RequestFacts, ServerToolCall, ToolSpec, Usage
+from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ServerToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
     KeptText,
     api_error,
@@ -28,11 +30,12 @@ from llmtap.protocols.common import (
     tool_call_from_text,
     without_cache_markers,
 )
+from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
 
 PROTOCOL = "anthropic.messages"
 
 # https://docs.anthropic.com/en/api/messages#response-stop-reason
-FINISH = {
+FINISH: dict[str, FinishReason] = {
     "end_turn": "end_turn",
     "max_tokens": "max_tokens",
     "tool_use": "tool_use",
@@ -68,7 +71,7 @@ def convert_usage(raw: Any) -> Usage | None:
     )
 
 
-def decode_body(body: dict[str, Any], ex: Exchange) -> None:
+def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTRAS) -> None:
     """Fill `ex` from a Message (or an error body), streamed-and-folded or not."""
     if body.get("type") == "error" or "error" in body:
         ex.error = api_error(body.get("error"))
@@ -79,7 +82,7 @@ def decode_body(body: dict[str, Any], ex: Exchange) -> None:
     ex.usage_raw = raw_usage
     ex.usage = convert_usage(raw_usage)
     text = KeptText(new_budget())
-    for block in items(body, "content"):
+    for position, block in enumerate(items(body, "content")):
         if not isinstance(block, dict):
             continue
         kind = block.get("type")
@@ -88,22 +91,19 @@ def decode_body(body: dict[str, Any], ex: Exchange) -> None:
         elif kind in _REASONING_BLOCKS:
             ex.reasoning_blocks += 1
         elif kind == "tool_use":
-            if isinstance(block.get("_llmtap_raw_input"), str):
-                call = tool_call_from_text(block.get("id"), block.get("name"), block["_llmtap_raw_input"])
+            streamed = extras.raw_arguments.get(position)
+            if streamed is not None:
+                call = tool_call_from_text(block.get("id"), block.get("name"), streamed)
             else:
                 call = tool_call_from_object(block.get("id"), block.get("name"), block.get("input"))
             ex.tool_calls.append(call)
         elif kind in _SERVER_CALL_BLOCKS:
             ex.server_tool_calls.append(ServerToolCall(type=kind, id=block.get("id"), name=block.get("name")))
     ex.text = text.value()
-    ex.text_truncated = text.truncated or bool(body.get("_llmtap_truncated"))
+    ex.text_truncated = text.truncated or extras.truncated
     raw_finish = body.get("stop_reason")
     ex.finish_reason_raw = raw_finish if isinstance(raw_finish, str) else None
     ex.finish_reason = FINISH.get(raw_finish) if isinstance(raw_finish, str) else None
-    if ex.finish_reason == "end_turn" and ex.tool_calls:
-        ex.finish_reason = "tool_use"
-    if ex.error is not None:
-        ex.finish_reason = "error"
 
 
 class Fold:
@@ -176,8 +176,9 @@ class Fold:
             self.blocks.setdefault(index, {"type": "tool_use"})
             self.saw_token = True
 
-    def body(self) -> dict[str, Any]:
-        content = []
+    def result(self) -> Folded:
+        content: list[dict[str, Any]] = []
+        raw_inputs: dict[int, str] = {}
         truncated = False
         for index in sorted(self.blocks):
             block = self.blocks[index]
@@ -189,12 +190,11 @@ class Fold:
                 truncated = truncated or self.inputs[index].truncated
                 # With no deltas (or only ""), the start block's `input` stands.
                 if raw.strip():
-                    block["_llmtap_raw_input"] = raw
+                    raw_inputs[len(content)] = raw
             content.append(block)
         body = dict(self.message)
         body["content"] = content
-        body["_llmtap_truncated"] = truncated
-        return body
+        return Folded(body, FoldExtras(truncated=truncated, raw_arguments=raw_inputs))
 
 
 def requested_model(body: dict[str, Any], path: str) -> str | None:

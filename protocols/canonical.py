@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
-FINISH_REASONS = (
+# SPEC §2 "Canonical finish reasons"; each translator maps its raw values onto these.
+FinishReason = Literal[
     "end_turn",
     "max_tokens",
     "tool_use",
@@ -20,7 +21,8 @@ FINISH_REASONS = (
     "pause_turn",
     "context_window",
     "error",
-)
+]
+FINISH_REASONS: tuple[FinishReason, ...] = get_args(FinishReason)
 
 # Where the usage counts came from: the provider's final report, the last cumulative count
 # of a stream that was cut (so possibly low), or nowhere.
@@ -145,7 +147,7 @@ class Exchange:
     model_requested: str | None = None
     model: str | None = None
     response_id: str | None = None
-    finish_reason: str | None = None
+    finish_reason: FinishReason | None = None
     finish_reason_raw: str | None = None
     usage: Usage | None = None
     usage_raw: Any = None
@@ -170,13 +172,17 @@ class Exchange:
         Values that came from the payload (`usage_raw`, `arguments`, schemas, params) are
         shared, not copied: `dataclasses.asdict` would recurse into them, and a payload may
         nest deeper than Python recursion goes (`json.loads` accepts ~1,500 levels)."""
-        return _plain(self)
+        return _fields(self)
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    """A dataclass instance as a dict, recursing only into dataclasses and lists of them."""
+    return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
 
 
 def _plain(value: Any) -> Any:
-    """A dataclass as a dict, recursing only into dataclasses and lists of them."""
-    if dataclasses.is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _fields(value)
     if isinstance(value, list):
         return [_plain(item) if dataclasses.is_dataclass(item) else item for item in value]
     return value

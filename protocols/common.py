@@ -144,11 +144,13 @@ def without_cache_markers(value: Any) -> Any:
     while stack:
         node, parent, key = stack.pop()
         if isinstance(node, dict):
-            parent[key] = copy = dict.fromkeys(k for k in node if k != "cache_control")
-            stack.extend((node[k], copy, k) for k in copy)
+            kept: dict[Any, Any] = dict.fromkeys(k for k in node if k != "cache_control")
+            parent[key] = kept
+            stack.extend((node[k], kept, k) for k in kept)
         elif isinstance(node, list):
-            parent[key] = copy = [None] * len(node)
-            stack.extend((item, copy, i) for i, item in enumerate(node))
+            slots: list[Any] = [None] * len(node)
+            parent[key] = slots
+            stack.extend((item, slots, i) for i, item in enumerate(node))
         else:
             parent[key] = node
     return root[0]

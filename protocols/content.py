@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import zlib
 from collections.abc import Callable
+from typing import Protocol
 
 import brotli
 
@@ -62,9 +63,17 @@ class _Zlib:
         return self._d.eof
 
 
+class _BrotliDecompressor(Protocol):
+    """What we use of `brotli.Decompressor`; the brotli package ships no types."""
+
+    def process(self, data: bytes, output_buffer_limit: int = ...) -> bytes: ...
+    def can_accept_more_data(self) -> bool: ...
+    def is_finished(self) -> bool: ...
+
+
 class _Brotli:
     def __init__(self) -> None:
-        self._d = brotli.Decompressor()
+        self._d: _BrotliDecompressor = brotli.Decompressor()
 
     def step(self, data: bytes) -> bytes:
         return self._d.process(data, output_buffer_limit=_STEP)

@@ -3,15 +3,17 @@
 `ExchangeDecoder` takes raw response chunks (still content-encoded), undoes the encoding,
 frames them (SSE, streamed JSON array, or one JSON document), feeds the protocol's fold,
 and at `finish()` decodes the folded body through the same path a JSON response takes.
-It never raises: whatever goes wrong becomes the record's `decode_error`.
+Then it applies, once for every protocol, the finish-reason rules SPEC §2 states for all
+of them. It never raises: whatever goes wrong becomes the record's `decode_error`.
 `decode_exchange` does the same for a whole body at once.
 
-Not responsible for where the bytes come from (proxy, HAR, file) or where records go.
+Not responsible for where the bytes come from (proxy, HAR, file), where records go, or
+any one protocol's rules (its `Translator` module has them).
 """
 
 from __future__ import annotations
 
-from types import ModuleType
+from collections.abc import Mapping
 from typing import Any
 
 from llmtap.protocols import (
@@ -24,21 +26,20 @@ from llmtap.protocols import (
 from llmtap.protocols.canonical import ApiError, Exchange
 from llmtap.protocols.common import new_budget, parse_json
 from llmtap.protocols.content import ContentDecoder
+from llmtap.protocols.contract import Fold, Folded, Translator
 from llmtap.protocols.errors import DecodeError
 from llmtap.protocols.jsonarray import JSONArraySplitter
 from llmtap.protocols.routing import provider_for
 from llmtap.protocols.sse import SSEDecoder, SSEEvent
 from llmtap.protocols.toolcheck import check_tool_calls
 
-TRANSLATORS: dict[str, ModuleType] = {
-    module.PROTOCOL: module
-    for module in (
-        anthropic_messages,
-        openai_chat,
-        openai_responses,
-        gemini_generate,
-        gemini_interactions,
-    )
+# Typed as the contract, so mypy checks each module (and its Fold) against it.
+TRANSLATORS: Mapping[str, Translator] = {
+    anthropic_messages.PROTOCOL: anthropic_messages,
+    openai_chat.PROTOCOL: openai_chat,
+    openai_responses.PROTOCOL: openai_responses,
+    gemini_generate.PROTOCOL: gemini_generate,
+    gemini_interactions.PROTOCOL: gemini_interactions,
 }
 
 # A non-streamed body is buffered to be parsed at the end; past this it is not decoded.
@@ -63,14 +64,14 @@ class ExchangeDecoder:
         provider: str | None = None,
         max_json_body: int = MAX_JSON_BODY,
     ) -> None:
-        self.module = TRANSLATORS[protocol]
+        self.module: Translator = TRANSLATORS[protocol]
         self.ex = Exchange(protocol=protocol, provider=provider or provider_for(protocol, host))
         self.ex.status = status
         self._path = path
         self._content_type = (content_type or "").lower()
         self._max_json = max_json_body
         self._budget = new_budget()
-        self.fold = self.module.Fold(self._budget)
+        self.fold: Fold = self.module.Fold(self._budget)
         self._mode: str | None = None
         self._sse: SSEDecoder | None = None
         self._array: JSONArraySplitter | None = None
@@ -259,8 +260,7 @@ class ExchangeDecoder:
     def _decode_body(self) -> None:
         ex = self.ex
         if self._mode in ("sse", "array", "messages"):
-            body = self.fold.body()
-            self.module.decode_body(body, ex)
+            self._decode(self.fold.result())
             ex.complete = self.fold.complete and not self._cut_tail
             if self._cut_tail and ex.interrupted is None:
                 ex.interrupted = "stream ended inside an event"
@@ -284,22 +284,22 @@ class ExchangeDecoder:
             ex.streamed = True
             for element in body:
                 self._event(element, "")
-            self.module.decode_body(self.fold.body(), ex)
+            self._decode(self.fold.result())
             ex.complete = self.fold.complete
             return
         if not isinstance(body, dict):
             raise DecodeError("response body is not a JSON object", "response")
-        self.module.decode_body(body, ex)
+        self._decode(Folded(body))
         ex.complete = True
+
+    def _decode(self, folded: Folded) -> None:
+        self.module.decode_body(folded.body, self.ex, folded.extras)
 
     def _settle(self) -> None:
         ex = self.ex
-        if ex.status is not None and ex.status >= 400:
-            if ex.error is None:
-                ex.error = ApiError(type=None, code=str(ex.status), message=None)
-            ex.finish_reason = "error"
-        if not ex.complete and ex.finish_reason != "error":
-            ex.finish_reason = None  # a cut stream: how it would have ended is unknown
+        if ex.status is not None and ex.status >= 400 and ex.error is None:
+            ex.error = ApiError(type=None, code=str(ex.status), message=None)
+        settle_finish(ex)
         if ex.usage is not None:
             ex.usage_provenance = "reported" if ex.complete else "partial"
             ex.usage_check = ex.usage.checks()
@@ -315,6 +315,18 @@ class ExchangeDecoder:
     def _fail(self, exc: DecodeError) -> None:
         if self.ex.decode_error is None:
             self.ex.decode_error = str(exc)
+
+
+def settle_finish(ex: Exchange) -> None:
+    """The finish-reason rules SPEC §2 states "in every protocol", over what the protocol's
+    table gave: an error (body, mid-stream event, or HTTP status) is `error`; a natural
+    stop whose output holds tool calls is `tool_use`; a cut stream's end is unknown."""
+    if ex.error is not None:
+        ex.finish_reason = "error"
+    elif ex.finish_reason == "end_turn" and ex.tool_calls:
+        ex.finish_reason = "tool_use"
+    if not ex.complete and ex.finish_reason != "error":
+        ex.finish_reason = None  # how a cut stream would have ended is unknown
 
 
 def _snippet(raw: bytes, limit: int = 200) -> str:

@@ -6,7 +6,8 @@ last cumulative `usageMetadata`, the last `finishReason`) and decoded by the sam
 `decode_body` as a JSON response. Only the first candidate is decoded.
 API reference: https://ai.google.dev/api/generate-content
 
-Not responsible for framing or for routing.
+Not responsible for framing, routing, or the finish-reason overrides all protocols share
+(exchange.py applies them).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from llmtap.protocols.canonical import Exchange, RequestFacts, ServerToolCall, ToolSpec, Usage
+from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ServerToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
     KeptText,
     api_error,
@@ -27,11 +28,12 @@ from llmtap.protocols.common import (
     sub,
     tool_call_from_object,
 )
+from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
 
 PROTOCOL = "gemini.generate"
 
 # https://ai.google.dev/api/generate-content#FinishReason
-FINISH = {
+FINISH: dict[str, FinishReason] = {
     "STOP": "end_turn",
     "MAX_TOKENS": "max_tokens",
     "SAFETY": "content_filter",
@@ -67,7 +69,7 @@ def convert_usage(raw: Any) -> Usage | None:
     )
 
 
-def decode_body(body: dict[str, Any], ex: Exchange) -> None:
+def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTRAS) -> None:
     if body.get("error") is not None:
         ex.error = api_error(body["error"], type_key="status", code_key="code")
     if isinstance(body.get("responseId"), str):
@@ -97,7 +99,7 @@ def decode_body(body: dict[str, Any], ex: Exchange) -> None:
         elif "executableCode" in part:
             ex.server_tool_calls.append(ServerToolCall(type="code_execution"))
     ex.text = text.value()
-    ex.text_truncated = text.truncated or bool(body.get("_llmtap_truncated"))
+    ex.text_truncated = text.truncated or extras.truncated
     grounding = sub(candidate, "groundingMetadata")
     if grounding.get("webSearchQueries") or grounding.get("groundingChunks"):
         ex.server_tool_calls.append(ServerToolCall(type="google_search"))
@@ -115,10 +117,6 @@ def _finish(body: dict[str, Any], candidate: dict[str, Any], ex: Exchange) -> No
     elif isinstance(raw, str):
         ex.finish_reason_raw = raw
         ex.finish_reason = FINISH.get(raw)
-    if ex.finish_reason == "end_turn" and ex.tool_calls:
-        ex.finish_reason = "tool_use"
-    if ex.error is not None:
-        ex.finish_reason = "error"
 
 
 class Fold:
@@ -182,7 +180,7 @@ class Fold:
     def end_marker(self) -> None:
         """Gemini streams have no `[DONE]`; the chunk with `finishReason` is the last."""
 
-    def body(self) -> dict[str, Any]:
+    def result(self) -> Folded:
         parts = []
         for part in self.parts:
             kept = part.get("_text")
@@ -198,8 +196,7 @@ class Fold:
         body["usageMetadata"] = self.usage
         if self.error is not None:
             body["error"] = self.error
-        body["_llmtap_truncated"] = self.truncated
-        return body
+        return Folded(body, FoldExtras(truncated=self.truncated))
 
 
 def requested_model(body: dict[str, Any], path: str) -> str | None:

@@ -3,10 +3,11 @@ and SSE, in both shapes the API has served: `steps` with `step.*` events, and th
 `outputs` with `content.*` events.
 
 A stream is folded into an interaction object and decoded by the same `decode_body` as a
-JSON response.
+JSON response; the streamed argument text travels beside it, in its `FoldExtras`.
 API reference: https://ai.google.dev/gemini-api/docs/interactions
 
-Not responsible for framing or for routing.
+Not responsible for framing, routing, or the finish-reason overrides all protocols share
+(exchange.py applies them).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from llmtap.protocols.canonical import Exchange, RequestFacts, ServerToolCall, ToolSpec, Usage
+from llmtap.protocols.canonical import ApiError, Exchange, FinishReason, RequestFacts, ServerToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
     KeptText,
     api_error,
@@ -28,10 +29,11 @@ from llmtap.protocols.common import (
     tool_call_from_object,
     tool_call_from_text,
 )
+from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
 
 PROTOCOL = "gemini.interactions"
 
-FINISH = {
+FINISH: dict[str, FinishReason] = {
     "completed": "end_turn",
     "requires_action": "tool_use",
     "incomplete": "max_tokens",
@@ -66,11 +68,9 @@ def convert_usage(raw: Any) -> Usage | None:
     )
 
 
-def decode_body(body: dict[str, Any], ex: Exchange) -> None:
+def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTRAS) -> None:
     if body.get("error") is not None:
-        ex.error = api_error(body["error"], type_key="status", code_key="code")
-        if ex.error is not None and ex.error.type is None and isinstance(body["error"], dict):
-            ex.error.type = api_error(body["error"]).type
+        ex.error = _error(body["error"])
     if isinstance(body.get("id"), str):
         ex.response_id = body["id"]
     if isinstance(body.get("model"), str) and body["model"]:
@@ -78,21 +78,27 @@ def decode_body(body: dict[str, Any], ex: Exchange) -> None:
     ex.usage_raw = body.get("usage")
     ex.usage = convert_usage(body.get("usage"))
     text = KeptText(new_budget())
-    for entry in items(body, "steps") + items(body, "outputs"):
+    for position, entry in enumerate(items(body, "steps") + items(body, "outputs")):
         if isinstance(entry, dict):
-            _decode_entry(entry, ex, text)
+            _decode_entry(entry, ex, text, extras.raw_arguments.get(position))
     ex.text = text.value()
-    ex.text_truncated = text.truncated or bool(body.get("_llmtap_truncated"))
+    ex.text_truncated = text.truncated or extras.truncated
     status = body.get("status")
     ex.finish_reason_raw = status if isinstance(status, str) and status not in _RUNNING else None
     ex.finish_reason = FINISH.get(status) if isinstance(status, str) else None
-    if ex.finish_reason == "end_turn" and ex.tool_calls:
-        ex.finish_reason = "tool_use"
-    if ex.error is not None:
-        ex.finish_reason = "error"
 
 
-def _decode_entry(entry: dict[str, Any], ex: Exchange, text: KeptText) -> None:
+def _error(error: Any) -> ApiError | None:
+    """Gemini's `status` is the type; an error object without one may carry a `type`."""
+    found = api_error(error, type_key="status", code_key="code")
+    plain = api_error(error)
+    if found is not None and found.type is None and plain is not None:
+        found.type = plain.type
+    return found
+
+
+def _decode_entry(entry: dict[str, Any], ex: Exchange, text: KeptText, streamed: str | None) -> None:
+    """One step or output; `streamed` is a function call's argument text as its deltas came."""
     kind = entry.get("type")
     if kind == "text":
         text.add(entry.get("text"))
@@ -103,9 +109,8 @@ def _decode_entry(entry: dict[str, Any], ex: Exchange, text: KeptText) -> None:
     elif kind == "thought":
         ex.reasoning_blocks += 1
     elif kind == "function_call":
-        raw = entry.get("_llmtap_raw_arguments")
-        if isinstance(raw, str):
-            ex.tool_calls.append(tool_call_from_text(entry.get("id"), entry.get("name"), raw))
+        if streamed is not None:
+            ex.tool_calls.append(tool_call_from_text(entry.get("id"), entry.get("name"), streamed))
         elif isinstance(entry.get("arguments"), str):
             ex.tool_calls.append(tool_call_from_text(entry.get("id"), entry.get("name"), entry["arguments"]))
         else:
@@ -171,9 +176,10 @@ class Fold:
     def end_marker(self) -> None:
         """Interactions streams end with `interaction.completed`."""
 
-    def body(self) -> dict[str, Any]:
+    def result(self) -> Folded:
         body = {k: v for k, v in self.interaction.items() if k not in ("steps", "outputs")}
-        entries = []
+        entries: list[dict[str, Any]] = []
+        raw_arguments: dict[int, str] = {}
         for index in sorted(self.entries):
             entry = self.entries[index]
             if index in self.texts:
@@ -183,26 +189,30 @@ class Fold:
                 else:
                     entry["text"] = text
             if index in self.args:
-                entry["_llmtap_raw_arguments"] = self.args[index].value()
+                raw_arguments[len(entries)] = self.args[index].value()
             entries.append(entry)
         final = items(self.interaction, "steps") or items(self.interaction, "outputs")
         body["steps"] = final or entries
         if self.error is not None and body.get("error") is None:
             body["error"] = self.error
-        body["_llmtap_truncated"] = any(t.truncated for t in (*self.texts.values(), *self.args.values()))
-        return body
+        truncated = any(t.truncated for t in (*self.texts.values(), *self.args.values()))
+        # The terminal event's own steps, when it lists them, stand over what the deltas built.
+        return Folded(body, FoldExtras(truncated=truncated, raw_arguments={} if final else raw_arguments))
 
 
 def requested_model(body: dict[str, Any], path: str) -> str | None:
     for key in ("model", "agent"):
-        if isinstance(body.get(key), str):
-            return body[key]
+        value = body.get(key)
+        if isinstance(value, str):
+            return value
     return None
 
 
 def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
     config = sub(body, "generation_config")
-    thinking = {k: config[k] for k in ("thinking_level", "thinking_summaries", "thinking_budget") if k in config}
+    thinking: dict[str, Any] = {
+        k: config[k] for k in ("thinking_level", "thinking_summaries", "thinking_budget") if k in config
+    }
     facts = RequestFacts(
         model=requested_model(body, path),
         stream=body.get("stream") if isinstance(body.get("stream"), bool) else None,

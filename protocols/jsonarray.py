@@ -108,7 +108,7 @@ class JSONArraySplitter:
         return match.end()
 
     @staticmethod
-    def _check_between(gap: bytes) -> None:
+    def _check_between(gap: bytes | bytearray) -> None:
         if gap.strip(b" \t\r\n,"):
             raise DecodeError("unexpected text between elements of the streamed JSON array", "[]")
 

@@ -5,14 +5,15 @@ A stream of `chat.completion.chunk`s is folded into a `chat.completion` body and
 the same `decode_body` as a JSON response. Only the first choice is decoded.
 API reference: https://platform.openai.com/docs/api-reference/chat
 
-Not responsible for framing (SSE, `[DONE]`) or for routing.
+Not responsible for framing (SSE, `[DONE]`), routing, or the finish-reason overrides all
+protocols share (exchange.py applies them).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from llmtap.protocols.canonical import Exchange, RequestFacts, ServerToolCall, ToolCall, ToolSpec, Usage
+from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ServerToolCall, ToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
     KeptText,
     api_error,
@@ -27,11 +28,12 @@ from llmtap.protocols.common import (
     tool_call_from_text,
     without_cache_markers,
 )
+from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
 
 PROTOCOL = "openai.chat"
 
 # https://platform.openai.com/docs/api-reference/chat/object#chat/object-choices
-FINISH = {
+FINISH: dict[str, FinishReason] = {
     "stop": "end_turn",
     "length": "max_tokens",
     "tool_calls": "tool_use",
@@ -62,7 +64,7 @@ def convert_usage(raw: Any) -> Usage | None:
     )
 
 
-def decode_body(body: dict[str, Any], ex: Exchange) -> None:
+def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTRAS) -> None:
     if "error" in body and body["error"] is not None:
         ex.error = api_error(body["error"])
     if isinstance(body.get("id"), str):
@@ -83,7 +85,7 @@ def decode_body(body: dict[str, Any], ex: Exchange) -> None:
     else:
         text.add(content)
     ex.text = text.value()
-    ex.text_truncated = text.truncated or bool(body.get("_llmtap_truncated"))
+    ex.text_truncated = text.truncated or extras.truncated
     if message.get("reasoning_content") or message.get("reasoning"):
         ex.reasoning_blocks = 1  # DeepSeek, vLLM, OpenRouter expose reasoning text
     ex.tool_calls.extend(_tool_calls(message))
@@ -96,12 +98,11 @@ def decode_body(body: dict[str, Any], ex: Exchange) -> None:
     raw_finish = choice.get("finish_reason")
     ex.finish_reason_raw = raw_finish if isinstance(raw_finish, str) else None
     ex.finish_reason = FINISH.get(raw_finish) if isinstance(raw_finish, str) else None
-    if ex.finish_reason == "end_turn" and ex.tool_calls:
-        ex.finish_reason = "tool_use"
-    if ex.refusal and ex.finish_reason in ("end_turn", None) and raw_finish is not None:
+    # A `message.refusal` on a finished choice is `refusal`, unless the stop holds tool
+    # calls: that one the shared override makes `tool_use`.
+    stopped = ex.finish_reason is None or (ex.finish_reason == "end_turn" and not ex.tool_calls)
+    if ex.refusal and stopped and raw_finish is not None:
         ex.finish_reason = "refusal"
-    if ex.error is not None:
-        ex.finish_reason = "error"
 
 
 def _tool_calls(message: dict[str, Any]) -> list[ToolCall]:
@@ -195,7 +196,7 @@ class Fold:
     def end_marker(self) -> None:
         self.complete = True
 
-    def body(self) -> dict[str, Any]:
+    def result(self) -> Folded:
         message: dict[str, Any] = {"role": "assistant", "content": self.content.value() or None}
         if self.refusal.value():
             message["refusal"] = self.refusal.value()
@@ -222,8 +223,7 @@ class Fold:
         body["usage"] = self.usage
         if self.error is not None:
             body["error"] = self.error
-        body["_llmtap_truncated"] = truncated
-        return body
+        return Folded(body, FoldExtras(truncated=truncated))
 
 
 def requested_model(body: dict[str, Any], path: str) -> str | None:
@@ -243,7 +243,7 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
             if k in body
         },
     )
-    thinking = {k: body[k] for k in ("reasoning_effort", "reasoning", "thinking") if k in body}
+    thinking: dict[str, Any] = {k: body[k] for k in ("reasoning_effort", "reasoning", "thinking") if k in body}
     facts.thinking = thinking or None
     tools = [t for t in items(body, "tools") if isinstance(t, dict)]
     for tool in tools:

@@ -7,7 +7,8 @@ same `decode_body` as a JSON response.
 API reference: https://platform.openai.com/docs/api-reference/responses and
 https://platform.openai.com/docs/api-reference/responses-streaming
 
-Not responsible for framing or for routing.
+Not responsible for framing, routing, or the finish-reason overrides all protocols share
+(exchange.py applies them).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from llmtap.protocols.canonical import Exchange, RequestFacts, ServerToolCall, ToolSpec, Usage
+from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ServerToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
     KeptText,
     api_error,
@@ -31,6 +32,7 @@ from llmtap.protocols.common import (
     tool_call_from_text,
     without_cache_markers,
 )
+from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
 
 PROTOCOL = "openai.responses"
 
@@ -39,7 +41,7 @@ TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 # ended. https://platform.openai.com/docs/api-reference/responses/object#responses/object-status
 _RUNNING = ("queued", "in_progress")
 # https://platform.openai.com/docs/api-reference/responses/object#responses/object-incomplete_details
-_INCOMPLETE = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
+_INCOMPLETE: dict[str, FinishReason] = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 # Output items the provider ran itself.
 _SERVER_ITEMS = (
     "web_search_call",
@@ -78,7 +80,7 @@ def convert_usage(raw: Any) -> Usage | None:
     )
 
 
-def decode_body(body: dict[str, Any], ex: Exchange) -> None:
+def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTRAS) -> None:
     if body.get("error") is not None:
         ex.error = api_error(body["error"])
     if isinstance(body.get("id"), str):
@@ -88,13 +90,13 @@ def decode_body(body: dict[str, Any], ex: Exchange) -> None:
     ex.usage_raw = body.get("usage")
     ex.usage = convert_usage(body.get("usage"))
     text = KeptText(new_budget())
-    refusals = []
+    refusals: list[str] = []
     for item in items(body, "output"):
         if not isinstance(item, dict):
             continue
         _decode_item(item, ex, text, refusals)
     ex.text = text.value()
-    ex.text_truncated = text.truncated or bool(body.get("_llmtap_truncated"))
+    ex.text_truncated = text.truncated or extras.truncated
     ex.refusal = "".join(refusals) or None
     _finish(body, ex)
 
@@ -132,16 +134,16 @@ def _finish(body: dict[str, Any], ex: Exchange) -> None:
     status = body.get("status")
     ex.finish_reason_raw = status if isinstance(status, str) and status not in _RUNNING else None
     if status == "completed":
-        ex.finish_reason = "tool_use" if ex.tool_calls else "end_turn"
+        ex.finish_reason = "end_turn"
     elif status == "incomplete":
         reason = sub(body, "incomplete_details").get("reason")
         ex.finish_reason = _INCOMPLETE.get(reason) if isinstance(reason, str) else None
     elif status == "failed":
         ex.finish_reason = "error"
-    if ex.refusal and ex.finish_reason == "end_turn":
+    # A refusal part is `refusal`, unless the output holds tool calls too: that stop the
+    # shared override makes `tool_use`.
+    if ex.refusal and ex.finish_reason == "end_turn" and not ex.tool_calls:
         ex.finish_reason = "refusal"
-    if ex.error is not None:
-        ex.finish_reason = "error"
 
 
 class Fold:
@@ -195,14 +197,14 @@ class Fold:
             for key in [k for k in self.texts if k[0] == index]:
                 del self.texts[key]
 
-    def body(self) -> dict[str, Any]:
+    def result(self) -> Folded:
         body = dict(self.response)
         if not items(body, "output"):
             body["output"] = self._assembled()
         if self.error is not None and body.get("error") is None:
             body["error"] = self.error
-        body["_llmtap_truncated"] = any(t.truncated for t in (*self.texts.values(), *self.args.values()))
-        return body
+        truncated = any(t.truncated for t in (*self.texts.values(), *self.args.values()))
+        return Folded(body, FoldExtras(truncated=truncated))
 
     def _assembled(self) -> list[dict[str, Any]]:
         output = []
@@ -223,16 +225,18 @@ def _stream_error(event: dict[str, Any]) -> dict[str, Any]:
     which names the event, not the error
     (https://platform.openai.com/docs/api-reference/responses-streaming/error). Some servers
     nest an `error` object instead; that one is taken as it is."""
-    if isinstance(event.get("error"), dict):
-        return event["error"]
+    error = event.get("error")
+    if isinstance(error, dict):
+        return error
     return {k: v for k, v in event.items() if k not in ("type", "sequence_number")}
 
 
 def _unwrap(body: dict[str, Any]) -> dict[str, Any]:
     """WebSocket mode sends `response.create` messages, which may carry the request's fields
     at the top level or wrapped in `response`."""
-    if body.get("type") == "response.create" and isinstance(body.get("response"), dict):
-        return body["response"]
+    wrapped = body.get("response")
+    if body.get("type") == "response.create" and isinstance(wrapped, dict):
+        return wrapped
     return body
 
 

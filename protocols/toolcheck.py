@@ -38,7 +38,7 @@ def _status(call: ToolCall, declared: dict[str, ToolSpec] | None, truncated: boo
         return "unknown_tool", f"{call.name!r} is not among the request's tools ({known})"
     if not call.valid_json:
         return "invalid_json", "the arguments are not a JSON object"
-    spec = declared.get(call.name) if declared else None
+    spec = declared.get(call.name) if declared and call.name is not None else None
     schema = spec.schema if spec else None
     if not isinstance(schema, dict) or not schema:
         return "valid", None

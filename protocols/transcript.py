@@ -33,8 +33,9 @@ def _part_text(part: Any) -> str:
     if not isinstance(part, dict):
         return ""
     kind = part.get("type")
-    if isinstance(part.get("text"), str) and kind in (None, "text", "input_text", "output_text"):
-        return part["text"]
+    text = part.get("text")
+    if isinstance(text, str) and kind in (None, "text", "input_text", "output_text"):
+        return text
     if kind in ("tool_use", "function_call") or "functionCall" in part:
         call = part.get("functionCall", part)
         args = call.get("input", call.get("args", call.get("arguments")))
@@ -100,12 +101,12 @@ def transcript(protocol: str, body: dict[str, Any]) -> Transcript:
         ]
     elif protocol == "gemini.interactions":
         out.system = _content_text(body.get("system_instruction"))
-        entries = body.get("input")
-        for entry in entries if isinstance(entries, list) else [entries]:
-            if isinstance(entry, dict) and "role" in entry:
-                out.messages.append((str(entry["role"]), _content_text(entry.get("content"))))
-            elif entry is not None:
-                out.messages.append(("user", _content_text(entry)))
+        inputs = body.get("input")
+        for item in inputs if isinstance(inputs, list) else [inputs]:
+            if isinstance(item, dict) and "role" in item:
+                out.messages.append((str(item["role"]), _content_text(item.get("content"))))
+            elif item is not None:
+                out.messages.append(("user", _content_text(item)))
     return out
 
 

@@ -5,7 +5,7 @@ The properties:
 
 - the low-level decoders (SSE, content codings, the JSON array splitter, `parse_json`) let
   no exception out but `DecodeError`;
-- `Fold.feed`/`Fold.body`, `decode_body` and `decode_request` never raise on any JSON value,
+- `Fold.feed`/`Fold.result`, `decode_body` and `decode_request` never raise on any JSON value,
   and what they decode keeps the canonical invariants;
 - `ExchangeDecoder.feed`/`finish` never raise and the record's `to_dict()` is JSON;
 - a stream fed in any split decodes to the same record as fed whole, also when it was cut
@@ -23,7 +23,6 @@ import gzip
 import json
 import zlib
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import brotli
@@ -36,6 +35,7 @@ from llmtap.protocols import ExchangeDecoder
 from llmtap.protocols.canonical import FINISH_REASONS, Exchange
 from llmtap.protocols.common import parse_json
 from llmtap.protocols.content import ContentDecoder
+from llmtap.protocols.contract import Translator
 from llmtap.protocols.errors import DecodeError
 from llmtap.protocols.exchange import TRANSLATORS
 from llmtap.protocols.jsonarray import JSONArraySplitter
@@ -93,7 +93,7 @@ PATHS = sorted({c.case["path"] for c in CASES}) or ["/v1/messages"]
 
 def _vocabulary(protocols: list[str]) -> tuple[list[str], list[str]]:
     """Every key and short string the corpus holds for `protocols`, so random JSON speaks
-    their words; plus the names the folds use internally, which a server could send too."""
+    their words; plus names our folds use or once kept in the body, which a server could send too."""
     keys = {"_llmtap_raw_input", "_llmtap_raw_arguments", "_llmtap_truncated", "_text"}
     strings = {"error", "message_stop", "response.failed", "incomplete", "interaction.completed"}
     stack: list[Any] = []
@@ -414,12 +414,13 @@ def _check_record(ex: Exchange) -> None:
     json.dumps(ex.to_dict())
 
 
-def _fold(module: ModuleType, events: list[tuple[str, Any]], budget: int) -> Exchange:
+def _fold(module: Translator, events: list[tuple[str, Any]], budget: int) -> Exchange:
     fold = module.Fold([budget])
     for name, event in events:
         fold.feed(event, name)
     ex = Exchange(protocol=module.PROTOCOL)
-    module.decode_body(fold.body(), ex)
+    folded = fold.result()
+    module.decode_body(folded.body, ex, folded.extras)
     return ex
 
 
@@ -468,7 +469,7 @@ def test_decode_request_never_raises(protocol: str, data: st.DataObject) -> None
 
 # A deterministic sweep complements the random edits: every field of every recorded request,
 # body and event kind (to some depth) dropped, swapped for each odd value in turn, and every
-# object given the keys the folds use internally.
+# object given the keys our folds use or once kept inside the body.
 HOSTILE = [None, True, 0, -1, 2.5, "", "x", [], {}, [None], [[1]], {"": {}}, {"type": 5}]
 INTERNAL_KEYS = ("_llmtap_raw_input", "_llmtap_raw_arguments", "_llmtap_truncated", "_text")
 _DROP = object()
