@@ -52,9 +52,11 @@ def data_files(folder: str) -> list[str]:
     root = HERE / folder
     files = []
     for path in sorted(root.rglob("*")):
-        if not path.is_file() or path.suffix in NOT_DATA or path.name in TOOL_FILES or "__pycache__" in path.parts:
-            continue
         relative = path.relative_to(root)
+        if not path.is_file() or path.suffix in NOT_DATA or path.name in TOOL_FILES:
+            continue
+        if any(part == "__pycache__" or part.startswith(".") for part in relative.parts):
+            continue  # bytecode, tool caches (.ruff_cache), editor files
         folders = (root.joinpath(*relative.parts[: i + 1]) for i in range(len(relative.parts) - 1))
         if any((folder / "__init__.py").exists() for folder in folders):
             continue  # belongs to a subpackage, which lists it itself
@@ -83,5 +85,6 @@ setup(
     package_dir=PACKAGE_DIRS,
     packages=list(PACKAGE_DIRS),
     package_data={name: files for name, folder in PACKAGE_DIRS.items() if (files := data_files(folder))},
+    exclude_package_data={"": sorted(TOOL_FILES)},
     cmdclass={"build_py": BuildPyWithoutBench},
 )

@@ -1,0 +1,88 @@
+"""What the wheel carries (built from the sdist, as `uv build` and pip do): every package folder of the checkout (bench/ excepted: it is a
+developer's tool) and every file in them that is not Python, because the code reads them
+(SQL, templates, the Alembic script template, py.typed). Built here with `uv build`, as
+.ci/run and every packager build it. Also: mypy checks every package there is."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.corpus_tools import ROOT
+
+NOT_SHIPPED = {"bench"}
+NOT_DATA = {".py", ".pyc"}
+TOOL_FILES = {"ruff.toml"}
+
+
+def package_folders() -> list[Path]:
+    """Every folder of the checkout that is a package (has `__init__.py`), tests aside."""
+    skip = {"tests", "build", "dist"}
+    return sorted(
+        init.parent
+        for init in ROOT.rglob("__init__.py")
+        if not ({".venv", "__pycache__"} & set(init.parts))
+        and init.parent.relative_to(ROOT).parts[0] not in skip
+        and not init.parent.relative_to(ROOT).parts[0].startswith(".")
+    )
+
+
+@pytest.fixture(scope="module")
+def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+    uv = shutil.which("uv")
+    assert uv, "uv is not on PATH (the tests run as `uv run pytest`)"
+    out = tmp_path_factory.mktemp("dist")
+    built = subprocess.run(
+        [uv, "build", "--out-dir", str(out), str(ROOT)], capture_output=True, text=True, timeout=300
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = out.glob("llmtap-*.whl")
+    return set(zipfile.ZipFile(wheel).namelist())
+
+
+def test_every_package_is_in_the_wheel(wheel_names: set[str]) -> None:
+    folders = package_folders()
+    assert {f.relative_to(ROOT).parts[0] for f in folders} >= {"protocols", "storage", "addon", "analytics", "cli"}
+    for folder in folders:
+        relative = folder.relative_to(ROOT).as_posix()
+        init = f"llmtap/{relative}/__init__.py"
+        if relative.split("/")[0] in NOT_SHIPPED:
+            assert init not in wheel_names, f"{relative} is a developer's tool, not for the wheel"
+        else:
+            assert init in wheel_names, f"the wheel lacks the package {relative}"
+
+
+def test_every_module_and_data_file_is_in_the_wheel(wheel_names: set[str]) -> None:
+    missing = []
+    for folder in package_folders():
+        relative = folder.relative_to(ROOT)
+        if relative.parts[0] in NOT_SHIPPED:
+            continue
+        for path in folder.iterdir():
+            if path.is_file() and path.suffix != ".pyc" and path.name not in TOOL_FILES:
+                if f"llmtap/{path.relative_to(ROOT).as_posix()}" not in wheel_names:
+                    missing.append(path.relative_to(ROOT).as_posix())
+        for path in folder.rglob("*"):  # data folders below a package (analytics/sql/)
+            if path.is_file() and path.suffix not in NOT_DATA and path.parent != folder:
+                hidden = any(part.startswith(".") or part == "__pycache__" for part in path.relative_to(folder).parts)
+                if not (path.parent / "__init__.py").exists() and not hidden:
+                    if f"llmtap/{path.relative_to(ROOT).as_posix()}" not in wheel_names:
+                        missing.append(path.relative_to(ROOT).as_posix())
+    assert missing == []
+    assert not any(name.endswith("ruff.toml") or "/." in name for name in wheel_names), "tool files in the wheel"
+
+
+def test_mypy_checks_every_package() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    top = {f.relative_to(ROOT).parts[0] for f in package_folders()}
+    assert set(config["packages"]) == {f"llmtap.{name}" for name in top}
+
+
+def test_every_package_folder_has_its_layer_rules() -> None:
+    top = {f.relative_to(ROOT).parts[0] for f in package_folders()} - {"migrations"}
+    assert all((ROOT / name / "ruff.toml").is_file() for name in top), "a package folder without ruff.toml"
