@@ -13,6 +13,7 @@ Not responsible for framing, routing, or the finish-reason overrides all protoco
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ServerToolCall, ToolSpec, Usage
@@ -119,13 +120,20 @@ def _finish(body: dict[str, Any], candidate: dict[str, Any], ex: Exchange) -> No
         ex.finish_reason = FINISH.get(raw)
 
 
+@dataclass(slots=True)
+class _TextRun:
+    """Consecutive streamed text parts of one kind (thought or not), joined as they come."""
+
+    text: KeptText
+    thought: bool
+
+
 class Fold:
     """Folds stream chunks (SSE events or array elements) into one response."""
 
     def __init__(self, budget: list[int]) -> None:
         self.head: dict[str, Any] = {}
-        self.parts: list[dict[str, Any]] = []
-        self.last_text: KeptText | None = None
+        self.parts: list[dict[str, Any] | _TextRun] = []
         self.budget = budget
         self.candidate: dict[str, Any] = {}
         self.usage: Any = None
@@ -164,14 +172,13 @@ class Fold:
         text = part.get("text")
         if isinstance(text, str) and set(part) <= {"text", "thought", "thoughtSignature"}:
             thought = part.get("thought") is True
-            previous = self.parts[-1] if self.parts else {}
-            kept = previous.get("_text")
-            if isinstance(kept, KeptText) and previous.get("thought") is thought:
-                kept.add(text)  # merge consecutive text fragments of one kind
+            previous = self.parts[-1] if self.parts else None
+            if isinstance(previous, _TextRun) and previous.thought is thought:
+                previous.text.add(text)  # merge consecutive text fragments of one kind
             else:
-                kept = KeptText(self.budget)
-                kept.add(text)
-                self.parts.append({"_text": kept, "thought": thought})
+                run = _TextRun(KeptText(self.budget), thought)
+                run.text.add(text)
+                self.parts.append(run)
             self.saw_token = self.saw_token or not thought
             return
         self.parts.append(part)
@@ -181,12 +188,11 @@ class Fold:
         """Gemini streams have no `[DONE]`; the chunk with `finishReason` is the last."""
 
     def result(self) -> Folded:
-        parts = []
+        parts: list[dict[str, Any]] = []
         for part in self.parts:
-            kept = part.get("_text")
-            if isinstance(kept, KeptText):  # our text run; a part off the wire may say "_text" too
-                self.truncated = self.truncated or kept.truncated
-                parts.append({"text": kept.value(), "thought": part["thought"]})
+            if isinstance(part, _TextRun):
+                self.truncated = self.truncated or part.text.truncated
+                parts.append({"text": part.text.value(), "thought": part.thought})
             else:
                 parts.append(part)
         candidate = dict(self.candidate)
