@@ -1,7 +1,7 @@
-"""What the wheel carries (built from the sdist, as `uv build` and pip do): every package folder of the checkout (bench/ excepted: it is a
+"""What the wheel carries: every package folder of the checkout (bench/ excepted: it is a
 developer's tool) and every file in them that is not Python, because the code reads them
-(SQL, templates, the Alembic script template, py.typed). Built here with `uv build`, as
-.ci/run and every packager build it. Also: mypy checks every package there is."""
+(SQL, templates, the Alembic script template, py.typed). Built here with `uv build` from
+the sdist, as .ci/run, pip and every packager build it. Also: mypy checks every package."""
 
 from __future__ import annotations
 
@@ -37,9 +37,7 @@ def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     uv = shutil.which("uv")
     assert uv, "uv is not on PATH (the tests run as `uv run pytest`)"
     out = tmp_path_factory.mktemp("dist")
-    built = subprocess.run(
-        [uv, "build", "--out-dir", str(out), str(ROOT)], capture_output=True, text=True, timeout=300
-    )
+    built = subprocess.run([uv, "build", "--out-dir", str(out), str(ROOT)], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = out.glob("llmtap-*.whl")
     return set(zipfile.ZipFile(wheel).namelist())

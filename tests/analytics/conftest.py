@@ -7,12 +7,8 @@ after), and `llmtap` run in-process with its output captured.
 from __future__ import annotations
 
 import contextlib
-import io
-import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +20,7 @@ from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import ensure_current
 from llmtap.storage.writer import Writer
 from tests.analytics import traffic
+from tests.helpers import llmtap
 
 POSTGRES_URL = os.environ.get("LLMTAP_TEST_POSTGRES_URL", "").strip() or None
 BACKENDS = [
@@ -64,17 +61,6 @@ def fill(url: str, records: list[Any], spool: Path) -> None:
         engine.dispose()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def llmtap_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Keep every test away from ~/.llmtap and the caller's llmtap settings."""
-    home = tmp_path_factory.mktemp("llmtap-home")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LLMTAP_HOME", str(home))
-        for name in ("LLMTAP_DB", "LLMTAP_SPOOL", "LLMTAP_CONFIG", "LLMTAP_BODIES", "LLMTAP_PRICES"):
-            patch.delenv(name, raising=False)
-        yield home
-
-
 @pytest.fixture(scope="module")
 def known() -> dict[str, traffic.Known]:
     return {k.name: k for k in traffic.build()}
@@ -89,27 +75,6 @@ def store(
     with blank_database(request.param, folder) as url:
         fill(url, [k.rec for k in known.values()], folder / "spool")
         yield url
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        """The output as JSON, numbers with a fraction as exact Decimals."""
-        return json.loads(self.out, parse_float=Decimal)
-
-
-def llmtap(*args: str) -> Result:
-    """`llmtap ARGS…` in this process (the same `main` the console script calls)."""
-    from llmtap.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return Result(code, out.getvalue(), err.getvalue())
 
 
 def report(url: str, kind: str, *args: str) -> Any:

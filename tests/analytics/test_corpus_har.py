@@ -5,9 +5,6 @@ json` gives exactly those sums — run as the console script, on SQLite and Post
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +12,7 @@ import pytest
 
 from tests.analytics.conftest import BACKENDS, blank_database
 from tests.corpus_tools import make_har
+from tests.helpers import llmtap
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = (
@@ -28,19 +26,6 @@ KEYS = (
 )
 
 
-def llmtap(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    script = Path(sys.executable).parent / "llmtap"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "llmtap.cli.main"]
-    return subprocess.run(
-        [*command, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        env={**os.environ, "LLMTAP_HOME": str(home)},
-    )
-
-
 @pytest.fixture(scope="module", params=BACKENDS)
 def blank(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with blank_database(request.param, tmp_path_factory.mktemp(f"har-{request.param}")) as url:
@@ -52,11 +37,22 @@ def test_har_import_then_usage_by_team_matches(blank, corpus_dir: Path, tmp_path
     expected = make_har(corpus_dir, har)
     assert expected, "make_har gave no sums"
 
-    done = llmtap("import", str(har), "--db", blank, home=tmp_path / "home")
-    assert done.returncode == 0, done.stderr
-    shown = llmtap("report", "usage", "--by", "team", "--format", "json", "--db", blank, home=tmp_path / "home")
-    assert shown.returncode == 0, shown.stderr
-    rows = json.loads(shown.stdout)
+    done = llmtap("import", str(har), "--db", blank, env={"LLMTAP_HOME": str(tmp_path / "home")}, process=True)
+    assert done.code == 0, done.err
+    shown = llmtap(
+        "report",
+        "usage",
+        "--by",
+        "team",
+        "--format",
+        "json",
+        "--db",
+        blank,
+        env={"LLMTAP_HOME": str(tmp_path / "home")},
+        process=True,
+    )
+    assert shown.code == 0, shown.err
+    rows = json.loads(shown.out)
     assert {row["team"]: {k: row[k] for k in KEYS} for row in rows} == expected
     assert list(rows[0])[0] == "team"
 

@@ -4,18 +4,13 @@ show's sections, --conversation, search only where text was kept, and no key any
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from llmtap.cli.main import main
 from llmtap.simulator.provider import SimulatedProvider
 from llmtap.simulator.upstream import Seen
 from llmtap.storage.engine import make_engine
@@ -24,28 +19,10 @@ from llmtap.storage.migrate import ensure_current
 from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.writer import Writer
 from tests.corpus_tools import CORPUS, make_har
+from tests.helpers import llmtap
 
 KEY = "sk-ant-api03-AUDITCANARY0000000000000000000000000000000000009"
 SYSTEM = "You maintain the billing service. " * 200
-
-
-def llmtap(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The CLI in this process (it starts much faster than a new interpreter)."""
-    out, err = io.StringIO(), io.StringIO()
-    saved = {k: os.environ.get(k) for k in ("LLMTAP_HOME", "LLMTAP_CONFIG")}
-    os.environ["LLMTAP_HOME"] = env["LLMTAP_HOME"]
-    os.environ.pop("LLMTAP_CONFIG", None)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = main(list(args))
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    assert "Traceback" not in err.getvalue(), err.getvalue()
-    return subprocess.CompletedProcess(list(args), status, out.getvalue(), err.getvalue())
 
 
 def agent_conversation() -> list[HttpExchange]:
@@ -117,14 +94,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]
     url = f"sqlite:///{folder / 'store.db'}"
     har = folder / "corpus.har"
     make_har(CORPUS, har)
-    imported = subprocess.run(
-        [sys.executable, "-m", "llmtap.cli.main", "import", str(har), "--bodies", "full", "--db", url],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert imported.returncode == 0, imported.stderr
+    imported = llmtap("import", str(har), "--bodies", "full", "--db", url, env=env, process=True)
+    assert imported.code == 0, imported.err
     engine = make_engine(url)
     ensure_current(engine)
     writer = Writer(engine, spool_dir=folder / "spool", body_mode="metadata")
@@ -139,8 +110,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]
 def log(store, *args: str) -> list[dict]:
     url, env = store
     result = llmtap("log", "--db", url, "--format", "json", "--limit", "500", *args, env=env)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    assert result.code == 0, result.err
+    return json.loads(result.out)
 
 
 def test_log_lists_everything_newest_first(store):
@@ -191,47 +162,47 @@ def test_show_prints_every_section(store):
     url, env = store
     turn = [r for r in log(store, "--team", "billing") if r["tool_call_count"]][-1]  # the oldest: a valid call
     result = llmtap("show", turn["id"], "--db", url, env=env)
-    assert result.returncode == 0
+    assert result.code == 0
     for section in ("who", "when", "where", "request", "answer", "usage", "cost", "cache"):
-        assert f"\n{section}\n" in result.stdout
-    assert "tool call read_file" in result.stdout
-    data = json.loads(llmtap("show", turn["id"][:10], "--format", "json", "--db", url, env=env).stdout)
+        assert f"\n{section}\n" in result.out
+    assert "tool call read_file" in result.out
+    data = json.loads(llmtap("show", turn["id"][:10], "--format", "json", "--db", url, env=env).out)
     assert data["id"] == turn["id"]
     assert data["who"]["team"] == "billing" and data["who"]["key_last4"] == "0009"
     assert data["answer"]["tool_calls"][0]["status"] == "valid"
     assert data["cost"]["price_version"].startswith("genai-prices")
     assert data["bodies"] is None and data["transcript"] is None  # metadata only
     full = next(r for r in log(store, "--team", "alpha") if r["has_bodies"])
-    data = json.loads(llmtap("show", full["id"], "--format", "json", "--db", url, env=env).stdout)
+    data = json.loads(llmtap("show", full["id"], "--format", "json", "--db", url, env=env).out)
     assert data["transcript"]["messages"] and data["bodies"]["response"]
 
 
 def test_conversation_orders_turns_and_totals_them(store):
     url, env = store
     turns = log(store, "--team", "billing")
-    data = json.loads(llmtap("show", turns[0]["id"], "--conversation", "--format", "json", "--db", url, env=env).stdout)
+    data = json.loads(llmtap("show", turns[0]["id"], "--conversation", "--format", "json", "--db", url, env=env).out)
     ids = [t["id"] for t in data["turns"]]
     assert ids == [t["id"] for t in reversed(turns)]
     assert [t["messages"] for t in data["turns"]] == [1, 3, 5, 7]
     assert data["totals"]["turns"] == 4
     assert data["totals"]["input_tokens"] == sum(t["input_tokens"] for t in data["turns"])
     assert data["turns"][1]["cache"]["verdict"] == "hit"  # the cached system prompt is read again
-    text = llmtap("show", turns[0]["id"], "--conversation", "--db", url, env=env).stdout
+    text = llmtap("show", turns[0]["id"], "--conversation", "--db", url, env=env).out
     assert "4 turns" in text
 
 
 def test_unknown_id_is_one_line(store):
     url, env = store
     result = llmtap("show", "NOSUCHEXCHANGE", "--db", url, env=env)
-    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert result.code == 2 and len(result.err.strip().splitlines()) == 1
 
 
 def test_nothing_shown_contains_a_key(store):
     url, env = store
     shown = [json.dumps(log(store))]
     for row in log(store)[:12] + log(store, "--team", "alpha")[:6]:
-        shown.append(llmtap("show", row["id"], "--db", url, env=env).stdout)
-        shown.append(llmtap("show", row["id"], "--format", "json", "--db", url, env=env).stdout)
+        shown.append(llmtap("show", row["id"], "--db", url, env=env).out)
+        shown.append(llmtap("show", row["id"], "--format", "json", "--db", url, env=env).out)
     everything = "\n".join(shown)
     for canary in ("AUDITCANARY", "HARLEAKCANARY"):
         assert canary not in everything

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from tests.corpus_tools import CORPUS, make_har
+from tests.helpers import llmtap
 
 HOSTILE_TEAM = "<script>alert(1)</script>"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -24,15 +23,6 @@ BROWSER_ARGS = [
 ]
 
 
-def llmtap(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "llmtap.cli.main", *args], env=env, capture_output=True, text=True, timeout=180
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"llmtap {' '.join(args)} failed: {result.stderr}")
-    return result
-
-
 @pytest.fixture(scope="session")
 def filled_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]]:
     folder = tmp_path_factory.mktemp("dashboard")
@@ -41,7 +31,7 @@ def filled_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[st
     env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
     env.pop("LLMTAP_CONFIG", None)
     url = f"sqlite:///{folder / 'store.db'}"
-    llmtap("import", str(har), "--db", url, env=env)
+    assert llmtap("import", str(har), "--db", url, env=env, process=True).code == 0
     return url, env
 
 

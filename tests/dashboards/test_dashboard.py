@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.dashboards.conftest import HOSTILE_TEAM, llmtap
+from tests.dashboards.conftest import HOSTILE_TEAM
+from tests.helpers import llmtap
 
 ALL_CHARTS_SETTLED = (  # every chart drawn or marked empty
     "document.querySelectorAll('.chart[data-drawn]').length === document.querySelectorAll('.chart').length"
@@ -36,7 +37,7 @@ def open_page(browser, url: str):
 def test_file_opens_offline_with_every_chart_drawn(filled_store, browser, tmp_path: Path):
     url, env = filled_store
     output = tmp_path / "dashboard.html"
-    llmtap("dashboard", "--db", url, "-o", str(output), env=env)
+    assert llmtap("dashboard", "--db", url, "-o", str(output), env=env, process=True).code == 0
     html = output.read_text()
     assert "cdn" not in html.lower().split("<script>")[0]  # nothing fetched from elsewhere
     assert not re.search(r"<script[^>]+src=", html) and not re.search(r"<link[^>]+href=", html)
@@ -92,9 +93,11 @@ def test_serve_refuses_a_port_in_use(filled_store):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        result = llmtap("dashboard", "--serve", "--port", str(busy.getsockname()[1]), "--db", url, env=env, check=False)
-    assert result.returncode == 2
-    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+        result = llmtap(
+            "dashboard", "--serve", "--port", str(busy.getsockname()[1]), "--db", url, env=env, process=True
+        )
+    assert result.code == 2
+    assert len(result.err.strip().splitlines()) == 1
 
 
 def test_empty_store_draws_empty_charts_without_errors(browser, tmp_path: Path):
@@ -102,7 +105,10 @@ def test_empty_store_draws_empty_charts_without_errors(browser, tmp_path: Path):
 
     env = dict(os.environ, LLMTAP_HOME=str(tmp_path / "home"))
     output = tmp_path / "empty.html"
-    llmtap("dashboard", "--db", f"sqlite:///{tmp_path / 'empty.db'}", "-o", str(output), env=env)
+    assert (
+        llmtap("dashboard", "--db", f"sqlite:///{tmp_path / 'empty.db'}", "-o", str(output), env=env, process=True).code
+        == 0
+    )
     page, problems, _ = open_page(browser, output.as_uri())
     assert problems == []
     assert page.locator(".chart[data-drawn=empty]").count() == 10
@@ -132,7 +138,7 @@ def test_page_is_fast_to_render(filled_store, tmp_path: Path):
 def test_exchange_rows_open_details_and_conversations(filled_store, browser, tmp_path: Path):
     url, env = filled_store
     output = tmp_path / "dashboard.html"
-    llmtap("dashboard", "--db", url, "-o", str(output), env=env)
+    assert llmtap("dashboard", "--db", url, "-o", str(output), env=env, process=True).code == 0
     page, problems, dialogs = open_page(browser, output.as_uri())
     page.select_option("select[name=team]", HOSTILE_TEAM)
     rows = page.locator("#table-exchanges tbody tr")

@@ -20,6 +20,7 @@ import pytest
 from llmtap.simulator.upstream import Upstream
 from tests.e2e import harness
 from tests.e2e.wsupstream import WsUpstream, sse_events
+from tests.helpers import free_port
 
 WS_CASE = "b_oai_text_sse"
 
@@ -54,7 +55,7 @@ def proxy(
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)
     with Upstream(routes) as plain, Upstream(routes, tls=tls) as secure:
-        ports = {name: harness.free_port() for name in ("anthropic", "openai", "gemini", "regular", "ws")}
+        ports = {name: free_port() for name in ("anthropic", "openai", "gemini", "regular", "ws")}
         proxy = harness.Proxy(root=root, upstream=plain, tls_upstream=secure, routes=routes, ports=ports)
         proxy.start(ws_upstream.url)
         try:

@@ -17,6 +17,7 @@ from llmtap.simulator.upstream import Upstream
 from llmtap.storage import schema
 from llmtap.storage.engine import make_engine
 from tests.e2e import harness
+from tests.helpers import free_port
 
 MITMDUMP = Path(sys.executable).parent / "mitmdump"
 
@@ -24,7 +25,7 @@ MITMDUMP = Path(sys.executable).parent / "mitmdump"
 def test_plain_mitmdump_records_and_prices(tmp_path: Path, routes: harness.Routes) -> None:
     case = harness.case("a_anth_json_cache_write")
     token = routes.add(harness.json_reply(case))
-    db, port = tmp_path / "store.db", harness.free_port()
+    db, port = tmp_path / "store.db", free_port()
     with Upstream(routes) as upstream:
         args = [
             str(MITMDUMP), "-q", "-s", script.__file__,

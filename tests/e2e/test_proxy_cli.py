@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import harness
+from tests.helpers import free_port
 
 
 @pytest.mark.parametrize(
@@ -26,7 +27,7 @@ def test_bad_set_is_one_line(tmp_path: Path, setting: str, message: str) -> None
     if not harness.LLMTAP.exists():
         pytest.skip(f"the llmtap console script is not at {harness.LLMTAP}")
     done = subprocess.run(
-        [str(harness.LLMTAP), "proxy", "--quiet", "--port", str(harness.free_port()),
+        [str(harness.LLMTAP), "proxy", "--quiet", "--port", str(free_port()),
          "--db", f"sqlite:///{tmp_path / 'x.db'}", "--confdir", str(tmp_path / "mitm"), "--set", setting],
         env=harness.clean_env(LLMTAP_HOME=str(tmp_path / "home")),
         capture_output=True,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from llmtap.cli.main import main
 from tests.corpus_tools import CORPUS, case_folders, read_case, write_variants
+from tests.helpers import llmtap
 from tests.protocols.corpus import differences
 
 
@@ -28,11 +28,10 @@ def decode_args(folder: Path) -> list[str]:
     return args
 
 
-def decoded(folder: Path, capsys: pytest.CaptureFixture[str]) -> dict:
-    code = main(decode_args(folder))
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return json.loads(out)
+def decoded(folder: Path) -> dict:
+    result = llmtap(*decode_args(folder))
+    assert result.code == 0, result.err
+    return json.loads(result.out)
 
 
 @pytest.fixture(scope="module")
@@ -47,17 +46,17 @@ def test_every_case_has_its_variants(variants: dict[str, Path]) -> None:
 
 
 @pytest.mark.parametrize("folder", case_folders(CORPUS), ids=lambda f: f.name)
-def test_case(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert differences(read_case(folder)[0]["expect"], decoded(folder, capsys)) == []
+def test_case(folder: Path) -> None:
+    assert differences(read_case(folder)[0]["expect"], decoded(folder)) == []
 
 
 @pytest.mark.parametrize("suffix", ["gzip", "br", "crlf", "cut"])
-def test_variants(suffix: str, variants: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_variants(suffix: str, variants: dict[str, Path]) -> None:
     folders = [folder for name, folder in variants.items() if name.endswith(f"__{suffix}")]
     assert folders
     for folder in folders:
         case = read_case(folder)[0]
-        got = decoded(folder, capsys)
+        got = decoded(folder)
         if suffix == "cut":  # no crash, and it says the stream did not end
             assert (got["complete"], got["finish_reason"]) == (False, None), folder.name
         else:

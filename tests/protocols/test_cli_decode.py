@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from llmtap.cli.main import main
+from tests.helpers import llmtap
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REFUSAL = FIXTURES / "anthropic_stream_refusal"
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(["decode", *argv])
-    out, err = capsys.readouterr()
+def run(argv: list[str]) -> tuple[int, str, str]:
+    result = llmtap("decode", *argv)
+    code, out, err = result.code, result.out, result.err
     return code, out, err
 
 
@@ -70,8 +70,8 @@ BAD_INPUT = {
 
 
 @pytest.mark.parametrize(("argv", "says"), BAD_INPUT.values(), ids=BAD_INPUT.keys())
-def test_bad_input_is_one_line_and_a_non_zero_exit(argv: list[str], says: str, files: dict[str, str], capsys):
-    code, out, err = run([arg.format(**files) for arg in argv], capsys)
+def test_bad_input_is_one_line_and_a_non_zero_exit(argv: list[str], says: str, files: dict[str, str]):
+    code, out, err = run([arg.format(**files) for arg in argv])
     assert code != 0
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("llmtap: error: ")
@@ -95,8 +95,8 @@ UNDECODABLE = {
 
 
 @pytest.mark.parametrize(("argv", "says"), UNDECODABLE.values(), ids=UNDECODABLE.keys())
-def test_undecodable_body_is_a_record_with_decode_error(argv: list[str], says: str, files: dict[str, str], capsys):
-    code, out, err = run([arg.format(**files) for arg in argv], capsys)
+def test_undecodable_body_is_a_record_with_decode_error(argv: list[str], says: str, files: dict[str, str]):
+    code, out, err = run([arg.format(**files) for arg in argv])
     assert code == 0
     assert err == ""
     record = json.loads(out)
@@ -104,7 +104,7 @@ def test_undecodable_body_is_a_record_with_decode_error(argv: list[str], says: s
     assert record["protocol"] in ("anthropic.messages", "openai.chat", "openai.responses")
 
 
-def test_a_compressed_stream_decodes_like_the_fixture(files: dict[str, str], capsys):
+def test_a_compressed_stream_decodes_like_the_fixture(files: dict[str, str]):
     case = json.loads((REFUSAL / "case.json").read_text())
     argv = [
         "--response", files["refusal_gz"],
@@ -114,7 +114,7 @@ def test_a_compressed_stream_decodes_like_the_fixture(files: dict[str, str], cap
         "--content-type", case["content_type"],
         "--content-encoding", "gzip",
     ]  # fmt: skip
-    code, out, _ = run(argv, capsys)
+    code, out, _ = run(argv)
     record = json.loads(out)
     assert code == 0
     assert record["decode_error"] is None

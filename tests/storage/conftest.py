@@ -1,6 +1,6 @@
 """Storage fixtures: a database URL for SQLite (a temporary file) and, when
 `LLMTAP_TEST_POSTGRES_URL` is set, PostgreSQL (a fresh database per test, dropped after);
-an isolated LLMTAP_HOME; engines that are disposed of when the test ends."""
+an LLMTAP_HOME per test; engines that are disposed of when the test ends."""
 
 from __future__ import annotations
 
@@ -23,13 +23,9 @@ BACKENDS = [
 
 
 @pytest.fixture(autouse=True)
-def llmtap_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Keep every test away from ~/.llmtap and from the caller's llmtap settings."""
-    home = tmp_path / "llmtap-home"
-    monkeypatch.setenv("LLMTAP_HOME", str(home))
-    for name in ("LLMTAP_DB", "LLMTAP_SPOOL", "LLMTAP_CONFIG", "LLMTAP_BODIES"):
-        monkeypatch.delenv(name, raising=False)
-    return home
+def own_home(llmtap_home: Path) -> Path:
+    """Every storage test gets an LLMTAP_HOME of its own: spools live there."""
+    return llmtap_home
 
 
 @pytest.fixture(params=BACKENDS)

@@ -4,24 +4,20 @@ the `llmtap` command run as a subprocess."""
 
 from __future__ import annotations
 
-import io
 import os
 import selectors
 import socket
 import sqlite3
 import struct
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
-from dataclasses import dataclass
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, event, func, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.engine import make_url
 
 from llmtap.bench import corpus as bench_corpus
@@ -30,6 +26,7 @@ from llmtap.protocols.canonical import Exchange, RequestFacts, ToolCall, ToolSpe
 from llmtap.storage import schema
 from llmtap.storage.ingest import HttpExchange
 from llmtap.storage.record import Recorded
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 POSTGRES_URL = os.environ.get("LLMTAP_TEST_POSTGRES_URL", "").strip() or None
@@ -175,13 +172,6 @@ class LockInThread:
 # -- a TCP forwarder that can be pulled ------------------------------------------------------
 
 
-def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on (right now)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 class Forwarder:
     """127.0.0.1:<port> → target, on threads. `stop()` refuses new connections and resets
     the open ones (RST, like a crashed server or a cut cable); `start()` serves again on
@@ -270,49 +260,3 @@ def _reset(sock: socket.socket) -> None:
     except OSError:
         pass
     sock.close()
-
-
-# -- the command line ------------------------------------------------------------------------
-
-
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
-
-
-def llmtap_here(*args: str) -> CliResult:
-    """Run `llmtap` in this process (no interpreter start-up), its output captured."""
-    from llmtap.cli.main import main
-
-    engines: set[Engine] = set()
-
-    def remember(connection: Any) -> None:
-        engines.add(connection.engine)
-
-    out, err = io.StringIO(), io.StringIO()
-    event.listen(Engine, "engine_connect", remember)
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            code = main(list(args))
-    finally:
-        event.remove(Engine, "engine_connect", remember)
-        for engine in engines:  # the command's own engines, closed as its exit would
-            engine.dispose()
-    return CliResult(code, out.getvalue(), err.getvalue())
-
-
-def llmtap(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> CliResult:
-    """Run the `llmtap` console script of this environment, as a user would."""
-    script = Path(sys.executable).parent / "llmtap"
-    command = [str(script)] if script.exists() else [sys.executable, "-c", "from llmtap.cli.main import entry; entry()"]
-    done = subprocess.run(
-        [*command, *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        cwd=ROOT,
-        timeout=timeout,
-    )
-    return CliResult(done.returncode, done.stdout, done.stderr)

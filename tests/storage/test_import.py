@@ -25,7 +25,8 @@ from llmtap.storage.migrate import upgrade
 from llmtap.storage.rows import PRICE_COLUMNS
 from llmtap.storage.writer import Writer
 from tests.corpus_tools import make_har
-from tests.storage.helpers import count, exchange_ids, llmtap, llmtap_here, make_record
+from tests.helpers import llmtap
+from tests.storage.helpers import count, exchange_ids, make_record
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,7 +66,7 @@ def har(tmp_path, corpus_dir) -> tuple[Path, dict]:
 
 def test_har_import_gives_the_expected_team_sums_and_is_idempotent(db_url, engines, har):
     path, expected = har
-    first = llmtap("import", str(path), "--db", db_url)
+    first = llmtap("import", str(path), "--db", db_url, process=True)
     assert first.code == 0, first.err
     engine = engines(db_url)
     assert team_sums(engine) == expected
@@ -73,7 +74,7 @@ def test_har_import_gives_the_expected_team_sums_and_is_idempotent(db_url, engin
     assert f"imported {entries} LLM exchanges (0 already stored)" in first.out
     before = sorted(exchange_ids(engine))
 
-    again = llmtap("import", str(path), "--db", db_url)
+    again = llmtap("import", str(path), "--db", db_url, process=True)
     assert again.code == 0, again.err
     assert f"({entries} already stored)" in again.out
     assert sorted(exchange_ids(engine)) == before
@@ -113,7 +114,7 @@ def test_har_with_missing_fields_skips_entries_and_never_crashes(tmp_path, engin
     data["log"]["entries"] = broken + good[2:6]
     path.write_text(json.dumps(data))
     url = f"sqlite:///{tmp_path / 'broken.db'}"
-    result = llmtap("import", str(path), "--db", url)
+    result = llmtap("import", str(path), "--db", url, process=True)
     assert result.code == 0, result.err
     assert "Traceback" not in result.err
     skipped_lines = [line for line in result.err.splitlines() if line.startswith("skipped ")]
@@ -138,7 +139,7 @@ NOT_HAR = {
 def test_a_file_that_is_neither_har_nor_flows_is_one_line_on_stderr(kind, tmp_path):
     path = tmp_path / f"{kind}.har"
     path.write_bytes(NOT_HAR[kind])
-    result = llmtap_here("import", str(path), "--db", f"sqlite:///{tmp_path / 'none.db'}")
+    result = llmtap("import", str(path), "--db", f"sqlite:///{tmp_path / 'none.db'}")
     assert result.code != 0
     assert len(result.err.strip().splitlines()) == 1, result.err
     assert result.err.startswith("llmtap: error: ")
@@ -147,10 +148,10 @@ def test_a_file_that_is_neither_har_nor_flows_is_one_line_on_stderr(kind, tmp_pa
 def test_not_a_har_from_the_real_command(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("meeting notes\n")
-    result = llmtap("import", str(path), "--db", f"sqlite:///{tmp_path / 'none.db'}")
+    result = llmtap("import", str(path), "--db", f"sqlite:///{tmp_path / 'none.db'}", process=True)
     assert result.code != 0
     assert len(result.err.strip().splitlines()) == 1, result.err
-    missing = llmtap("import", str(tmp_path / "missing.har"), "--db", f"sqlite:///{tmp_path / 'none.db'}")
+    missing = llmtap("import", str(tmp_path / "missing.har"), "--db", f"sqlite:///{tmp_path / 'none.db'}", process=True)
     assert missing.code != 0 and len(missing.err.strip().splitlines()) == 1
 
 
@@ -208,7 +209,7 @@ def write_flows(corpus: Path, out: Path) -> None:
 def test_mitmproxy_flow_file_imports_like_the_corpus_says(db_url, engines, corpus_dir, tmp_path):
     path = tmp_path / "traffic.mitm"
     write_flows(corpus_dir, path)
-    result = llmtap("import", str(path), "--db", db_url)
+    result = llmtap("import", str(path), "--db", db_url, process=True)
     assert result.code == 0, result.err
     assert f"imported {len(FLOW_CASES)} LLM exchanges" in result.out
     assert "skipped 1 other requests" in result.out
@@ -238,12 +239,12 @@ def test_export_round_trips_jsonl_csv_and_parquet(db_url, engines, har, tmp_path
     import duckdb
 
     path, expected = har
-    assert llmtap("import", str(path), "--db", db_url).code == 0
+    assert llmtap("import", str(path), "--db", db_url, process=True).code == 0
     engine = engines(db_url)
     ids = sorted(exchange_ids(engine))
     for fmt in ("jsonl", "csv", "parquet"):
         target = tmp_path / f"all.{fmt}"
-        result = llmtap_here("export", "--format", fmt, "-o", str(target), "--db", db_url)
+        result = llmtap("export", "--format", fmt, "-o", str(target), "--db", db_url)
         assert result.code == 0, result.err
         if fmt == "jsonl":
             rows = [json.loads(line) for line in target.read_text().splitlines()]
@@ -263,7 +264,7 @@ def test_export_round_trips_jsonl_csv_and_parquet(db_url, engines, har, tmp_path
                 connection.close()
         assert sorted(row["id"] for row in rows) == ids, fmt
 
-    window = llmtap_here("export", "--since", "2026-11-02T10:00", "--until", "2026-11-02T12:00", "--db", db_url)
+    window = llmtap("export", "--since", "2026-11-02T10:00", "--until", "2026-11-02T12:00", "--db", db_url)
     assert window.code == 0, window.err
     since, until = datetime(2026, 11, 2, 10, tzinfo=UTC), datetime(2026, 11, 2, 12, tzinfo=UTC)
     entries = json.loads(path.read_text())["log"]["entries"]
@@ -308,7 +309,7 @@ def test_prune_deletes_old_exchanges_and_collects_unused_bodies(store, db_url, s
     assert writer.close()
     bodies_before = count(store, schema.bodies)
 
-    result = llmtap("prune", "--older-than", "30d", "--db", db_url)
+    result = llmtap("prune", "--older-than", "30d", "--db", db_url, process=True)
     assert result.code == 0, result.err
     assert result.out.startswith("pruned 6 exchanges")
     assert sorted(exchange_ids(store)) == sorted(r.id for r in new)
@@ -335,7 +336,7 @@ def test_prune_deletes_old_exchanges_and_collects_unused_bodies(store, db_url, s
 
 def test_reprocess_restores_records_from_full_bodies(db_url, engines, har):
     path, expected = har
-    assert llmtap("import", str(path), "--bodies", "full", "--db", db_url).code == 0
+    assert llmtap("import", str(path), "--bodies", "full", "--db", db_url, process=True).code == 0
     engine = engines(db_url)
     x = schema.exchanges.c
     with engine.connect() as connection:
@@ -350,7 +351,7 @@ def test_reprocess_restores_records_from_full_bodies(db_url, engines, har):
         connection.execute(delete(schema.tool_calls))
     assert team_sums(engine) != expected
 
-    result = llmtap("reprocess", "--db", db_url)
+    result = llmtap("reprocess", "--db", db_url, process=True)
     assert result.code == 0, result.err
     assert result.out.startswith(f"reprocessed {len(before)} exchanges ({len(before)} changed)")
     with engine.connect() as connection:
@@ -377,6 +378,6 @@ def test_commands_refuse_a_store_from_a_newer_llmtap_in_one_line(tmp_path, engin
     upgrade(engine)
     with engine.begin() as connection:
         connection.execute(text("UPDATE alembic_version SET version_num = 'f00dfacecafe'"))
-    result = llmtap("export", "--db", url)
+    result = llmtap("export", "--db", url, process=True)
     assert result.code != 0
     assert len(result.err.strip().splitlines()) == 1, result.err

@@ -26,13 +26,11 @@ from llmtap.storage.ingest import HttpExchange, to_record
 from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.writer import Writer
 from tests.corpus_tools import make_har
+from tests.helpers import free_port, llmtap
 from tests.storage.helpers import (
     T0,
     corpus_http,
     count,
-    free_port,
-    llmtap,
-    llmtap_here,
     make_record,
     spool_files,
     sqlite_exclusive,
@@ -189,7 +187,7 @@ def test_no_key_reaches_store_spool_exports_or_logs(
     output: list[str] = []
 
     # 1. the command line: a HAR with keys in headers, query strings and bodies
-    imported = llmtap("import", str(har), "--db", db_url, "--bodies", "full")
+    imported = llmtap("import", str(har), "--db", db_url, "--bodies", "full", process=True)
     output += [imported.out, imported.err]
     assert imported.code == 0, imported.err
     entries = len(json.loads(har.read_text())["log"]["entries"])
@@ -218,13 +216,13 @@ def test_no_key_reaches_store_spool_exports_or_logs(
     # 3. exports
     for fmt in ("jsonl", "csv"):
         target = tmp_path / f"export.{fmt}"
-        exported = llmtap_here("export", "--format", fmt, "-o", str(target), "--db", db_url)
+        exported = llmtap("export", "--format", fmt, "-o", str(target), "--db", db_url)
         output += [exported.out, exported.err]
         assert exported.code == 0, exported.err
         text = target.read_text()
         assert text.count("\n") >= entries
         assert leaks(text, target.name) == []
-    stdout = llmtap_here("export", "--format", "jsonl", "--db", db_url)
+    stdout = llmtap("export", "--format", "jsonl", "--db", db_url)
     assert stdout.code == 0 and stdout.out.count("\n") == entries + len(records)
     output.append(stdout.out)
 
@@ -244,7 +242,7 @@ def spool_while_away(engine: Engine, spool_dir: Path, records: list) -> int:
 
 
 def test_fingerprint_and_last_four_are_kept(db_url, engines, tmp_path, har, corpus_dir, llmtap_home):
-    imported = llmtap("import", str(har), "--db", db_url, "--bodies", "full")
+    imported = llmtap("import", str(har), "--db", db_url, "--bodies", "full", process=True)
     assert imported.code == 0, imported.err
     secret_file = llmtap_home / "fingerprint.secret"
     assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
