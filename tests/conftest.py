@@ -25,6 +25,18 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"the corpus at {CORPUS} holds no cases")
 
 
+# Folders (and files) whose tests run real processes end to end: `pytest -m "not slow"`
+# leaves them out for a quick local run; CI runs everything.
+SLOW = ("tests/e2e/", "tests/demo/", "tests/dashboards/", "tests/hardening/", "tests/test_packaging.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.relative_to(ROOT).as_posix()
+        if where.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def corpus_dir() -> Path:
     return CORPUS
