@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from llmtap.cli.demo.run import run as run_demo
     from llmtap.dashboards import data, page
     from llmtap.storage.engine import make_engine
+    from llmtap.storage.private import open_private
 
     console = Console() if Console().is_terminal else Console(width=120)
     folder = Path(args.dir).expanduser().resolve() if args.dir else Path(tempfile.mkdtemp(prefix="llmtap-demo-"))
@@ -58,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     misses = reports.run(db_url, "cache", listing=True).rows
     problems_found = reports.run(db_url, "tools", listing=True).rows
     dashboard = folder / "llmtap-dashboard.html"
-    dashboard.write_text(page.render(data.collect(db_url), store=db_url), encoding="utf-8")
+    with open_private(dashboard, "w", encoding="utf-8") as handle:
+        handle.write(page.render(data.collect(db_url), store=db_url))
     console.print(
         f"cache misses: {len(misses)} ({', '.join(sorted({m['cause'] for m in misses})) or 'none'}); "
         f"tool-call problems: {len(problems_found)}"

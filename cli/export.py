@@ -1,19 +1,25 @@
-"""`llmtap export`: canonical exchange rows as JSON Lines, CSV or Parquet (SPEC §3)."""
+"""`llmtap export`: canonical exchange rows as JSON Lines, CSV or Parquet (SPEC §3), in a
+file private to its user (0600) in every format.
+
+Not responsible for which rows and columns there are (`storage/export.py`)."""
 
 from __future__ import annotations
 
 import argparse
 import csv
 import json
+import os
+import shutil
 import sys
 import tempfile
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import moment
+from llmtap.storage.private import FILE_MODE, open_private
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -86,15 +92,27 @@ def _csv(rows: Any, out: TextIO) -> None:
 def _parquet(rows: Any, path: Path) -> int:
     from llmtap.analytics.files import jsonl_to_parquet
 
-    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as tmp:
-        count = 0
-        for row in rows:
-            tmp.write(json.dumps(flat(row), default=_json_default, ensure_ascii=False) + "\n")
-            count += 1
+    # DuckDB writes a file of its own and renames it over the target, with the umask's mode:
+    # it writes inside a 0700 folder beside the target instead, and the file is made 0600
+    # there, before anyone else can reach it, then moved into place.
     try:
-        jsonl_to_parquet(Path(tmp.name), path, empty=count == 0)
+        folder = Path(tempfile.mkdtemp(prefix=".llmtap-export-", dir=path.parent))
+    except OSError as exc:
+        raise UsageError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", dir=folder, delete=False) as tmp:
+            count = 0
+            for row in rows:
+                tmp.write(json.dumps(flat(row), default=_json_default, ensure_ascii=False) + "\n")
+                count += 1
+        staged = folder / "export.parquet"
+        jsonl_to_parquet(Path(tmp.name), staged, empty=count == 0)
+        os.chmod(staged, FILE_MODE)
+        os.replace(staged, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
     finally:
-        Path(tmp.name).unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 
@@ -107,7 +125,7 @@ class _open_output:
         if self.path is None:
             return sys.stdout
         try:
-            self.handle = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115
+            self.handle = cast(TextIO, open_private(self.path, "w", newline="", encoding="utf-8"))
         except OSError as exc:
             raise UsageError(f"cannot write {self.path!r}: {exc.strerror or exc}") from None
         return self.handle

@@ -1,13 +1,15 @@
 """Where the store is and how to connect: the default SQLite file, URL normalisation,
 and SQLite tuned for a recorder (WAL, a busy timeout, foreign keys).
 
+A new SQLite file is created private to its user (`private.py`).
+
 Not responsible for the schema's version (see `migrate.py`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
@@ -46,12 +48,29 @@ def make_engine(url: str | None = None, *, busy_timeout_ms: int = 5000) -> Engin
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database
-        if database and database != ":memory:":
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        if database and database != ":memory:" and not _is_uri(parsed.query, database):
+            _create_store_file(Path(database).expanduser())
         engine = create_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
         event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_ms))
         return engine
     return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 5})
+
+
+def _is_uri(query: Mapping[str, object], database: str) -> bool:
+    """`?uri=true` hands SQLite a `file:` URI (e.g. `mode=ro`): not a path to create."""
+    return str(query.get("uri", "")).lower() in ("true", "1") or database.startswith("file:")
+
+
+def _create_store_file(path: Path) -> None:
+    """The database file made 0600 before SQLite opens it: SQLite gives its -wal, -shm and
+    -journal files the database file's mode, so they are private too."""
+    from llmtap.storage.private import create_private, private_dir
+
+    try:
+        private_dir(path.parent)
+        create_private(path)
+    except OSError:
+        pass  # SQLite's own open says what is wrong with the path, as it always did
 
 
 def _sqlite_pragmas(busy_timeout_ms: int) -> Callable[[DBAPIConnection, ConnectionPoolEntry], None]:

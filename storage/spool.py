@@ -1,9 +1,10 @@
 """The local spool: where rows wait while the database is down or locked.
 
 Each writer appends to a file of its own (`spool-<pid>-<time>.jsonl`, one batch a line,
-flushed and fsynced before the batch counts as acknowledged) and holds an exclusive lock
-on it. Replay takes every spool file it can lock, including those a dead process left,
-writes them (duplicates are ignored by the store's keys) and removes them.
+flushed and fsynced before the batch counts as acknowledged; 0600 in a 0700 folder: it
+holds prompts and answers) and holds an exclusive lock on it. Replay takes every spool
+file it can lock, including those a dead process left, writes them (duplicates are
+ignored by the store's keys) and removes them.
 
 Not responsible for SQL: it hands decoded `RowSet`s to a callback.
 """
@@ -20,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from llmtap.storage.private import open_private, private_dir
 from llmtap.storage.rows import RowSet
 
 _DT = "$llmtap_dt"
@@ -90,9 +92,9 @@ class Spool:
         self.pending += len(rows)
 
     def _open(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        private_dir(self.folder)
         self._path = self.folder / f"spool-{os.getpid()}-{time.time_ns()}.jsonl"
-        self._file = open(self._path, "ab", buffering=0)  # noqa: SIM115 - held open for the writer's life
+        self._file = open_private(self._path, "ab", buffering=0)  # held open for the writer's life
         fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
 
     def has_files(self) -> bool:
@@ -110,6 +112,17 @@ class Spool:
             replayed += self._replay_file(path, write)
         self.pending = 0
         return replayed
+
+    def count(self) -> int:
+        """The exchanges waiting in every spool file of the folder (for the exit report)."""
+        waiting = 0
+        for path in sorted(self.folder.glob("spool-*.jsonl")) if self.folder.is_dir() else []:
+            try:
+                with open(path, "rb") as handle:
+                    waiting += sum(len(rows) for rows in _batches(handle))
+            except OSError:
+                continue
+        return waiting
 
     def _replay_file(self, path: Path, write: Callable[[RowSet], None]) -> int:
         try:

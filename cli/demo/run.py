@@ -24,6 +24,7 @@ from llmtap.cli.demo import traffic
 from llmtap.cli.errors import UsageError
 from llmtap.simulator.provider import SimulatedProvider
 from llmtap.simulator.upstream import Upstream
+from llmtap.storage.private import open_private, private_dir
 
 PROVIDERS = ("anthropic", "openai", "gemini")
 
@@ -66,7 +67,7 @@ def start_proxy(folder: Path, upstream_url: str, ports: dict[str, int], db_url: 
         command += ["--reverse", f"{name}={ports[name]}", "--upstream", f"{name}={upstream_url}"]
     env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
     env.pop("LLMTAP_CONFIG", None)
-    log = open(folder / "proxy.log", "wb")  # noqa: SIM115 - handed to the child
+    log = open_private(folder / "proxy.log", "wb")  # handed to the child
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -111,7 +112,7 @@ def drive(ports: dict[str, int], console: Console) -> list[str]:
 
 def run(folder: Path, console: Console) -> tuple[str, list[str]]:
     """Everything up to a flushed store; returns its URL and the traffic's problems."""
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)
     database = folder / "llmtap.db"
     for stale in folder.glob("llmtap.db*"):
         stale.unlink()
