@@ -1,15 +1,20 @@
-"""`llmtap dashboard`: write one self-contained HTML file, or `--serve` it live on
-127.0.0.1 (another address only when `--host` says so)."""
+"""`llmtap dashboard`: write one self-contained HTML file (0600: it holds prompts and
+answers), or `--serve` it live on 127.0.0.1 (another address only when `--host` says so,
+and then only with a token: LLMTAP_DASHBOARD_TOKEN, or one made and printed in the URL).
+
+Not responsible for who the server answers (`dashboards/serve.py` checks Host and token)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import moment
+from llmtap.storage.private import open_private
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -21,7 +26,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("-o", "--output", default="llmtap-dashboard.html", metavar="FILE", help="file to write")
     parser.add_argument("--serve", action="store_true", help="serve it live instead of writing a file")
-    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to serve on (default 127.0.0.1); any other needs a token: LLMTAP_DASHBOARD_TOKEN, or one is made",
+    )
     parser.add_argument("--port", type=int, default=8765, help="port to serve on (default 8765)")
     parser.add_argument("--since", help="ISO date/time or age (7d)")
     parser.add_argument("--until", help="ISO date/time or age")
@@ -45,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.serve:
         html = page.render(data.collect(url, since, until), store=label)
         try:
-            Path(args.output).write_text(html, encoding="utf-8")
+            with open_private(args.output, "w", encoding="utf-8") as handle:
+                handle.write(html)
         except OSError as exc:
             raise UsageError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
         print(f"dashboard written to {Path(args.output).resolve()}")
@@ -69,10 +79,13 @@ def _serve(args, engine, pricer, url, label, since, until) -> int:
             collect,
             lambda d: page.render(d, store=label, live=True),
             routes=_routes(engine, url, label, since, until),
+            token=os.environ.get("LLMTAP_DASHBOARD_TOKEN") or None,
         )
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
-    print(f"dashboard on http://{args.host}:{server.server_address[1]}/ (Ctrl-C stops)", file=sys.stderr)
+    print(f"dashboard on {server.url} (Ctrl-C stops)", file=sys.stderr)
+    if server.any_address:
+        print("  it is reachable from other machines: only with this token", file=sys.stderr)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
