@@ -186,3 +186,18 @@ def test_an_older_home_is_closed_and_a_shared_store_keeps_its_mode(tmp_path: Pat
     fresh = tmp_path / "elsewhere" / "new.db"  # a new store outside the home: private too
     assert llmtap("db", "upgrade", "--db", f"sqlite:///{fresh}", env=env, process=True).code == 0
     assert mode(fresh) == 0o600 and mode(fresh.parent) == 0o700
+
+
+def test_demo_folder_is_private(tmp_path: Path, umask_022: None) -> None:
+    folder = tmp_path / "demo"
+    result = llmtap(
+        "demo", "--dir", str(folder), env={"LLMTAP_HOME": str(tmp_path / "home"), "LLMTAP_DB": None},
+        process=True, timeout=240,
+    )  # fmt: skip
+    assert result.code == 0, result.out[-3000:] + result.err[-3000:]
+    for name in ("llmtap.db", "proxy.log", "llmtap-dashboard.html"):
+        assert mode(folder / name) == 0o600, name
+    assert mode(folder) == 0o700
+    assert_private(folder / "home")  # the demo proxy's own llmtap home
+    # mitmproxy's confdir is mitmproxy's: its CA key is 0600, its certificates are public
+    assert mode(folder / "mitmproxy" / "mitmproxy-ca.pem") == 0o600
