@@ -1,13 +1,22 @@
-"""Who sent an exchange (SPEC §4), read from the flow on the hooks, plus header hygiene.
+"""Who sent an exchange (SPEC §4), read from the flow on the hooks, plus header hygiene,
+and whether its destination may bill anyone.
 
 First match wins: the proxy-auth user name (`HTTPS_PROXY=http://TEAM:secret@host:port`,
 taken from the CONNECT request for HTTPS or from the request itself for plain HTTP), the
 `X-LLMTap-Team` header, the reverse listener's team, the key-fingerprint map; else
-`unattributed`. `X-LLMTap-Team` and `Proxy-Authorization` are removed before the request
-is forwarded. API keys become a keyed fingerprint and their last four characters here;
-the key itself goes no further.
+`unattributed` (storage/teams.py). With `[auth]` credentials the proxy-auth user counts
+only once `auth.py` has checked its password, and the header rule is off.
+`X-LLMTap-Team` and `Proxy-Authorization` are removed before the request is forwarded.
+API keys become a keyed fingerprint and their last four characters here; the key itself
+goes no further.
 
-Not responsible for loading the maps (the CLI or `script_setup` builds them).
+A destination is trusted to report what it bills when the flow came in on a reverse
+listener (its upstream is fixed by the operator: mitmproxy ignores the client's Host
+there), went to a configured upstream, or went to a provider's own API host
+(storage/hosts.py); any other exchange carries `price_reason = unverified_host`.
+
+Not responsible for loading the maps (the CLI or `script_setup` builds them), nor for
+refusing requests (`auth.py`).
 """
 
 from __future__ import annotations
@@ -16,13 +25,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mitmproxy import connection, http
+from mitmproxy.proxy.mode_specs import ReverseMode
 
-from llmtap.storage.ingest import TEAM_HEADER, attribute_team, proxy_auth_user
+from llmtap.storage.hosts import UNVERIFIED_HOST, provider_host
+from llmtap.storage.ingest import TEAM_HEADER, proxy_auth_user
 from llmtap.storage.secrets import KeyFingerprinter, api_key
+from llmtap.storage.teams import attribute
 
 _TEAM = TEAM_HEADER.encode()
 _PROXY_AUTH = b"proxy-authorization"
 _KEY_HEADERS = frozenset((b"x-api-key", b"x-goog-api-key", b"api-key", b"authorization"))  # what `api_key` reads
+VERIFIED_KEY = "llmtap_proxy_team"  # flow.metadata: the team whose [auth] credentials `auth.py` checked
+REFUSED_KEY = "llmtap_refused"  # flow.metadata: `auth.py` answered it (407); it is no exchange
 
 
 @dataclass(slots=True)
@@ -31,6 +45,8 @@ class Who:
     key_fingerprint: str | None
     key_last4: str | None
     client_addr: str | None
+    attribution: str = "none"  # the rule that named the team
+    price_reason: str | None = None  # `unverified_host` when the destination may not bill
 
 
 @dataclass
@@ -41,17 +57,38 @@ class Attribution:
     # listen port -> provider, for reverse listeners that name one (`--reverse openai=8082`)
     # in front of an upstream whose host does not say it (a gateway, a local stand-in)
     listener_providers: Mapping[int, str] = field(default_factory=dict)
+    # [auth]: team -> proxy password. Set, the proxy-auth user is a team only once its
+    # password is checked (`auth.py` calls `verified_connect` or sets VERIFIED_KEY).
+    credentials: Mapping[str, str] | None = None
+    # (host, port) of the upstreams the operator configured: billed like a provider's host
+    trusted_upstreams: frozenset[tuple[str, int]] = frozenset()
     _connect_users: dict[str, str] = field(default_factory=dict)  # client connection id -> user
 
     def remember_connect(self, flow: http.HTTPFlow) -> None:
         """HTTPS through the proxy: the credentials ride the CONNECT request only."""
-        user = proxy_auth_user(flow.request.headers.get("proxy-authorization"))
-        if user:
-            self._connect_users[flow.client_conn.id] = user
+        if self.credentials is None:
+            user = proxy_auth_user(flow.request.headers.get("proxy-authorization"))
+            if user:
+                self._connect_users[flow.client_conn.id] = user
         flow.request.headers.pop("proxy-authorization", None)
+
+    def verified_connect(self, client: connection.Client, team: str) -> None:
+        self._connect_users[client.id] = team
+
+    def connect_team(self, client: connection.Client) -> str | None:
+        return self._connect_users.get(client.id)
 
     def forget(self, client: connection.Client) -> None:
         self._connect_users.pop(client.id, None)
+
+    def price_reason(self, flow: http.HTTPFlow) -> str | None:
+        """None when the destination may bill (see the module's docstring)."""
+        if isinstance(flow.client_conn.proxy_mode, ReverseMode):
+            return None
+        request = flow.request
+        if provider_host(request.host) or (request.host.lower(), request.port) in self.trusted_upstreams:
+            return None
+        return UNVERIFIED_HOST
 
     @staticmethod
     def strip(flow: http.HTTPFlow) -> None:
@@ -75,17 +112,24 @@ class Attribution:
                 key_pairs.append((name.decode("latin-1"), raw_value.decode("utf-8", "surrogateescape")))
         if team_values or auth_values:
             self.strip(flow)
-        # Repeated headers read as mitmproxy's `Headers.get` reads them: joined with ", ".
-        user = self._connect_users.get(flow.client_conn.id) or proxy_auth_user(", ".join(auth_values))
+        user = self._connect_users.get(flow.client_conn.id)
+        if self.credentials is None:
+            # Repeated headers read as mitmproxy's `Headers.get` reads them: joined with ", ".
+            user = user or proxy_auth_user(", ".join(auth_values))
+            team_header = ", ".join(team_values) or None
+        else:  # only checked credentials name a team; a header anyone can send does not
+            user = user or flow.metadata.get(VERIFIED_KEY)
+            team_header = None
         path = request.path
         key = api_key(key_pairs, path.partition("?")[2] if "?" in path else "")
         fingerprint = self.fingerprinter.fingerprint(key) if key and self.fingerprinter else None
-        team = attribute_team(
+        team, rule = attribute(
             proxy_user=user,
-            team_header=", ".join(team_values) or None,
+            team_header=team_header,
             listener_team=self._listener_team(flow),
             fingerprint=fingerprint,
             key_teams=self.key_teams,
+            secrets=(key,) if key else (),
         )
         peer = flow.client_conn.peername
         return Who(
@@ -93,6 +137,8 @@ class Attribution:
             key_fingerprint=fingerprint,
             key_last4=KeyFingerprinter.last4(key) if key else None,
             client_addr=str(peer[0]) if peer else None,
+            attribution=rule,
+            price_reason=self.price_reason(flow),
         )
 
     def listener_provider(self, flow: http.HTTPFlow) -> str | None:

@@ -2,7 +2,10 @@
 
 Regular mode intercepts HTTPS with mitmproxy's CA; reverse listeners (one per provider)
 need no CA at all, the client only changes its base URL. On start it prints exactly what
-to set in a client. SIGINT and SIGTERM shut mitmproxy down, which calls the recorder's
+to set in a client and the addresses mitmproxy really listens on; a listener beyond
+loopback without `[auth]` gets a warning (anyone who can reach it can bill its teams).
+Modes that name no address of their own listen on `listen_host` (127.0.0.1 by default),
+not on every interface as mitmproxy would. SIGINT and SIGTERM shut mitmproxy down, which calls the recorder's
 `done`, which flushes the writer.
 
 Not responsible for reading settings (the CLI does) or for recording (the recorder).
@@ -11,6 +14,7 @@ Not responsible for reading settings (the CLI does) or for recording (the record
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import signal
 import sys
@@ -18,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mitmproxy import exceptions, options
-from mitmproxy.proxy.mode_specs import ProxyMode, RegularMode, ReverseMode
+from mitmproxy.proxy.mode_specs import ProxyMode, RegularMode, ReverseMode, UpstreamMode
 from mitmproxy.tools.dump import DumpMaster
 
 from llmtap.addon.attribution import Attribution
+from llmtap.addon.auth import TeamAuth
 from llmtap.addon.recorder import Recorder
 from llmtap.storage.writer import Writer
 from llmtap.storage.writer_process import WriterProcess
@@ -55,6 +60,7 @@ class ProxyPlan:
     ca_bundle: Path | None = None
     quiet: bool = False
     settings: list[str] = field(default_factory=list)  # mitmproxy `KEY=VALUE` options (`--set`)
+    auth: dict[str, str] = field(default_factory=dict, repr=False)  # [auth]: team -> proxy password
 
     def modes(self) -> list[str]:
         modes = []
@@ -103,29 +109,112 @@ def check_modes(specs: list[str]) -> None:
         ProxyMode.parse(spec)
 
 
-def client_settings(plan: ProxyPlan, db_label: str) -> str:
-    """What to tell the user once the listeners are up."""
+# Modes whose clients can send proxy credentials; with [auth] only these and reverse
+# listeners may run (a transparent or WireGuard client has no way to authenticate).
+AUTH_MODES = (RegularMode, UpstreamMode, ReverseMode)
+Listening = dict[str, list[tuple[str, int]]]  # a mode's full spec -> the addresses it listens on
+
+
+def check_auth_modes(specs: list[str]) -> None:
+    """Raise ProxyOptionError for a mode whose clients cannot send [auth] credentials."""
+    for spec in specs:
+        mode = ProxyMode.parse(spec)
+        if not isinstance(mode, AUTH_MODES):
+            raise ProxyOptionError(f"[auth] is set, and a {mode.type_name} listener cannot ask for credentials: {spec}")
+
+
+def planned(plan: ProxyPlan, default_host: str) -> Listening:
+    """Where each mode will listen, from its spec (before mitmproxy has bound anything)."""
+    out: Listening = {}
+    for spec in plan.modes():
+        mode = ProxyMode.parse(spec)
+        port = mode.listen_port()
+        out[mode.full_spec] = [(mode.listen_host(default_host), port)] if port is not None else []
+    return out
+
+
+def exposed(host: str) -> bool:
+    """An address reachable from beyond this machine (all interfaces, or not loopback)."""
+    if host in ("", "localhost"):
+        return host == ""
+    try:
+        return not ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return True  # a host name: whatever it resolves to, it is not ours to vouch for
+
+
+def _shown(host: str, port: int) -> str:
+    if host in ("", "0.0.0.0", "::"):
+        host = host or "*"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _connectable(host: str) -> str:
+    """An address a client on this machine can use for a listener on `host`."""
+    return "127.0.0.1" if host in ("", "0.0.0.0", "::", "*") else (f"[{host}]" if ":" in host else host)
+
+
+def warnings_for(plan: ProxyPlan, listening: Listening) -> list[str]:
+    """SPEC §6: a listener beyond loopback is for anyone who can reach it."""
+    out = []
+    for spec, addresses in listening.items():
+        mode = ProxyMode.parse(spec)
+        for host, port in addresses:
+            if not exposed(host):
+                continue
+            where = _shown(host, port)
+            if not plan.auth:
+                out.append(
+                    f"llmtap: WARNING: listening on {where}, beyond this machine, without [auth]: anyone "
+                    "who can reach it can use it and bill its teams. Add [auth] to the config file, "
+                    "or listen on 127.0.0.1."
+                )
+            elif isinstance(mode, ReverseMode):
+                out.append(
+                    f"llmtap: WARNING: the reverse listener on {where} is beyond this machine; [auth] does not "
+                    "cover reverse listeners (clients send no proxy credentials there): anyone who can reach it "
+                    "is billed to its team, or by the key map."
+                )
+    return out
+
+
+def client_settings(plan: ProxyPlan, db_label: str, listening: Listening | None = None) -> str:
+    """What to tell the user once the listeners are up: where they really listen."""
+    listening = listening if listening is not None else planned(plan, plan.listen_host)
     lines = [f"llmtap is recording into {db_label}"]
     ca = plan.confdir / "mitmproxy-ca-cert.pem"
-    host = plan.listen_host if plan.listen_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    regular = [m for m in plan.modes() if isinstance(ProxyMode.parse(m), RegularMode)]
-    for spec in regular:
-        port = ProxyMode.parse(spec).listen_port()
+    user = "TEAM:PASSWORD" if plan.auth else "TEAM:x"
+    hint = "a team of [auth] and its password" if plan.auth else "TEAM names who is spending"
+    for spec, addresses in listening.items():
+        if not isinstance(ProxyMode.parse(spec), RegularMode) or not addresses:
+            continue
+        host, port = addresses[0]
+        where = " and ".join(_shown(h, p) for h, p in addresses)
         bundle = plan.ca_bundle or ca
         lines += [
             "",
-            f"Regular proxy on {host}:{port} (HTTPS through mitmproxy's CA). In the client's shell:",
-            f"  export HTTPS_PROXY=http://TEAM:x@{host}:{port}   # TEAM names who is spending",
+            f"Regular proxy listening on {where} (HTTPS through mitmproxy's CA). In the client's shell:",
+            f"  export HTTPS_PROXY=http://{user}@{_connectable(host)}:{port}   # {hint}",
             f"  export SSL_CERT_FILE={bundle}   # Python SDKs (httpx): system CAs + mitmproxy's",
             f"  export REQUESTS_CA_BUNDLE={bundle}",
             f"  export NODE_EXTRA_CA_CERTS={ca}   # Node: Claude Code, Codex CLI, Gemini CLI",
         ]
-    reverse = [ProxyMode.parse(m) for m in plan.modes() if isinstance(ProxyMode.parse(m), ReverseMode)]
+    reverse = {
+        spec: addresses for spec, addresses in listening.items() if isinstance(ProxyMode.parse(spec), ReverseMode)
+    }
     if reverse:
         lines += ["", "Reverse listeners (no CA needed; only the base URL changes):"]
+    ports = {listener.port for listener in plan.reverse}
+    for spec, addresses in reverse.items():
+        if addresses and addresses[0][1] not in ports:
+            lines.append(f"  {ProxyMode.parse(spec).data} listening on {' and '.join(_shown(*a) for a in addresses)}")
     for listener in plan.reverse:
-        base = f"http://{host}:{listener.port}"
+        found = next((a for a in reverse.values() if a and a[0][1] == listener.port), [])
+        host = found[0][0] if found else plan.listen_host
+        base = f"http://{_connectable(host)}:{listener.port}"
         team = f"   # team {listener.team}" if listener.team else ""
+        if found:
+            lines.append(f"  {listener.provider} listening on {' and '.join(_shown(*a) for a in found)}:")
         if listener.provider == "anthropic":
             lines.append(f"  export ANTHROPIC_BASE_URL={base}{team}")
         elif listener.provider == "openai":
@@ -138,15 +227,27 @@ def client_settings(plan: ProxyPlan, db_label: str) -> str:
 
 
 class _Announce:
-    """Prints the client settings once mitmproxy's listeners are running."""
+    """Prints the client settings once mitmproxy's listeners are running, with the
+    addresses they are bound to, and the warnings for exposed listeners (even when quiet)."""
 
-    def __init__(self, text: str, quiet: bool) -> None:
-        self.text = text
-        self.quiet = quiet
+    def __init__(self, plan: ProxyPlan, db_label: str, master: DumpMaster) -> None:
+        self.plan = plan
+        self.db_label = db_label
+        self.master = master
 
     def running(self) -> None:
-        if not self.quiet:
-            print(self.text, file=sys.stderr, flush=True)
+        listening = self._listening()
+        for line in warnings_for(self.plan, listening):
+            print(line, file=sys.stderr, flush=True)
+        if not self.plan.quiet:
+            print(client_settings(self.plan, self.db_label, listening), file=sys.stderr, flush=True)
+
+    def _listening(self) -> Listening:
+        server = self.master.addons.get("proxyserver")
+        out: Listening = {}
+        for instance in getattr(server, "servers", []):
+            out[instance.mode.full_spec] = [(str(a[0]), int(a[1])) for a in instance.listen_addrs]
+        return out or planned(self.plan, self.master.options.listen_host)
 
 
 def run(plan: ProxyPlan, writer: Writer | WriterProcess, attribution: Attribution, db_label: str) -> int:
@@ -159,9 +260,12 @@ async def _main(plan: ProxyPlan, writer: Writer | WriterProcess, attribution: At
     opts = options.Options()
     master = DumpMaster(opts, with_termlog=True, with_dumper=False)
     recorder = Recorder(writer=writer, attribution=attribution)
-    master.addons.add(recorder, _Announce(client_settings(plan, db_label), plan.quiet))
+    if plan.auth:  # before the recorder: a request is checked before it is attributed
+        master.addons.add(TeamAuth(plan.auth, attribution))
+    master.addons.add(recorder, _Announce(plan, db_label, master))
     opts.update(
         mode=plan.modes(),
+        listen_host=plan.listen_host,  # a mode with no address of its own: not every interface
         confdir=str(plan.confdir),
         termlog_verbosity="warn",
     )

@@ -23,7 +23,7 @@ from typing import Any
 
 from mitmproxy import ctx, http
 
-from llmtap.addon.attribution import Attribution
+from llmtap.addon.attribution import REFUSED_KEY, Attribution
 from llmtap.addon.tee import ExchangeMeta, PendingExchange, StreamTee
 from llmtap.addon.websocket import WebSocketSessions
 from llmtap.protocols import route
@@ -150,6 +150,10 @@ class Recorder:
         # Routed here rather than at `requestheaders`: one hook fewer for mitmproxy to
         # dispatch on every request, and nothing before this needs the route.
         protocol = route(flow.request.method, flow.request.path)
+        if flow.metadata.get(REFUSED_KEY):  # answered by the proxy itself (a 407 from auth.py): no exchange
+            self.counts["other"] += 1
+            self.attribution.strip(flow)
+            return
         if protocol is None:
             if websocket_protocol(flow.request.path) is None:
                 self.counts["other"] += 1
@@ -176,6 +180,8 @@ class Recorder:
             started=request.timestamp_start or time.time(),
             protocol=protocol,
             provider=self.attribution.listener_provider(flow),
+            attribution=who.attribution,
+            price_reason=who.price_reason,
         )
         self.in_flight[flow.id] = flow
 

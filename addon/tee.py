@@ -77,6 +77,8 @@ class ExchangeMeta:
     # mitmproxy's header fields as they were forwarded (body mode `full` only): redacted
     # into `request_headers` on the writer's thread, never stored as they are.
     raw_headers: tuple[tuple[bytes, bytes], ...] | None = field(default=None, repr=False)
+    attribution: str = "none"  # the rule that named `team` (storage/teams.py)
+    price_reason: str | None = None  # `unverified_host`: never priced (storage/hosts.py)
 
     def new_decoder(self, request: bytes | dict[str, Any] | None) -> ExchangeDecoder:
         """The incremental decoder for this exchange's response, as the headers describe it."""
@@ -145,6 +147,8 @@ class PendingExchange:
             first_token_at=_moment(meta.first_token),
             ended_at=_moment(meta.ended),
             team=meta.team,
+            attribution=meta.attribution,
+            price_reason=meta.price_reason,
             key_fingerprint=meta.key_fingerprint,
             key_last4=meta.key_last4,
             client_addr=meta.client_addr,

@@ -98,6 +98,8 @@ class WebSocketSessions:
             request_headers=session.headers,
             started=at,
             source="websocket",
+            attribution=session.who.attribution,
+            price_reason=session.who.price_reason,
         )
         session.meta.request_body = request
 

@@ -165,6 +165,7 @@ def show(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
         "id": row["id"],
         "who": {
             "team": row["team"],
+            "attribution": row["attribution"],
             "key_fingerprint": row["key_fingerprint"],
             "key_last4": row["key_last4"],
             "client_addr": row["client_addr"],
@@ -211,6 +212,7 @@ def _cost(row: Any) -> dict[str, Any]:
 
     return {
         "status": row["price_status"],
+        "reason": row["price_reason"],
         "model": row["price_model"],
         "price_version": row["price_version"],
         "total_usd": usd(row["cost_total_pico"]),

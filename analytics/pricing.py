@@ -9,7 +9,10 @@ tiers past 200k input tokens) stay in charge — and each row is then a few inte
 multiplications. Money is integer pico-dollars (1e-12 USD); rates that are not whole
 pico-dollars per token round half-even.
 
-A row whose model has no price is `unpriced` (never $0); a row with usage missing is
+A row whose model has no price is `unpriced` (never $0) with the reason `unknown_model`;
+a row the recorder marked `unverified_host` (traffic to a host that is neither a
+provider's nor a configured upstream: storage/hosts.py) stays `unpriced` with that reason
+whatever model and usage it claims, here and in `reprice`; a row with usage missing is
 `usage_missing`. Every priced row keeps the price data's version: genai-prices' alone, or
 — for the models a local price file names — genai-prices' and the file's (name and
 digest), so `reprice` can tell which rows a new or changed price file concerns.
@@ -23,12 +26,14 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from llmtap.storage.hosts import UNVERIFIED_HOST
 
 if TYPE_CHECKING:
     from genai_prices import types
@@ -50,6 +55,9 @@ _PRICE_KEYS = (
     "output_mtok",
     "output_reasoning_mtok",
 )
+
+
+UNKNOWN_MODEL = "unknown_model"
 
 
 class PriceFileError(ValueError):
@@ -81,6 +89,7 @@ class Cost:
     total: int | None = None
     rate_input: int | None = None
     rate_cache_read: int | None = None
+    reason: str | None = None  # why unpriced: unverified_host | unknown_model
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +145,7 @@ class Pricer:
         if tokens is None:
             return Cost(status="usage_missing")
         if not model:
-            return Cost(status="unpriced")
+            return Cost(status="unpriced", reason=UNKNOWN_MODEL)
         at = at if at.tzinfo else at.replace(tzinfo=UTC)
         named = any(o.names(provider, model) for o in self.overrides)
         version = self.file_version if named else self.version
@@ -146,11 +155,11 @@ class Pricer:
         else:
             found = self._find(provider, model)
             if found is None:
-                return Cost(status="unpriced", version=version if named else None)
+                return Cost(status="unpriced", version=version if named else None, reason=UNKNOWN_MODEL)
             model_price, name = found.get_prices(at), found.id
         rates = _rates(model_price, tokens.input_tokens)
         if rates is None:
-            return Cost(status="unpriced", model=name, version=version if named else None)
+            return Cost(status="unpriced", model=name, version=version if named else None, reason=UNKNOWN_MODEL)
         return _cost(rates, tokens, name, version)
 
     @property
@@ -185,14 +194,20 @@ class Pricer:
         _, found = self.snapshot.find_provider_model(model, None, None, None)
         return found
 
+    def price_row(self, row: Mapping[str, Any]) -> Cost:
+        """The cost of a stored or new exchange row. An `unverified_host` row is never
+        priced: its model and usage are whatever an unknown server said."""
+        if row.get("price_reason") == UNVERIFIED_HOST:
+            return Cost(status="unpriced", reason=UNVERIFIED_HOST)
+        return self.price(row.get("provider"), row.get("model"), row["started_at"], tokens_of(row))
+
     def price_rows(self, rows: Iterable[dict[str, Any]]) -> None:
         """Fill the cost columns of exchange rows (the writer's enrich step)."""
         for row in rows:
-            cost = self.price(row.get("provider"), row.get("model"), row["started_at"], tokens_of(row))
-            row.update(cost_columns(cost))
+            row.update(cost_columns(self.price_row(row)))
 
 
-def tokens_of(row: dict[str, Any]) -> TokenCounts | None:
+def tokens_of(row: Mapping[str, Any]) -> TokenCounts | None:
     if row.get("usage_input_tokens") is None:
         return None
     return TokenCounts(
@@ -209,6 +224,7 @@ def tokens_of(row: dict[str, Any]) -> TokenCounts | None:
 def cost_columns(cost: Cost) -> dict[str, Any]:
     return {
         "price_status": cost.status,
+        "price_reason": cost.reason,
         "price_model": cost.model,
         "price_version": cost.version,
         "cost_input_pico": cost.input,

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, and_, bindparam, or_, select, update
 
-from llmtap.analytics.pricing import FILE_MARK, Pricer, cost_columns, tokens_of
+from llmtap.analytics.pricing import FILE_MARK, Pricer, cost_columns
 from llmtap.storage.export import utc
 from llmtap.storage.rows import PRICE_COLUMNS
 from llmtap.storage.schema import exchanges
@@ -31,6 +31,7 @@ _INPUT = (
     "usage_cache_creation_1h_input_tokens",
     "usage_output_tokens",
     "usage_reasoning_output_tokens",
+    "price_reason",  # `unverified_host` keeps a row unpriced whatever the prices say
 )
 
 
@@ -110,7 +111,7 @@ def _price(engine: Engine, pricer: Pricer, query: Any) -> list[str]:
             return []
         updates = []
         for row in rows:
-            cost = pricer.price(row["provider"], row["model"], utc(row["started_at"]), tokens_of(row))
+            cost = pricer.price_row({**row, "started_at": utc(row["started_at"])})
             updates.append({"row_id": row["id"], **cost_columns(cost)})
         connection.execute(statement, updates)
     return [row["id"] for row in rows]

@@ -12,6 +12,12 @@ table, then defaults: a regular proxy on 127.0.0.1:8080 and no reverse listeners
     port = 8081
     team = "search"                  # optional: this listener's traffic belongs to it
     upstream = "https://api.anthropic.com"   # optional
+
+With `[auth]` in the config file (team -> proxy password) the proxy refuses (407) any
+proxy request without a team's right credentials, and the X-LLMTap-Team header names no
+one; reverse listeners take no proxy credentials (see addon/auth.py), and transparent,
+SOCKS or WireGuard modes are refused. Traffic is priced only when it went to a provider's
+API host or to an upstream configured here (storage/hosts.py).
 """
 
 from __future__ import annotations
@@ -105,7 +111,7 @@ def _upstreams(entries: list[str]) -> dict[str, str]:
 
 
 def plan_from(args: argparse.Namespace, settings: Any) -> Any:
-    from llmtap.addon.proxy import ProxyOptionError, ProxyPlan, check_modes, check_settings
+    from llmtap.addon.proxy import ProxyOptionError, ProxyPlan, check_auth_modes, check_modes, check_settings
 
     section = settings.config.get("proxy", {})
     env_reverse = [e for e in os.environ.get("LLMTAP_REVERSE", "").split(";") if e.strip()]
@@ -120,6 +126,7 @@ def plan_from(args: argparse.Namespace, settings: Any) -> Any:
         confdir=Path(args.confdir or section.get("confdir") or "~/.mitmproxy").expanduser(),
         quiet=args.quiet,
         settings=list(args.settings),
+        auth=dict(settings.auth),
     )
     try:
         check_settings(plan.settings)
@@ -129,9 +136,26 @@ def plan_from(args: argparse.Namespace, settings: Any) -> Any:
         check_modes(plan.modes())
     except ValueError as exc:
         raise UsageError(f"bad proxy mode: {exc}") from None
+    if plan.auth:
+        try:
+            check_auth_modes(plan.modes())
+        except ProxyOptionError as exc:
+            raise UsageError(str(exc)) from None
     if not plan.modes():
         raise UsageError("nothing to listen on: give --port, --reverse or --mode")
     return plan
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    """A configured upstream as the addon compares it with a request's host and port."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return (parts.hostname or "").lower(), port or (443 if parts.scheme == "https" else 80)
 
 
 def _int(value: str | None) -> int | None:
@@ -173,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
         listener_providers={
             listener.port: "google" if listener.provider == "gemini" else listener.provider for listener in plan.reverse
         },
+        credentials=plan.auth or None,
+        trusted_upstreams=frozenset(_host_port(listener.upstream) for listener in plan.reverse),
     )
     label = engine.url.render_as_string(hide_password=True)
     try:

@@ -9,6 +9,8 @@ Config file (`--config`, `$LLMTAP_CONFIG`, else `~/.llmtap/config.toml` when pre
     spool = "/var/lib/llmtap/spool"
     [teams]                      # key fingerprint (see `llmtap fingerprint`) -> team
     "9f2c…" = "search"
+    [auth]                       # team -> proxy password: `llmtap proxy` refuses (407) any other
+    search = "a long random password"   # clients: HTTPS_PROXY=http://search:PASSWORD@host:8080
 
 Not responsible for what the commands do with them.
 """
@@ -35,6 +37,7 @@ class Settings:
     secret_file: Path
     key_teams: dict[str, str] = field(default_factory=dict)
     price_file: Path | None = None
+    auth: dict[str, str] = field(default_factory=dict, repr=False)  # [auth]: team -> proxy password (a secret)
     config: dict[str, Any] = field(default_factory=dict)
     config_path: Path | None = None
 
@@ -63,12 +66,28 @@ def load(args: argparse.Namespace) -> Settings:
         spool_dir=Path(config.get("spool") or os.environ.get("LLMTAP_SPOOL") or base / "spool").expanduser(),
         secret_file=Path(config.get("secret_file") or base / "fingerprint.secret").expanduser(),
         key_teams=dict(teams),
+        auth=_auth(path, config.get("auth")),
         price_file=_price_file(
             getattr(args, "prices", None) or os.environ.get("LLMTAP_PRICES") or config.get("prices")
         ),
         config=config,
         config_path=path,
     )
+
+
+def _auth(path: Path | None, table: Any) -> dict[str, str]:
+    """`[auth]`: each team's proxy password. A team is a Basic user name (no `:`); the
+    passwords are never echoed, not even in an error."""
+    if table is None:
+        return {}
+    if not isinstance(table, dict) or not table:
+        raise UsageError(f"{path}: [auth] must map team names to their proxy passwords")
+    for team, password in table.items():
+        if not team.strip() or ":" in team or not team.isprintable():
+            raise UsageError(f"{path}: [auth] team {team!r}: a name without ':' or control characters")
+        if not isinstance(password, str) or not password:
+            raise UsageError(f"{path}: [auth] team {team!r}: its password must be a non-empty string")
+    return dict(table)
 
 
 def _price_file(value: str | None) -> Path | None:

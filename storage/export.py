@@ -25,7 +25,7 @@ USAGE_COLUMNS = {
     "output_tokens": "usage_output_tokens",
     "reasoning_tokens": "usage_reasoning_output_tokens",
 }
-IDENTITY = ("id", "team", "key_fingerprint", "key_last4", "host", "path", "source")
+IDENTITY = ("id", "team", "attribution", "key_fingerprint", "key_last4", "host", "path", "source")
 TIMINGS = ("started_at", "first_byte_at", "first_token_at", "ended_at", "ttfb_ms", "ttft_ms", "duration_ms")
 CANONICAL = (
     "protocol",

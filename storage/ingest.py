@@ -15,8 +15,10 @@ from datetime import datetime
 from urllib.parse import unquote, urlsplit
 
 from llmtap.protocols import decode_exchange, route
+from llmtap.storage.hosts import UNVERIFIED_HOST, provider_host
 from llmtap.storage.record import Recorded
 from llmtap.storage.secrets import KeyFingerprinter, api_key, redact_headers, redact_query
+from llmtap.storage.teams import attribute
 
 TEAM_HEADER = "x-llmtap-team"
 
@@ -56,15 +58,14 @@ def attribute_team(
     key_teams: Mapping[str, str],
 ) -> str:
     """SPEC §4, first match wins: proxy-auth user, X-LLMTap-Team, the reverse listener's
-    team, the key-fingerprint map; else `unattributed`."""
-    for candidate in (proxy_user, team_header, listener_team):
-        # Control characters (a CR/LF smuggled into a header) never reach a team name.
-        cleaned = "".join(c if c.isprintable() else " " for c in candidate or "").strip()
-        if cleaned:
-            return cleaned[:200]
-    if fingerprint and fingerprint in key_teams:
-        return key_teams[fingerprint]
-    return "unattributed"
+    team, the key-fingerprint map; else `unattributed` (see `teams.attribute`)."""
+    return attribute(
+        proxy_user=proxy_user,
+        team_header=team_header,
+        listener_team=listener_team,
+        fingerprint=fingerprint,
+        key_teams=key_teams,
+    )[0]
 
 
 def proxy_auth_user(value: str | None) -> str | None:
@@ -119,12 +120,13 @@ def to_record(
         exchange.interrupted = http.interrupted
     key = api_key(http.request_headers, urlsplit(http.path).query)
     fingerprint = fingerprinter.fingerprint(key) if key else None
-    team = attribute_team(
+    team, attribution = attribute(
         proxy_user=proxy_auth_user(http.header("proxy-authorization")),
         team_header=http.header(TEAM_HEADER),
         listener_team=listener_team,
         fingerprint=fingerprint,
         key_teams=key_teams or {},
+        secrets=(key,) if key else (),
     )
     return Recorded(
         exchange=exchange,
@@ -132,10 +134,13 @@ def to_record(
         first_byte_at=http.first_byte_at,
         ended_at=http.ended_at,
         team=team,
+        attribution=attribution,
         key_fingerprint=fingerprint,
         key_last4=fingerprinter.last4(key) if key else None,
         client_addr=http.client_addr,
         source=source,
+        # a file says where its traffic went; only a provider's own host is billed by it
+        price_reason=None if provider_host(http.host) else UNVERIFIED_HOST,
         method=http.method.upper(),
         host=http.host,
         path=redact_query(http.path),

@@ -118,6 +118,8 @@ def _identity_column(key: str) -> bool:
     """Who and when stay as recorded; only what decoding yields is recomputed."""
     return key in {
         "team",
+        "attribution",
+        "price_reason",  # where the traffic went (`unverified_host`) is not in the bodies
         "key_fingerprint",
         "key_last4",
         "client_addr",

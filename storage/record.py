@@ -27,6 +27,7 @@ class Recorded:
     first_token_at: datetime | None = None
     ended_at: datetime | None = None
     team: str = "unattributed"
+    attribution: str = "none"  # which rule named the team (SPEC §4): proxy_auth, header, listener, key_map, none
     key_fingerprint: str | None = None
     key_last4: str | None = None
     client_addr: str | None = None
@@ -39,6 +40,8 @@ class Recorded:
     response_body: bytes | None = None  # after content decoding
     response_content_type: str | None = None
     request_headers: list[tuple[str, str]] = field(default_factory=list)  # redacted
+    # why it must stay unpriced whatever it claims: `unverified_host` (storage/hosts.py)
+    price_reason: str | None = None
 
     def __post_init__(self) -> None:
         if not self.id:

@@ -24,6 +24,7 @@ from llmtap.storage.secrets import scrub, scrub_json
 BODY_MODES = ("none", "metadata", "full")
 PRICE_COLUMNS = (
     "price_status",
+    "price_reason",
     "price_model",
     "price_version",
     "cost_input_pico",
@@ -95,6 +96,7 @@ def rows_for(rec: Recorded, body_mode: str = "metadata") -> RowSet:
     row["body_mode"] = body_mode
     row["request_body_ref"] = row["response_body_ref"] = None
     row.update(dict.fromkeys(PRICE_COLUMNS))  # filled by a pricer the writer was given
+    row["price_reason"] = rec.price_reason  # `unverified_host` holds whatever a pricer says
     if body_mode == "full":
         _bodies(rec, row, out)
     out.exchanges.append(row)
@@ -121,6 +123,7 @@ def _identity(rec: Recorded) -> dict[str, Any]:
         "id": rec.id,
         "dedupe_key": dedupe_key(rec),
         "team": rec.team or "unattributed",
+        "attribution": rec.attribution,
         "key_fingerprint": rec.key_fingerprint,
         "key_last4": rec.key_last4,
         "client_addr": rec.client_addr,

@@ -55,6 +55,8 @@ exchanges = Table(
     Column("dedupe_key", String(32), nullable=True, unique=True),
     # who and where
     Column("team", String(200), nullable=False, server_default="unattributed"),
+    # which rule named the team (SPEC §4); NULL on rows stored before the rule was kept
+    Column("attribution", String(16), nullable=True),
     Column("key_fingerprint", String(32), nullable=True),
     Column("key_last4", String(4), nullable=True),
     Column("client_addr", String(64), nullable=True),
@@ -138,6 +140,7 @@ exchanges = Table(
     # cost (analytics.pricing fills these): pico-dollars (1e-12 USD) as integers, so no
     # database rounds money; rates are per token, for what-if sums such as cache misses
     Column("price_status", String(16), nullable=True),  # priced | unpriced | usage_missing
+    Column("price_reason", String(32), nullable=True),  # why unpriced: unverified_host | unknown_model
     Column("price_model", String(255), nullable=True),
     Column("price_version", String(96), nullable=True),
     Column("cost_input_pico", BigInteger, nullable=True),
@@ -190,7 +193,8 @@ body_refs = Table(
 
 
 # What the reports, the audit log and the dashboard read through DuckDB (analytics/duck.py
-# points its views here); migration 0003 made these tables with these columns.
+# points its views here); migration 0003 made these tables with these columns, 0005 added
+# `price_reason` (reports list why an exchange is unpriced).
 EXCHANGE_FACT_COLUMNS = (
     "id", "team", "key_fingerprint", "key_last4", "started_at", "ended_at", "ttfb_ms", "ttft_ms",
     "duration_ms", "protocol", "provider", "status", "complete", "model", "model_requested",
@@ -199,7 +203,7 @@ EXCHANGE_FACT_COLUMNS = (
     "error_type", "error_code", "retry_after_s", "interrupted", "decode_error", "tool_call_count",
     "request_cache_breakpoints", "request_cache_ttl", "request_tool_result_ids", "request_tool_call_ids",
     "request_message_count", "tools_hash", "system_hash", "first_message_hash", "message_hashes",
-    "request_body_ref", "price_status", "price_version", "cost_input_pico", "cost_cache_read_pico",
+    "request_body_ref", "price_status", "price_version", "price_reason", "cost_input_pico", "cost_cache_read_pico",
     "cost_cache_write_pico", "cost_output_pico", "cost_total_pico", "rate_input_pico", "rate_cache_read_pico",
 )  # fmt: skip
 TOOL_CALL_FACT_COLUMNS = ("exchange_id", "position", "call_id", "name", "status", "status_detail", "valid_json")

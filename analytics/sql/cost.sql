@@ -17,6 +17,8 @@ SELECT
     sum(cost_output_pico) AS output_cost_usd,
     count(*) FILTER (WHERE price_status = 'priced') AS priced,
     count(*) FILTER (WHERE price_status = 'unpriced') AS unpriced,
+    -- of those, the ones whose host was neither a provider's nor a configured upstream
+    count(*) FILTER (WHERE price_reason = 'unverified_host') AS unverified_host,
     count(*) FILTER (WHERE usage_input_tokens IS NULL) AS usage_missing,
     string_agg(DISTINCT price_version, '; ' ORDER BY price_version) AS price_version
 FROM exchanges

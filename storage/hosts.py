@@ -1,0 +1,50 @@
+"""Which hosts' answers may be billed (SPEC §4): the providers' own API hosts.
+
+A reply is priced by the model and usage it claims, so a server anyone can stand up
+(`https://my-box.example/v1/messages`) could bill a team whatever it likes. Only traffic
+to a host in this table, or to an upstream the operator configured (the proxy knows
+those; see `addon/attribution.py`), is priced; any other is recorded as `unpriced` with
+the reason `unverified_host`.
+
+Not responsible for routing (protocols) or for the prices (analytics/pricing.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+UNVERIFIED_HOST = "unverified_host"  # the `price_reason` of traffic to any other host
+
+# The providers' documented API endpoints. Keep it small: a host here is trusted to
+# report the usage it is billed by. Wildcards only where the provider puts a region or a
+# resource name in the host, always under a domain the provider owns.
+PROVIDER_HOSTS = frozenset(
+    (
+        "api.anthropic.com",
+        "api.openai.com",
+        "generativelanguage.googleapis.com",
+        "aiplatform.googleapis.com",
+        "openrouter.ai",
+        "api.deepseek.com",
+        "api.mistral.ai",
+        "api.groq.com",
+        "api.x.ai",
+    )
+)
+PROVIDER_PATTERNS = re.compile(
+    r"[a-z0-9-]+-aiplatform\.googleapis\.com"  # Vertex AI: us-central1-aiplatform.googleapis.com
+    r"|bedrock-runtime(?:-fips)?\.[a-z0-9-]+\.amazonaws\.com"  # Bedrock: bedrock-runtime.us-east-1.amazonaws.com
+    r"|[a-z0-9-]+\.openai\.azure\.com"  # Azure OpenAI: RESOURCE.openai.azure.com
+)
+
+
+def provider_host(host: str | None) -> bool:
+    """The host (a name, or `name:port`) is one of the providers' API hosts."""
+    if not host:
+        return False
+    name = host.strip().lower()
+    if name.startswith("["):  # an IPv6 literal is never a provider's name
+        return False
+    name = name.rpartition(":")[0] if ":" in name else name
+    name = name.rstrip(".")
+    return name in PROVIDER_HOSTS or PROVIDER_PATTERNS.fullmatch(name) is not None

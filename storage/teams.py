@@ -1,0 +1,52 @@
+"""Which team an exchange is billed to, and by which rule (SPEC §4).
+
+First match wins: the proxy-auth user name (`proxy_auth`), the `X-LLMTap-Team` header
+(`header`), the reverse listener's team (`listener`), the key-fingerprint map
+(`key_map`); else `unattributed` (`none`). A team name is data from the client: control
+characters never reach it, and a key-shaped name (a key pasted where a team belongs) is
+scrubbed like a key, as is the exact key value the request carried.
+
+Not responsible for reading the rules' inputs off a request (the addon and the importers
+do) or for checking proxy credentials (`addon/auth.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from llmtap.storage.secrets import REDACTED, scrub
+
+ATTRIBUTIONS = ("proxy_auth", "header", "listener", "key_map", "none")
+UNATTRIBUTED = "unattributed"
+TEAM_CHARS = 200  # the `team` column's width
+
+
+def clean_team(value: str | None, secrets: Iterable[str] = ()) -> str:
+    """A team name as it may be stored: printable, no key in it, at most 200 characters."""
+    # Control characters (a CR/LF smuggled into a header) become spaces.
+    cleaned = "".join(c if c.isprintable() else " " for c in value or "").strip()
+    for secret in secrets:
+        if secret and secret in cleaned:
+            cleaned = cleaned.replace(secret, REDACTED)
+    # Scrubbed before it is cut, so no cut can leave part of a key unrecognised.
+    return scrub(cleaned)[:TEAM_CHARS]
+
+
+def attribute(
+    *,
+    proxy_user: str | None,
+    team_header: str | None,
+    listener_team: str | None,
+    fingerprint: str | None,
+    key_teams: Mapping[str, str],
+    secrets: Iterable[str] = (),
+) -> tuple[str, str]:
+    """(team, attribution): the first rule that names a team, and its name."""
+    keys = tuple(secrets)
+    for candidate, rule in ((proxy_user, "proxy_auth"), (team_header, "header"), (listener_team, "listener")):
+        cleaned = clean_team(candidate, keys)
+        if cleaned:
+            return cleaned, rule
+    if fingerprint and fingerprint in key_teams:
+        return clean_team(key_teams[fingerprint]) or UNATTRIBUTED, "key_map"
+    return UNATTRIBUTED, "none"
