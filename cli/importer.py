@@ -1,5 +1,6 @@
 """`llmtap import FILE…`: HAR files and mitmproxy flow files, through the same translators
-and writer as live traffic, with a progress bar.
+and writer as live traffic, with a progress bar; and the writer's `rejected.jsonl`, whose
+lines are whole records (`storage/rejected.py`), loaded back through the same writer.
 
 An entry that is not an LLM generation is counted and skipped; an entry that cannot be
 read is reported in one line and skipped; a file that is neither format is a one-line
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from llmtap.storage.ingest import HttpExchange
+    from llmtap.storage.record import Recorded
+    from llmtap.storage.rows import RowSet
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -49,10 +52,11 @@ class Counts:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from llmtap.cli.report import pricer_for
     from llmtap.cli.store import open_store
-    from llmtap.storage.ingest import to_record
+    from llmtap.storage.ingest import HttpExchange, to_record
     from llmtap.storage.secrets import KeyFingerprinter
     from llmtap.storage.writer import Writer
 
@@ -73,14 +77,18 @@ def run(args: argparse.Namespace) -> int:
             for path in paths:
                 total, items = _open(path)
                 task = progress.add_task(path.name, total=total)
-                for http, problem in items:
+                for item, problem in items:
                     progress.advance(task)
                     if problem:
                         counts.unreadable += 1
-                        err.print(f"[yellow]skipped[/] {path.name}: {problem}", highlight=False)
+                        err.print(f"[yellow]skipped[/] {path.name}: {escape(problem)}", highlight=False)
                         continue
-                    assert http is not None
-                    record = to_record(http, fingerprinter=fingerprinter, key_teams=settings.key_teams)
+                    assert item is not None
+                    record: Recorded | RowSet | None
+                    if isinstance(item, HttpExchange):
+                        record = to_record(item, fingerprinter=fingerprinter, key_teams=settings.key_teams)
+                    else:
+                        record = item  # a rejected file's line: its id says whether it is stored already
                     if record is None:
                         counts.skipped += 1
                         continue
@@ -111,11 +119,17 @@ def _progress(console: Console) -> Progress:
     )
 
 
-def _open(path: Path) -> tuple[int | None, Iterator[tuple[HttpExchange | None, str | None]]]:
+def _open(path: Path) -> tuple[int | None, Iterator[tuple[HttpExchange | Recorded | RowSet | None, str | None]]]:
+    from llmtap.storage import rejected
     from llmtap.storage.importers.flows import FlowFileError, looks_like_flows, read_flows
     from llmtap.storage.importers.har import HarError, exchanges, read_har
 
     try:
+        if rejected.looks_like_rejected(path):
+            # read whole first: a line refused again is appended to the writer's own
+            # rejected file, which may be this one
+            lines = list(rejected.read(path))
+            return len(lines), iter(lines)
         if looks_like_flows(path):
             handle = open(path, "rb")  # noqa: SIM115 - closed by the generator
             return None, _closing(handle, read_flows(handle))

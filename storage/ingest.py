@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 from llmtap.protocols import decode_exchange, route
 from llmtap.storage.hosts import UNVERIFIED_HOST, provider_host
+from llmtap.storage.ids import capture_id
 from llmtap.storage.record import Recorded
 from llmtap.storage.secrets import KeyFingerprinter, api_key, redact_headers, redact_query
 from llmtap.storage.teams import attribute
@@ -128,8 +129,19 @@ def to_record(
         key_teams=key_teams or {},
         secrets=(key,) if key else (),
     )
+    path = redact_query(http.path)
     return Recorded(
         exchange=exchange,
+        # the same entry imported twice is the same record (SPEC §6): an id of what was captured
+        id=capture_id(
+            http.started_at,
+            method=http.method,
+            host=http.host,
+            path=path,
+            status=http.status,
+            request=http.request_body,
+            response=http.response_body,
+        ),
         started_at=http.started_at,
         first_byte_at=http.first_byte_at,
         ended_at=http.ended_at,
@@ -143,7 +155,7 @@ def to_record(
         price_reason=None if provider_host(http.host) else UNVERIFIED_HOST,
         method=http.method.upper(),
         host=http.host,
-        path=redact_query(http.path),
+        path=path,
         retry_after_s=retry_after(http.header("retry-after", "response"), http.header("retry-after-ms", "response")),
         request_body=http.request_body,
         response_body=None if http.response_encoded else http.response_body,

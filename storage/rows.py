@@ -11,7 +11,6 @@ Not responsible for executing SQL (see `writer.py`).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -63,29 +62,15 @@ def _ms(start: datetime, end: datetime | None) -> float | None:
 
 
 def dedupe_key(rec: Recorded) -> str:
-    """Same exchange seen twice (a retried batch, a file imported again) → same key.
+    """The record's id (SPEC §6: two records are the same only when they are the same
+    captured exchange, and the id says which: see `ids.py`).
 
-    With a provider response id: that id and the answer's shape. Without one: when it
-    started and what was said, which two distinct requests never share.
+    Rows stored before this rule carry a digest of the provider's response id here; a new
+    row's key is its id (26 characters), so the two never meet. A response id is never
+    part of the key: a caching gateway, a replay or a fake upstream gives different
+    requests the same one, and each of them is a record of its own.
     """
-    ex = rec.exchange
-    usage = ex.usage
-    if ex.response_id:
-        parts = [ex.protocol, ex.provider or "", ex.response_id, ex.model or "", str(ex.status)]
-    else:
-        parts = [ex.protocol, rec.started_at.isoformat(), rec.host or "", rec.path or "", rec.team]
-        parts += [_digest(rec.request_body), _digest(rec.response_body), str(ex.status)]
-    parts += [
-        str(usage.input_tokens if usage else ""),
-        str(usage.output_tokens if usage else ""),
-        str(len(ex.text)),
-        str(ex.complete),
-    ]
-    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).hexdigest()
-
-
-def _digest(body: bytes | None) -> str:
-    return "" if body is None else hashlib.blake2b(body, digest_size=16).hexdigest()
+    return rec.id
 
 
 def rows_for(rec: Recorded, body_mode: str = "metadata") -> RowSet:

@@ -15,8 +15,8 @@ owns the writer calls `close()` on SIGINT/SIGTERM).
 
 from __future__ import annotations
 
-import json
 import logging
+import os
 import queue
 import threading
 import time
@@ -29,10 +29,11 @@ from sqlalchemy import Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from llmtap.storage import schema, spool
+from llmtap.storage import migrate, rejected, schema, spool
+from llmtap.storage.errors import StoreError
+from llmtap.storage.private import open_private, private_dir
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import BODY_MODES, RowSet, rows_for
-from llmtap.storage.secrets import scrub
 
 log = logging.getLogger("llmtap.storage")
 
@@ -100,6 +101,9 @@ class Writer:
         self._down_until = 0.0
         self._backoff = retry_initial
         self._dialect = engine.dialect.name
+        self._sqlite_file = _sqlite_file(engine)
+        self._file_identity = _identity(self._sqlite_file)
+        self._gone: str | None = None  # why the store must be made again before the next write
         self._thread = threading.Thread(target=self._run, name="llmtap-writer", daemon=True)
         self._closed = False
         self._closing = threading.Event()
@@ -107,7 +111,7 @@ class Writer:
 
     # -- the caller's side ---------------------------------------------------------------
 
-    def submit(self, record: Recorded | Pending) -> None:
+    def submit(self, record: Recorded | Pending | RowSet) -> None:
         """Hand over one record; returns at once.
 
         Takes no lock the writer's thread waits for, so a SIGTERM handler that interrupts
@@ -149,7 +153,23 @@ class Writer:
         self._thread.join(timeout)
         finished = not self._thread.is_alive()
         self.spool.close()
+        self._report_left()
         return finished and not self._held
+
+    def _report_left(self) -> None:
+        """Say what is not in the database as this writer stops: the spool (written at the
+        next start, or by the next command that writes), and rows even the disk refused."""
+        waiting = self.spool.count()
+        if waiting:
+            log.warning(
+                "llmtap: %d records are still in the spool at %s; they are written when the database is back "
+                "(next start)",
+                waiting,
+                self.spool.folder,
+            )
+        lost = sum(len(rows) for rows in self._held)
+        if lost:
+            log.error("llmtap: %d records could be written neither to the database nor to the spool", lost)
 
     @property
     def backlog(self) -> int:
@@ -217,37 +237,56 @@ class Writer:
             if self.spool.pending or self.spool.has_files():
                 self._replay()
 
-    def _rows(self, batch: Iterable[Recorded | Pending]) -> RowSet:
+    def _rows(self, batch: Iterable[Recorded | Pending | RowSet]) -> RowSet:
         rows = RowSet()
         for item in batch:
+            if isinstance(item, RowSet):  # rows loaded back from the rejected file
+                rows.extend(item)
+                continue
+            record = self._built(item)
+            if record is None:
+                continue
             try:
-                # A pending record finishes its decoding here, off the proxy's event loop.
-                # A class check, not `isinstance(item, Pending)`: a runtime Protocol check
-                # costs ~5 µs a record.
-                record: Recorded | None
-                if isinstance(item, Recorded):
-                    record = item
-                else:
-                    if self.yield_gil:
-                        # A thread in the proxy's own process shares the GIL with mitmproxy's
-                        # event loop: let a loop that waits for it go first, rather than after
-                        # the switch interval (5 ms), so finishing a record never adds that to
-                        # a response's latency. (A writer process has no loop to wait for.)
-                        time.sleep(0)
-                    record = item.build()
-                if record is None:  # not a generation after all (body shape)
-                    self._settle(skipped=1)
-                    continue
                 rows.extend(rows_for(record, self.body_mode))
             except Exception as exc:  # noqa: BLE001 - a record that cannot become rows
                 log.error("llmtap writer: a record could not be stored: %r", exc)
-                self._reject_record(item, exc)
+                self._reject_record(record, exc)
         if self.enrich is not None and rows.exchanges:
             try:
                 self.enrich(rows.exchanges)
             except Exception:  # noqa: BLE001 - rows are stored unpriced; `reprice` catches up
                 log.exception("llmtap writer: enrich step failed")
         return rows
+
+    def _built(self, item: Recorded | Pending) -> Recorded | None:
+        """The record of an item; None when it is not one (settled as skipped) or could
+        not be finished and said nothing of itself (settled as rejected)."""
+        # A class check, not `isinstance(item, Pending)`: a runtime Protocol check costs
+        # ~5 µs a record.
+        if isinstance(item, Recorded):
+            return item
+        try:
+            if self.yield_gil:
+                # A thread in the proxy's own process shares the GIL with mitmproxy's
+                # event loop: let a loop that waits for it go first, rather than after
+                # the switch interval (5 ms), so finishing a record never adds that to
+                # a response's latency. (A writer process has no loop to wait for.)
+                time.sleep(0)
+            # A pending record finishes its decoding here, off the proxy's event loop.
+            record = item.build()
+        except Exception as exc:  # noqa: BLE001 - a bug in finishing: keep who, when and where
+            log.error("llmtap writer: a record could not be finished: %r", exc)
+            salvage = getattr(item, "salvage", None)
+            try:
+                record = salvage(f"the record could not be finished: {exc!r}") if salvage else None
+            except Exception:  # noqa: BLE001
+                record = None
+            if record is None:
+                self._reject_unfinished(item, exc)
+            return record
+        if record is None:  # not a generation after all (body shape)
+            self._settle(skipped=1)
+        return record
 
     def _deliver(self, rows: RowSet) -> None:
         if not rows.exchanges:
@@ -258,7 +297,7 @@ class Writer:
         if now < self._down_until or self._held:
             self._to_spool(rows)
             return
-        if self.spool.pending or self.spool.has_files():
+        if self.spool.pending or self.spool.has_files() or self._gone:
             if not self._replay():
                 self._to_spool(rows)
                 return
@@ -272,6 +311,8 @@ class Writer:
                 self._isolate(rows, exc)
 
     def _replay(self) -> bool:
+        if not self._revive():
+            return False
         try:
             replayed = self.spool.replay(self._write_replayed)
         except SQLAlchemyError as exc:
@@ -308,6 +349,7 @@ class Writer:
         transaction is rolled back and the batch goes in with RETURNING, so only the
         exchanges it adds get their tool calls and body refs.
         """
+        self._check_file()
         with self.engine.connect() as connection:
             with connection.begin() as transaction:
                 self._insert_bodies(connection, rows)
@@ -326,6 +368,7 @@ class Writer:
                     refs = [r for r in rows.body_refs if r["exchange_id"] in inserted]
                     self._insert_children(connection, calls, refs)
                 added = len(inserted)
+        self._check_file()  # deleted while it was written: the rows went nowhere, and spool
         self.stats.batches += 1
         return added
 
@@ -394,28 +437,34 @@ class Writer:
 
     def _reject(self, rows: RowSet, exc: Exception, count: bool = True) -> None:
         log.error("llmtap writer: exchange %s rejected: %s", rows.exchanges[0]["id"], _first_line(exc))
-        try:
-            self.rejected_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.rejected_path, "ab") as handle:
-                handle.write(spool.encode(rows))
-        except OSError:
+        if not self._keep_rejected(rejected.rows_line(rows, _first_line(exc))):
             self._held.append(rows)
         if count:
             self._settle(rejected=len(rows))
 
-    def _reject_record(self, record: Recorded | Pending, exc: Exception) -> None:
-        try:  # keep what can be kept, for a human to look at
-            exchange = record.exchange.to_dict() if isinstance(record, Recorded) else repr(record)
-            # scrubbed like the rows: text and tool arguments may quote a key
-            line = scrub(json.dumps({"error": repr(exc), "exchange": exchange}, default=str)) + "\n"
-            self.rejected_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.rejected_path, "a", encoding="utf-8") as handle:
+    def _reject_record(self, record: Recorded, exc: Exception) -> None:
+        try:  # whole, so `llmtap import rejected.jsonl` can load it back
+            line = rejected.record_line(record, repr(exc))
+        except Exception as why:  # noqa: BLE001 - values bad enough to fail the rows may fail this too
+            log.error("llmtap writer: could not keep the rejected record %s either: %r", record.id, why)
+        else:
+            if not self._keep_rejected(line):
+                log.error("llmtap writer: could not keep the rejected record %s either", record.id)
+        self._settle(rejected=1)
+
+    def _reject_unfinished(self, item: Any, exc: Exception) -> None:
+        """Nothing to keep: an item that could neither be finished nor say who it was."""
+        log.error("llmtap writer: a %s was lost: %r", type(item).__name__, exc)
+        self._settle(rejected=1)
+
+    def _keep_rejected(self, line: bytes) -> bool:
+        try:
+            private_dir(self.rejected_path.parent)
+            with open_private(self.rejected_path, "ab") as handle:
                 handle.write(line)
-        except (OSError, TypeError, ValueError):
-            log.error("llmtap writer: could not keep the rejected record either")
-        with self._settled:
-            self.stats.rejected += 1
-            self._settled.notify_all()
+        except OSError:
+            return False
+        return True
 
     def _settle(self, **counts: int) -> None:
         with self._settled:
@@ -425,10 +474,67 @@ class Writer:
 
     def _went_down(self, exc: Exception) -> None:
         self.stats.db_errors += 1
-        if self._down_until == 0.0:
+        if _store_gone(exc) and self._gone is None:
+            self._gone = _first_line(exc)
+            log.warning(
+                "llmtap writer: the store is gone (%s); spooling until it is made again at %s",
+                self._gone,
+                self._label(),
+            )
+        elif self._down_until == 0.0:
             log.warning("llmtap writer: database unavailable (%s); spooling", _first_line(exc))
         self._down_until = time.monotonic() + self._backoff
         self._backoff = min(self._backoff * 2, self.retry_max)
+
+    def _check_file(self) -> None:
+        """A SQLite file deleted or replaced under us: the pool's connections would go on
+        writing into the deleted file, which nobody will ever read."""
+        if self._sqlite_file is None:
+            return
+        now = _identity(self._sqlite_file)
+        if self._file_identity is None:
+            self._file_identity = now  # made by this writer's first connection
+        elif now != self._file_identity:
+            raise StoreVanished(f"the database file {self._sqlite_file} was deleted or replaced")
+
+    def _revive(self) -> bool:
+        """A store that vanished or lost its tables is made again (a new SQLite file, the
+        migrations) before anything is written to it; False while that fails."""
+        if self._gone is None:
+            return True
+        try:
+            if self._sqlite_file is not None:
+                self._fresh_sqlite_engine()
+            migrate.ensure_current(self.engine)
+        except (StoreError, SQLAlchemyError, OSError) as exc:
+            self.stats.db_errors += 1
+            self._down_until = time.monotonic() + self._backoff
+            self._backoff = min(self._backoff * 2, self.retry_max)
+            log.debug("llmtap writer: the store cannot be made again yet: %s", exc)
+            return False
+        self._file_identity = _identity(self._sqlite_file)
+        log.warning(
+            "llmtap writer: made the store again at %s (%s); writing the spool into it", self._label(), self._gone
+        )
+        self._gone = None
+        return True
+
+    def _fresh_sqlite_engine(self) -> None:
+        """Drop the connections to the deleted file and open the path afresh. A -wal or
+        -shm file left beside a missing database belongs to the deleted one: SQLite would
+        apply that log to the new file."""
+        from llmtap.storage.engine import make_engine
+
+        assert self._sqlite_file is not None
+        url = self.engine.url.render_as_string(hide_password=False)
+        self.engine.dispose()
+        if not self._sqlite_file.exists():
+            for suffix in ("-wal", "-shm", "-journal"):
+                self._sqlite_file.with_name(self._sqlite_file.name + suffix).unlink(missing_ok=True)
+        self.engine = make_engine(url)
+
+    def _label(self) -> str:
+        return str(self._sqlite_file) if self._sqlite_file else self.engine.url.render_as_string(hide_password=True)
 
     def _came_up(self) -> None:
         if self._down_until:
@@ -449,10 +555,46 @@ def drain(source: queue.SimpleQueue[Any]) -> list[Any]:
             rest.append(item)
 
 
+class StoreVanished(SQLAlchemyError):
+    """The SQLite file was deleted or replaced while the writer had it open."""
+
+
+def _sqlite_file(engine: Engine) -> Path | None:
+    if engine.dialect.name != "sqlite":
+        return None
+    database = engine.url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database).expanduser().absolute()
+
+
+def _identity(path: Path | None) -> tuple[int, int] | None:
+    if path is None:
+        return None
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _store_gone(exc: Exception) -> bool:
+    """The file deleted, or the tables gone (a database dropped and made again empty)."""
+    if isinstance(exc, StoreVanished):
+        return True
+    orig = getattr(exc, "orig", None)
+    if getattr(orig, "sqlstate", None) == "42P01":  # PostgreSQL's undefined_table
+        return True
+    return type(orig).__name__ == "OperationalError" and str(orig).startswith("no such table")
+
+
 def _is_unavailable(exc: SQLAlchemyError) -> bool:
-    """Away (down, locked, read-only, refusing connections) rather than refusing a row."""
+    """Away (down, locked, read-only, refusing connections, the store gone) rather than
+    refusing a row."""
     from sqlalchemy.exc import IntegrityError, OperationalError
 
+    if _store_gone(exc):
+        return True
     if isinstance(exc, IntegrityError):
         return False
     if isinstance(exc, OperationalError):

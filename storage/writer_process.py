@@ -17,8 +17,10 @@ If the parent dies, the child sees the pipe close, writes what it holds and exit
 child ignores SIGINT and SIGTERM (a terminal's Ctrl-C reaches the whole process group, a
 service manager's stop every process of the service): it stops when the parent closes the
 pipe, after the parent's own shutdown has handed it everything.
-A record resent after a child died between committing and reporting it is deduplicated by
-its provider response id (`rows.dedupe_key`); one without an id could be stored twice.
+A record resent after a child died between committing and reporting it is recognised by
+its id (SPEC §6, exactly once): a pending record (finished in the child) gets the random
+part of its id here, before it is first shipped, so every child that builds it makes the
+same id (`_Identified`).
 
 Not responsible for what records are (storage.writer, storage.rows) or for deciding to
 use a process (the proxy's set-up does).
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import pickle
 import queue
 import signal
@@ -42,6 +45,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import IO, Any
 
+from llmtap.storage.ids import new_id
+from llmtap.storage.record import Recorded
 from llmtap.storage.writer import STOP, Writer, WriterStats, drain
 
 log = logging.getLogger("llmtap.storage")
@@ -301,7 +306,7 @@ class WriterProcess:
         if self._child is None:
             self._to_fallback(items)
             return
-        payload, kept = _pickled(items)
+        payload, kept = _pickled(_identified(items))
         with self._lock:
             self._unkept += len(items) - len(kept)  # logged; settled as rejected
             self._retained.extend(kept)  # before the write: a report may follow at once
@@ -371,6 +376,43 @@ class WriterProcess:
             self._replace_child()  # it exited with records unsettled: it died
         if self._fallback is not None:
             self._fallback.close()
+
+
+class _Identified:
+    """A pending record and the random part of its id, fixed before it first leaves this
+    process: a child that dies between committing it and saying so is followed by one
+    that builds the same record with the same id, which the store already holds."""
+
+    __slots__ = ("item", "entropy")
+
+    def __init__(self, item: Any, entropy: bytes) -> None:
+        self.item = item
+        self.entropy = entropy
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Identified, (self.item, self.entropy))
+
+    def build(self) -> Recorded | None:
+        return self._identify(self.item.build())
+
+    def salvage(self, error: str) -> Recorded | None:
+        salvage = getattr(self.item, "salvage", None)
+        return self._identify(salvage(error)) if salvage is not None else None
+
+    def _identify(self, record: Recorded | None) -> Recorded | None:
+        if record is not None:
+            record.id = new_id(int(record.started_at.timestamp() * 1000), self.entropy)
+        return record
+
+
+def _identified(items: list[Any]) -> list[Any]:
+    """Each pending record wrapped with its id's random part (a record already built has
+    its id); one `urandom` call a batch."""
+    entropy = os.urandom(10 * len(items))
+    return [
+        item if isinstance(item, (Recorded, _Identified)) else _Identified(item, entropy[10 * n : 10 * n + 10])
+        for n, item in enumerate(items)
+    ]
 
 
 def _pickled(items: list[Any]) -> tuple[bytes, list[Any]]:
