@@ -21,11 +21,12 @@ from operator import attrgetter
 from typing import Any
 
 from llmtap.protocols import ExchangeDecoder, route
+from llmtap.protocols.canonical import Exchange
 from llmtap.protocols.common import parse_json
 from llmtap.protocols.content import ContentDecoder
 from llmtap.protocols.errors import DecodeError
 from llmtap.storage.record import Recorded
-from llmtap.storage.secrets import redact_headers, redact_query
+from llmtap.storage.secrets import redact_headers, redact_query, scrub
 
 log = logging.getLogger("llmtap.addon")
 
@@ -161,6 +162,33 @@ class PendingExchange:
             response_body=self._response_body(),
             response_content_type=meta.content_type,
             request_headers=headers,
+        )
+
+    def salvage(self, error: str) -> Recorded:
+        """The record of an exchange whose `build` failed (a bug): who, when and where,
+        with the failure as its decode error, rather than nothing (SPEC §6). Only the
+        steps that cannot fail: the query string is dropped, not redacted."""
+        meta = self.meta
+        return Recorded(
+            exchange=Exchange(
+                protocol=meta.protocol or "unknown", provider=meta.provider, status=meta.status, decode_error=error
+            ),
+            started_at=_moment(meta.started) or datetime.now(UTC),
+            first_byte_at=_moment(meta.first_byte),
+            first_token_at=_moment(meta.first_token),
+            ended_at=_moment(meta.ended),
+            team=meta.team,
+            attribution=meta.attribution,
+            price_reason=meta.price_reason,
+            key_fingerprint=meta.key_fingerprint,
+            key_last4=meta.key_last4,
+            client_addr=meta.client_addr,
+            source=meta.source,
+            method=meta.method,
+            host=meta.host,
+            path=scrub(meta.path.partition("?")[0]),
+            retry_after_s=meta.retry_after_s,
+            response_content_type=meta.content_type,
         )
 
     def _decoder(self, request: bytes | dict[str, Any] | None) -> ExchangeDecoder:
