@@ -28,6 +28,7 @@ from mitmproxy.tools.dump import DumpMaster
 from llmtap.addon.attribution import Attribution
 from llmtap.addon.auth import TeamAuth
 from llmtap.addon.recorder import Recorder
+from llmtap.storage.private import open_private, private_dir
 from llmtap.storage.writer import Writer
 from llmtap.storage.writer_process import WriterProcess
 
@@ -297,6 +298,7 @@ def prepare_ca(confdir: Path, bundle: Path) -> Path:
 
     certs.CertStore.from_store(str(confdir), "mitmproxy", 2048)
     ca = (confdir / "mitmproxy-ca-cert.pem").read_bytes()
-    bundle.parent.mkdir(parents=True, exist_ok=True)
-    bundle.write_bytes(Path(certifi.where()).read_bytes().rstrip(b"\n") + b"\n" + ca)
+    private_dir(bundle.parent)
+    with open_private(bundle, "wb") as handle:  # a file of llmtap's home: private like the rest
+        handle.write(Path(certifi.where()).read_bytes().rstrip(b"\n") + b"\n" + ca)
     return bundle
