@@ -8,7 +8,7 @@ import json
 import pytest
 
 from llmtap.protocols import provider_for, route
-from llmtap.protocols.routing import websocket_protocol
+from llmtap.protocols.routing import may_be_json_object, websocket_protocol
 
 VERTEX = "/v1/projects/p/locations/l/publishers/google/models/gemini-2.5-pro"
 VERTEX_BETA = "/v1beta1/projects/p/locations/global/publishers/google/models/gemini-2.5-flash"
@@ -92,7 +92,27 @@ BODIES = [
     ("/v1beta/models/gemini-2.5-flash:generateContent", {"model": "x", "messages": []}, None),
     ("/v1beta/interactions", {"model": "gemini-2.5-flash", "input": "hi"}, "gemini.interactions"),
     ("/v1beta/interactions", {"agent": "deep-research-pro-preview", "input": "hi"}, "gemini.interactions"),
-    ("/v1beta/interactions", {}, "gemini.interactions"),  # empty: no other API's shape either
+    ("/v1beta/interactions", {}, "gemini.interactions"),  # empty: nothing to expose, a 400 to report
+    ("/v1/responses", {}, "openai.responses"),
+    # SPEC §1: a body without the protocol's JSON shape is another API sharing the path
+    ("/v1/messages", {"messages": [{"role": "user", "content": "hi"}]}, None),  # Anthropic names its model
+    ("/v1/messages", {"model": "claude-sonnet-4-5", "messages": "hi"}, None),
+    ("/v1/messages", {"model": ["x"], "messages": []}, None),
+    ("/openai/deployments/gpt-4o/chat/completions", {"messages": []}, "openai.chat"),  # model in the path
+    ("/v1/chat/completions", {"model": 4, "messages": []}, None),
+    ("/v1/chat/completions", {"model": "gpt-4o", "messages": {"role": "user"}}, None),
+    ("/v3/surveys/123/responses", {"answers": [1, 2], "password": "p", "card": "4111111111111111"}, None),
+    ("/v3/surveys/123/responses", {"input": {"q1": "yes"}, "password": "p"}, None),
+    ("/v3/surveys/123/responses", {"model": 3, "input": "x"}, None),
+    ("/v1/responses", {"input": [{"role": "user", "content": "hi"}]}, "openai.responses"),
+    ("/v1/responses", {"prompt": {"id": "pmpt_1", "version": "2"}}, "openai.responses"),
+    ("/v1/responses", {"conversation": "conv_1", "input": "hi"}, "openai.responses"),
+    ("/v1/responses", {"type": "response.create", "model": "gpt-4.1", "input": "hi"}, "openai.responses"),
+    ("/v1/responses", {"type": "response.create", "response": {"model": "gpt-4.1"}}, "openai.responses"),
+    ("/v1beta/models/gemini-2.5-flash:generateContent", {"contents": "hi"}, None),
+    ("/v1beta/models/gemini-2.5-flash:generateContent", {"contents": {"parts": [{"text": "hi"}]}}, "gemini.generate"),
+    ("/v1beta/interactions", {"input": "hi"}, None),
+    ("/v1beta/interactions", {"model": "gemini-2.5-flash", "input": 3}, None),
 ]
 
 
@@ -102,9 +122,37 @@ def test_body_shape(path: str, body: dict, protocol: str | None):
     assert route("POST", path, json.dumps(body).encode()) == protocol
 
 
-@pytest.mark.parametrize("body", [b"", b"not json", b"\xff\xfe", b"[1, 2]", b'"text"', b"{"])
-def test_a_body_that_is_not_a_json_object_still_routes_by_path(body: bytes):
-    # Recorded with a decode error rather than silently dropped.
+NOT_JSON_OBJECTS = [
+    b"",
+    b"not json",
+    b"\xff\xfe",
+    b"[1, 2]",
+    b'"text"',
+    b"{",
+    b"email=a%40b.example&password=hunter2&card=4111111111111111",  # a form post
+    b'--b\r\nContent-Disposition: form-data; name="password"\r\n\r\nhunter2\r\n--b--',
+    b"[" * 100_000,  # too deep for the parser: not an object either
+]
+
+
+@pytest.mark.parametrize("body", NOT_JSON_OBJECTS, ids=lambda b: repr(b[:20]))
+@pytest.mark.parametrize("path", ["/v1/messages", "/v3/surveys/123/responses", "/v1/chat/completions"])
+def test_a_body_that_is_not_a_json_object_is_not_a_generation(path: str, body: bytes):
+    # SPEC §1: passed through, not recorded (a form post to `…/responses` is a survey's)
+    assert route("POST", path, body) is None
+    assert not may_be_json_object(body) or body.startswith(b"{")
+
+
+@pytest.mark.parametrize(
+    "body", [None, b"{}", b'  \r\n\t{"model": 1}', b'\xef\xbb\xbf{"a": 1}', b"{not json"], ids=repr
+)
+def test_the_event_loop_look_lets_what_may_be_an_object_through(body: bytes | None):
+    # None is a request body mitmproxy streamed: not known until after the exchange
+    assert may_be_json_object(body)
+
+
+def test_a_bom_or_whitespace_before_the_object_still_routes():
+    body = b'\xef\xbb\xbf \n{"model": "claude-sonnet-4-5", "messages": []}'
     assert route("POST", "/v1/messages", body) == "anthropic.messages"
 
 
