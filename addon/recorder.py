@@ -27,8 +27,9 @@ from llmtap.addon.attribution import REFUSED_KEY, Attribution
 from llmtap.addon.tee import ExchangeMeta, PendingExchange, StreamTee
 from llmtap.addon.websocket import WebSocketSessions
 from llmtap.protocols import route
-from llmtap.protocols.routing import websocket_protocol
+from llmtap.protocols.routing import may_be_json_object, websocket_protocol
 from llmtap.storage.ingest import retry_after
+from llmtap.storage.secrets import Literals, request_secrets
 from llmtap.storage.writer import Writer
 from llmtap.storage.writer_process import WriterProcess
 
@@ -36,6 +37,7 @@ log = logging.getLogger("llmtap.addon")
 
 META_KEY = "llmtap_meta"
 WHO_KEY = "llmtap_who"  # a WebSocket upgrade's attribution, read before its headers are stripped
+SECRETS_KEY = "llmtap_secrets"  # a WebSocket upgrade's key values, read before Proxy-Authorization goes
 HELD_KEY = "llmtap_held"  # a small whole body left to mitmproxy (not streamed), recorded at `response`
 SWITCH_INTERVAL = 0.001  # seconds; see `Recorder.running`
 HOLD_LIMIT = 64 * 1024  # the largest Content-Length body left to mitmproxy rather than streamed
@@ -94,6 +96,7 @@ class Recorder:
         self.hold_limit = HOLD_LIMIT
         self.counts = {"recorded": 0, "other": 0, "interrupted": 0}
         self.in_flight: dict[str, http.HTTPFlow] = {}  # LLM flows whose record is not handed over yet
+        self._connect_auth: dict[str, str] = {}  # client connection id -> its CONNECT's Proxy-Authorization
 
     # -- options (only used when loaded as a script) -------------------------------------
 
@@ -141,9 +144,14 @@ class Recorder:
     # -- HTTP --------------------------------------------------------------------------------
 
     def http_connect(self, flow: http.HTTPFlow) -> None:
+        # HTTPS through the proxy: its password rides the CONNECT only, which drops it
+        auth = flow.request.headers.get("proxy-authorization")
+        if auth:
+            self._connect_auth[flow.client_conn.id] = auth
         self.attribution.remember_connect(flow)
 
     def client_disconnected(self, client: Any) -> None:
+        self._connect_auth.pop(client.id, None)
         self.attribution.forget(client)
 
     def request(self, flow: http.HTTPFlow) -> None:
@@ -160,10 +168,17 @@ class Recorder:
             else:
                 # A possible WebSocket upgrade: `websocket_start` comes after forwarding,
                 # when X-LLMTap-Team is gone. `identify` strips it, as below.
+                flow.metadata[SECRETS_KEY] = self._secrets(flow)
                 flow.metadata[WHO_KEY] = self.attribution.identify(flow)
             self.attribution.strip(flow)  # never forward our own headers upstream
             return
         request = flow.request
+        body = _request_body(request)
+        if not may_be_json_object(body):  # a form post, or no body: not a generation (SPEC §1)
+            self.counts["other"] += 1
+            self.attribution.strip(flow)
+            return
+        secrets = self._secrets(flow)  # before `identify` strips Proxy-Authorization
         who = self.attribution.identify(flow)
         flow.metadata[META_KEY] = ExchangeMeta(
             method=request.method,
@@ -174,7 +189,7 @@ class Recorder:
             key_fingerprint=who.key_fingerprint,
             key_last4=who.key_last4,
             client_addr=who.client_addr,
-            request_body=_request_body(request),
+            request_body=body,
             request_headers=[],
             raw_headers=request.headers.fields if self._keep_bodies() else None,
             started=request.timestamp_start or time.time(),
@@ -182,6 +197,7 @@ class Recorder:
             provider=self.attribution.listener_provider(flow),
             attribution=who.attribution,
             price_reason=who.price_reason,
+            secrets=secrets,
         )
         self.in_flight[flow.id] = flow
 
@@ -252,8 +268,9 @@ class Recorder:
 
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         if websocket_protocol(flow.request.path) is not None:
+            secrets = flow.metadata.pop(SECRETS_KEY, None) or self._secrets(flow)
             who = flow.metadata.pop(WHO_KEY, None) or self.attribution.identify(flow)
-            self.websockets.start(flow, who)
+            self.websockets.start(flow, who, secrets)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         self.websockets.message(flow)
@@ -267,6 +284,16 @@ class Recorder:
     def _tee(flow: http.HTTPFlow) -> StreamTee | None:
         stream = flow.response.stream if flow.response is not None else None
         return stream if isinstance(stream, StreamTee) else None
+
+    def _secrets(self, flow: http.HTTPFlow) -> Literals:
+        """The exact key values this request carried, to scrub from its record."""
+        request = flow.request
+        path = request.path
+        return request_secrets(
+            request.headers.fields,
+            path.partition("?")[2],
+            proxy_auth=self._connect_auth.get(flow.client_conn.id),
+        )
 
     def _keep_bodies(self) -> bool:
         return self.writer is not None and self.writer.body_mode == "full"

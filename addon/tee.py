@@ -26,7 +26,7 @@ from llmtap.protocols.common import parse_json
 from llmtap.protocols.content import ContentDecoder
 from llmtap.protocols.errors import DecodeError
 from llmtap.storage.record import Recorded
-from llmtap.storage.secrets import redact_headers, redact_query, scrub
+from llmtap.storage.secrets import Literals, redact_headers, redact_query, scrub, scrub_record
 
 log = logging.getLogger("llmtap.addon")
 
@@ -80,6 +80,9 @@ class ExchangeMeta:
     raw_headers: tuple[tuple[bytes, bytes], ...] | None = field(default=None, repr=False)
     attribution: str = "none"  # the rule that named `team` (storage/teams.py)
     price_reason: str | None = None  # `unverified_host`: never priced (storage/hosts.py)
+    # The exact key values the request carried: removed from its record in `build` (SPEC §4);
+    # in memory until then, never stored (their repr names none of them).
+    secrets: Literals | None = field(default=None, repr=False)
 
     def new_decoder(self, request: bytes | dict[str, Any] | None) -> ExchangeDecoder:
         """The incremental decoder for this exchange's response, as the headers describe it."""
@@ -141,7 +144,7 @@ class PendingExchange:
         headers = meta.request_headers
         if meta.raw_headers is not None:
             headers = redact_headers((_text(name), _text(value)) for name, value in meta.raw_headers)
-        return Recorded(
+        record = Recorded(
             exchange=exchange,
             started_at=_moment(meta.started) or datetime.now(UTC),
             first_byte_at=_moment(meta.first_byte),
@@ -163,13 +166,14 @@ class PendingExchange:
             response_content_type=meta.content_type,
             request_headers=headers,
         )
+        return scrub_record(record, meta.secrets)
 
     def salvage(self, error: str) -> Recorded:
         """The record of an exchange whose `build` failed (a bug): who, when and where,
         with the failure as its decode error, rather than nothing (SPEC §6). Only the
         steps that cannot fail: the query string is dropped, not redacted."""
         meta = self.meta
-        return Recorded(
+        record = Recorded(
             exchange=Exchange(
                 protocol=meta.protocol or "unknown", provider=meta.provider, status=meta.status, decode_error=error
             ),
@@ -190,6 +194,7 @@ class PendingExchange:
             retry_after_s=meta.retry_after_s,
             response_content_type=meta.content_type,
         )
+        return scrub_record(record, meta.secrets)
 
     def _decoder(self, request: bytes | dict[str, Any] | None) -> ExchangeDecoder:
         if self.decoder is not None:

@@ -23,7 +23,7 @@ from llmtap.addon.attribution import Who
 from llmtap.addon.tee import ExchangeMeta, PendingExchange
 from llmtap.protocols import ExchangeDecoder
 from llmtap.protocols.openai_responses import TERMINAL
-from llmtap.storage.secrets import redact_headers, redact_query
+from llmtap.storage.secrets import Literals, redact_headers, redact_query
 
 log = logging.getLogger("llmtap.addon")
 KEEP_MESSAGES = 1
@@ -37,6 +37,7 @@ class _Session:
     headers: list[tuple[str, str]]
     decoder: ExchangeDecoder | None = None
     meta: ExchangeMeta | None = None
+    secrets: Literals | None = None  # the upgrade's key values, scrubbed from each response's record
 
 
 class WebSocketSessions:
@@ -44,12 +45,13 @@ class WebSocketSessions:
         self.sink = sink
         self.sessions: dict[str, _Session] = {}
 
-    def start(self, flow: http.HTTPFlow, who: Who) -> None:
+    def start(self, flow: http.HTTPFlow, who: Who, secrets: Literals | None = None) -> None:
         self.sessions[flow.id] = _Session(
             who=who,
             host=flow.request.pretty_host,
             path=redact_query(flow.request.path),
             headers=redact_headers(flow.request.headers.items(multi=True)),
+            secrets=secrets,
         )
 
     def message(self, flow: http.HTTPFlow) -> None:
@@ -98,6 +100,7 @@ class WebSocketSessions:
             request_headers=session.headers,
             started=at,
             source="websocket",
+            secrets=session.secrets,
             attribution=session.who.attribution,
             price_reason=session.who.price_reason,
         )

@@ -12,13 +12,20 @@ import base64
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from llmtap.protocols import decode_exchange, route
 from llmtap.storage.hosts import UNVERIFIED_HOST, provider_host
 from llmtap.storage.ids import capture_id
 from llmtap.storage.record import Recorded
-from llmtap.storage.secrets import KeyFingerprinter, api_key, redact_headers, redact_query
+from llmtap.storage.secrets import (
+    KeyFingerprinter,
+    api_key,
+    redact_headers,
+    redact_query,
+    request_secrets,
+    scrub_record,
+)
 from llmtap.storage.teams import attribute
 
 TEAM_HEADER = "x-llmtap-team"
@@ -119,7 +126,8 @@ def to_record(
     )
     if http.interrupted and not exchange.interrupted:
         exchange.interrupted = http.interrupted
-    key = api_key(http.request_headers, urlsplit(http.path).query)
+    query = http.path.partition("?")[2]  # any path a client sent: `//[x/…` is no URL, yet recorded
+    key = api_key(http.request_headers, query)
     fingerprint = fingerprinter.fingerprint(key) if key else None
     team, attribution = attribute(
         proxy_user=proxy_auth_user(http.header("proxy-authorization")),
@@ -130,7 +138,7 @@ def to_record(
         secrets=(key,) if key else (),
     )
     path = redact_query(http.path)
-    return Recorded(
+    record = Recorded(
         exchange=exchange,
         # the same entry imported twice is the same record (SPEC §6): an id of what was captured
         id=capture_id(
@@ -162,3 +170,5 @@ def to_record(
         response_content_type=content_type,
         request_headers=redact_headers([(k, v) for k, v in http.request_headers if k.lower() != TEAM_HEADER]),
     )
+    # the exact key values the file's headers and URL hold, whatever their shape (SPEC §4)
+    return scrub_record(record, request_secrets(http.request_headers, query))

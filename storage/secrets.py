@@ -3,13 +3,18 @@
 A key is never stored, logged or shown (SPEC §4): the store keeps an HMAC-SHA256
 fingerprint keyed with a secret that lives in an owner-only file, and the key's last four
 characters. Headers and query strings that carry keys are redacted before anything is
-written.
+written; text is scrubbed of anything shaped like a provider key; and the exact values a
+request carried (`Literals`, whatever their shape) are removed from its own record.
 
-Not responsible for deciding which team a key belongs to (the config's map does that).
+Not responsible for deciding which team a key belongs to (the config's map does that),
+nor for finding a key of no known shape in another request's record (only the request
+that carried it knows its value).
 """
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -18,8 +23,13 @@ import re
 import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote, quote_plus, unquote_plus
+
+from llmtap.storage.private import private_dir
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 REDACTED = "[REDACTED]"
 KEY_HEADERS = ("x-api-key", "authorization", "x-goog-api-key", "api-key", "proxy-authorization")
@@ -88,7 +98,7 @@ def load_or_create_secret(path: Path) -> bytes:
             return data
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     value = secrets.token_hex(32).encode()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -112,15 +122,22 @@ def redact_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def redact_query(path: str) -> str:
-    """A path whose query string has its key-bearing parameters replaced."""
-    parts = urlsplit(path)
-    if not parts.query:
-        return scrub(path)
-    pairs = [
-        (name, REDACTED if name.lower() in KEY_QUERY_PARAMS else value)
-        for name, value in parse_qsl(parts.query, keep_blank_values=True)
-    ]
-    return scrub(urlunsplit(parts._replace(query=urlencode(pairs, safe="[]"))))
+    """A path whose query string has its key-bearing parameters replaced.
+
+    Any request-target a client can send is taken, never parsed as a URL (`//[x/…` is no
+    URL, yet a server may answer it): everything after the first `?` is the query, split
+    at `&`; a parameter whose name, percent-decoded, is a key's has its whole value
+    replaced (up to the next `&`, a `#` included); every other byte stays as it was sent.
+    """
+    bare, mark, query = path.partition("?")
+    if mark:
+        pairs = query.split("&")
+        for index, pair in enumerate(pairs):
+            name, equals, _ = pair.partition("=")
+            if equals and unquote_plus(name).strip().lower() in KEY_QUERY_PARAMS:
+                pairs[index] = f"{name}={REDACTED}"
+        path = f"{bare}?{'&'.join(pairs)}"
+    return scrub(path)
 
 
 def scrub(text: str) -> str:
@@ -139,3 +156,158 @@ def scrub_json(value: Any) -> Any:
     if not _KEY_SHAPES.search(text):
         return value
     return json.loads(_KEY_SHAPES.sub(REDACTED, text))  # key shapes hold no JSON escapes
+
+
+# -- the exact key values of one request --------------------------------------------------
+
+# Shorter credentials are redacted where they travel (headers, query strings) but not
+# hunted in free text: replacing every "x" (the README's proxy password) in a prompt would
+# wreck the record, and the holes would spell out the value.
+LITERAL_MIN = 6
+_CREDENTIAL_HEADERS = ("x-api-key", "x-goog-api-key", "api-key", "authorization", "proxy-authorization")
+
+
+def request_secrets(
+    headers: Iterable[tuple[str | bytes, str | bytes]], query: str = "", proxy_auth: str | None = None
+) -> Literals:
+    """The exact credential values a request carried, whatever their shape: the key
+    headers' values (an Authorization credential without its scheme; for Basic, also the
+    decoded password), the key parameters of the query string, and the password of a
+    proxy-auth header that came with the request or (`proxy_auth`) its CONNECT."""
+    found: list[str] = []
+    for raw_name, raw_value in headers:
+        name = _str(raw_name).lower()
+        if name in _CREDENTIAL_HEADERS:
+            found += _credentials(_str(raw_value), authorization=name.endswith("authorization"))
+    if proxy_auth:
+        found += _credentials(proxy_auth, authorization=True)
+    for pair in query.split("&"):
+        name, equals, value = pair.partition("=")
+        if equals and unquote_plus(name).strip().lower() in KEY_QUERY_PARAMS:
+            found += [value, unquote_plus(value)]
+    return Literals(found)
+
+
+def _str(value: str | bytes) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+
+
+def _credentials(value: str, authorization: bool) -> list[str]:
+    value = value.strip()
+    if not authorization:
+        return [value]
+    scheme, _, credential = value.partition(" ")
+    credential = credential.strip()
+    if not credential:
+        return [scheme]  # a bare token, no scheme
+    found = [credential]
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(credential, validate=False).decode("utf-8", "replace")
+        except ValueError:
+            return found
+        user, _, password = decoded.partition(":")
+        found += [password, unquote_plus(password)]  # the user name is a team or an account id
+    return found
+
+
+class Literals:
+    """The exact credential values of one request, to remove from everything stored of its
+    exchange (SPEC §4: "whatever their shape"), including their JSON-escaped and
+    percent-encoded spellings.
+
+    It rides with a record to the writer (in memory, or pickled over the writer
+    process's pipe) and is used there once the decode has finished; it is never stored.
+    Its repr, str and JSON form (via `str`) name none of the values, so a record dumped to
+    a log or the rejected file cannot carry them by accident.
+    """
+
+    __slots__ = ("values", "_spellings", "_encoded", "_pattern")
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        # Made on the proxy's event loop: only the values here; their spellings and the
+        # regex wait for the first use, on the writer's side.
+        self.values = tuple(sorted({v for v in values if len(v) >= LITERAL_MIN}, key=len, reverse=True))
+        self._pattern: re.Pattern[str] | None = None
+        self._spellings: tuple[str, ...] = ()
+        self._encoded: tuple[bytes, ...] = ()
+
+    def _compile(self) -> re.Pattern[str] | None:
+        if self._pattern is None and self.values:
+            spellings: set[str] = set()
+            for value in self.values:
+                spellings |= {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+                raw = value.encode("utf-8", "surrogateescape")  # a header's undecodable bytes too
+                spellings |= {quote(raw, safe=""), quote_plus(raw, safe="")}
+            self._spellings = tuple(sorted(spellings, key=len, reverse=True))  # the longest wins an overlap
+            self._encoded = tuple(s.encode("utf-8", "surrogateescape") for s in self._spellings)
+            self._pattern = re.compile("|".join(map(re.escape, self._spellings)))
+        return self._pattern
+
+    def __bool__(self) -> bool:
+        return bool(self.values)
+
+    def __repr__(self) -> str:
+        return f"Literals({len(self.values)} redacted)"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Literals, (self.values,))
+
+    def text(self, value: str) -> str:
+        pattern = self._compile()
+        # `in` first: a substring search is far cheaper than the regex, and most text holds no key
+        if pattern is None or not value or not any(s in value for s in self._spellings):
+            return value
+        return pattern.sub(REDACTED, value)
+
+    def data(self, value: bytes) -> bytes:
+        pattern = self._compile()
+        if pattern is None or not value or not any(s in value for s in self._encoded):
+            return value
+        return pattern.sub(REDACTED, value.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+
+    def deep(self, value: Any) -> Any:
+        """`value` with every string in it scrubbed: dataclasses in place, containers
+        rebuilt only where something changed."""
+        if not self.values:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, bytes):
+            return self.data(value)
+        if isinstance(value, list):
+            items = [self.deep(v) for v in value]
+            return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+        if isinstance(value, tuple):
+            items = [self.deep(v) for v in value]
+            return tuple(items) if any(a is not b for a, b in zip(items, value, strict=True)) else value
+        if isinstance(value, dict):
+            pairs = [(self.deep(k), self.deep(v)) for k, v in value.items()]
+            changed = any(a is not k or b is not v for (a, b), (k, v) in zip(pairs, value.items(), strict=True))
+            return dict(pairs) if changed else value
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for item in dataclasses.fields(value):
+                old = getattr(value, item.name)
+                new = self.deep(old)
+                if new is not old:
+                    setattr(value, item.name, new)
+        return value
+
+
+_IDENTITY = frozenset(("id", "key_fingerprint", "key_last4"))  # made by llmtap, not from the wire
+
+
+def scrub_record[R: DataclassInstance](record: R, literals: Literals | None) -> R:
+    """A record (a `Recorded`) with `literals` removed from everything it keeps from the
+    wire: the canonical exchange (text, error, tool arguments, request facts), the bodies,
+    headers, path and team. In place; returns the record."""
+    if literals:
+        for item in dataclasses.fields(record):
+            if item.name not in _IDENTITY:
+                old = getattr(record, item.name)
+                new = literals.deep(old)
+                if new is not old:
+                    setattr(record, item.name, new)
+    return record

@@ -10,13 +10,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from llmtap.storage.ingest import HttpExchange
+
+_AUTHORITY_END = re.compile(r"[/?]")
 
 
 class HarError(ValueError):
@@ -46,8 +48,10 @@ def exchanges(entries: list[Any]) -> Iterator[tuple[HttpExchange | None, str | N
 
 def _exchange(entry: dict[str, Any]) -> HttpExchange:
     request, response = entry["request"], entry.get("response") or {}
-    url = urlsplit(request["url"])
-    path = url.path + (f"?{url.query}" if url.query else "")
+    url = request["url"]
+    if not isinstance(url, str):
+        raise TypeError(f"url is {type(url).__name__}, not text")
+    host, path = _split_url(url)
     started = _time(entry.get("startedDateTime"))
     timings = entry.get("timings") or {}
     before_first_byte = sum(max(float(timings.get(k) or 0), 0.0) for k in ("blocked", "dns", "connect", "send", "wait"))
@@ -55,8 +59,8 @@ def _exchange(entry: dict[str, Any]) -> HttpExchange:
     status = response.get("status")
     return HttpExchange(
         method=str(request.get("method") or "GET"),
-        host=url.hostname or "",
-        path=path or "/",
+        host=host,
+        path=path,
         request_headers=_headers(request.get("headers")),
         request_body=_post_data(request.get("postData")),
         status=int(status) if isinstance(status, (int, float)) and status > 0 else None,
@@ -69,6 +73,22 @@ def _exchange(entry: dict[str, Any]) -> HttpExchange:
         if isinstance(total, (int, float)) and total >= 0
         else None,
     )
+
+
+def _split_url(url: str) -> tuple[str, str]:
+    """The host and the request-target (path and query) of a HAR entry's URL. Not
+    `urlsplit`: a client may send a path no URL parser takes (`//[x/v1/messages`), and the
+    recorder keeps such an exchange (the live proxy does), so this only cuts the
+    authority off at the first `/` or `?` after the scheme."""
+    scheme, sep, rest = url.partition("://")
+    authority, target = "", url
+    if sep:
+        cut = _AUTHORITY_END.search(rest)
+        authority, target = (rest[: cut.start()], rest[cut.start() :]) if cut else (rest, "")
+    target = target.partition("#")[0]  # a fragment never goes on the wire
+    host = authority.rpartition("@")[2]
+    host = host[1:].partition("]")[0] if host.startswith("[") else host.partition(":")[0]
+    return host.lower(), target if target.startswith("/") else "/" + target
 
 
 def _time(value: Any) -> datetime:

@@ -7,23 +7,30 @@ are searched. Only the keyed fingerprint and the last four characters remain."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
 import logging
+import pickle
 import stat
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import Engine, MetaData, select
 from sqlalchemy.engine import make_url
 
+from llmtap.protocols.canonical import ApiError, RequestFacts, ToolCall
 from llmtap.storage import bodies as blobs
 from llmtap.storage import schema, spool
 from llmtap.storage.ingest import HttpExchange, to_record
-from llmtap.storage.secrets import KeyFingerprinter
+from llmtap.storage.rows import rows_for
+from llmtap.storage.secrets import KeyFingerprinter, redact_query, request_secrets, scrub_record
 from llmtap.storage.writer import Writer
 from tests.corpus_tools import make_har
 from tests.helpers import free_port, llmtap
@@ -290,3 +297,159 @@ def test_a_record_the_writer_rejects_keeps_no_key(store, spool_dir, caplog):
     assert rejected.exists()
     assert leaks(rejected.read_text(), rejected.name) == []
     assert leaks(caplog.text, "log") == []
+
+
+# -- any path a client can send (issue 13) -------------------------------------------------------
+
+SECRET = "CANARYq7" + "Zx" * 12  # of no provider's shape: only its name says it is a key
+
+ODD_PATHS = [
+    ("//[x/v1/messages", "//[x/v1/messages"),
+    (f"//[x/v1/messages?key={SECRET}", "//[x/v1/messages?key=[REDACTED]"),
+    (f"/[::1/v1/messages?beta=true&key={SECRET}", "/[::1/v1/messages?beta=true&key=[REDACTED]"),
+    (f"/v1/messages?%6Bey={SECRET}", "/v1/messages?%6Bey=[REDACTED]"),  # the name percent-encoded
+    (f"/v1/messages?KEY={SECRET}&x=a%20b+c", "/v1/messages?KEY=[REDACTED]&x=a%20b+c"),  # the rest as sent
+    (f"/v1?api_key={SECRET}&&=&key&access_token={SECRET}#f", "/v1?api_key=[REDACTED]&&=&key&access_token=[REDACTED]"),
+    (f"?key={SECRET}", "?key=[REDACTED]"),
+    (f"/v1?key={SECRET}#frag", "/v1?key=[REDACTED]"),  # the value runs to the next `&`
+    ("/%ZZ/v1/messages?key", "/%ZZ/v1/messages?key"),
+    ("", ""),
+]
+
+
+@pytest.mark.parametrize(("path", "redacted"), ODD_PATHS)
+def test_redact_query_takes_any_path(path: str, redacted: str):
+    assert redact_query(path) == redacted
+    assert redact_query(redacted) == redacted
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text())
+def test_redact_query_never_raises(path: str):
+    once = redact_query(path)
+    assert isinstance(once, str)
+    assert redact_query(once) == once
+
+
+_QUERY_TEXT = st.text(st.characters(blacklist_characters="&=#", blacklist_categories=("Cs",)), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    path=st.text(st.characters(blacklist_characters="?", blacklist_categories=("Cs",)), max_size=30),
+    before=st.lists(st.tuples(_QUERY_TEXT, _QUERY_TEXT), max_size=4),
+    after=st.lists(st.tuples(_QUERY_TEXT, _QUERY_TEXT), max_size=4),
+    name=st.sampled_from(["key", "KEY", "api_key", "Api-Key", "access_token", "%6Bey", "k%65y"]),
+    secret=st.text(st.characters(whitelist_categories=("Lu", "Ll", "Nd"), whitelist_characters="-_.~%#"), min_size=1),
+)
+def test_a_key_parameter_never_survives(
+    path: str, before: list[tuple[str, str]], after: list[tuple[str, str]], name: str, secret: str
+):
+    marked = f"SeCrEt{secret}"
+    others = [f"{n}={v}" for n, v in before] + [f"{name}={marked}"] + [f"{n}={v}" for n, v in after]
+    out = redact_query(f"{path}?{'&'.join(others)}")
+    assert marked not in out
+    assert f"{name}=[REDACTED]" in out
+    for pair in others:
+        if pair.partition("=")[0].lower().replace("%6b", "k").replace("%65", "e") not in ("key", "api_key", "api-key"):
+            if "access_token" not in pair.lower():
+                assert pair in out.split("?", 1)[1].split("&") or marked in pair
+
+
+# -- the exact key values of one request (issue 13) ---------------------------------------------
+
+
+def test_request_secrets_finds_every_credential_whatever_its_shape():
+    basic = base64.b64encode(b"billing:proxy-pass-42").decode()
+    upstream_basic = base64.b64encode(b"acct:upstream-pw-43").decode()
+    literals = request_secrets(
+        [
+            (b"x-api-key", b"my-own-gateway-key"),
+            ("Authorization", "Bearer CUSTOMTOKEN123"),
+            ("x-goog-api-key", "goog-shaped-not"),
+            ("api-key", "azure-key-1"),
+            ("proxy-authorization", f"Basic {basic}"),
+            ("x-other", "not-a-secret-header"),
+        ],
+        "alt=sse&key=query-key-77&api_key=x",
+        proxy_auth=f"Basic {upstream_basic}",
+    )
+    found = set(literals.values)
+    assert {"my-own-gateway-key", "CUSTOMTOKEN123", "goog-shaped-not", "azure-key-1"} <= found
+    assert {"proxy-pass-42", "upstream-pw-43", "query-key-77", basic} <= found
+    assert "billing" not in found and "not-a-secret-header" not in found
+    assert "x" not in found  # too short to hunt in free text (see LITERAL_MIN)
+    assert "CUSTOMTOKEN123" not in repr(literals) and "CUSTOMTOKEN123" not in str(literals)
+    assert json.dumps({"s": literals}, default=str).count("CUSTOMTOKEN") == 0
+    assert pickle.loads(pickle.dumps(literals)).values == literals.values  # to the writer process
+
+
+def test_literals_replace_every_spelling():
+    literals = request_secrets([("authorization", 'Bearer tok/"é+1 2')])
+    (value,) = literals.values
+    text = json.dumps({"a": value, "b": f"x{value}y"}) + json.dumps(value, ensure_ascii=False)
+    text += " " + quote(value, safe="") + " " + quote_plus(value)
+    assert literals.text(text).count("[REDACTED]") == 5
+    assert value not in literals.text(text)
+    assert literals.data(text.encode()) == literals.text(text).encode()
+    assert literals.text("nothing here") == "nothing here"
+
+
+def test_scrub_record_reaches_every_stored_part(corpus_dir: Path):
+    key = "CUSTOMTOKEN" + "9" * 20
+    record = make_record(3, text_value=f"echo {key}")
+    record.exchange.error = ApiError("invalid_request_error", key, f"Incorrect API key provided: {key}")
+    record.exchange.tool_calls = [ToolCall("c1", "login", {"token": key, key: 1}, json.dumps({"token": key}), True)]
+    record.exchange.request = RequestFacts(params={"stop": [key]}, thinking={"note": key})
+    record.exchange.decode_error = f"bad {key}"
+    record.request_body = json.dumps({"messages": [{"content": key}]}).encode()
+    record.response_body = key.encode()
+    record.path = f"/v1/{key}/messages"
+    record.team = f"team-{key}"
+    record.request_headers = [("x-echo", key)]
+    record.key_fingerprint = "f" * 32
+    scrub_record(record, request_secrets([("authorization", f"Bearer {key}")]))
+    assert key not in repr(record)
+    rows = rows_for(record, "full")
+    assert key not in json.dumps([rows.exchanges, rows.tool_calls], default=str)
+    assert all(key.encode() not in blobs.decompress(b["data"], b["encoding"]) for b in rows.bodies)
+    assert record.key_fingerprint == "f" * 32  # llmtap's own fields are left alone
+
+
+def _echo_har(tmp_path: Path, corpus_dir: Path, key: str, url: str) -> Path:
+    """A HAR whose request carries `key` in an Authorization header of no known shape and
+    whose upstream echoed it in its error, as OpenAI's 401 does."""
+    http = corpus_http(corpus_dir / "a_oai_json_cached_tokens", headers=[("authorization", f"Bearer {key}")])
+    entry = har_entry(http)
+    entry["request"]["url"] = url
+    body = json.loads(entry["request"]["postData"]["text"])
+    body["messages"].append({"role": "user", "content": f"my token is {key}"})
+    entry["request"]["postData"]["text"] = json.dumps(body)
+    error = {"error": {"message": f"Incorrect API key provided: {key}.", "type": "invalid_request_error"}}
+    entry["response"]["status"] = 401
+    entry["response"]["content"]["text"] = json.dumps(error)
+    path = tmp_path / "echo.har"
+    path.write_text(json.dumps({"log": {"version": "1.2", "entries": [entry]}}))
+    return path
+
+
+@pytest.mark.parametrize("where", ["/v1/chat/completions", "//[x/v1/chat/completions"])
+def test_import_scrubs_an_echoed_key_of_no_known_shape(db_url, engines, tmp_path, corpus_dir, llmtap_home, where):
+    key = "CUSTOMTOKEN-" + "k" * 24 + "Zz9q"
+    har_path = _echo_har(tmp_path, corpus_dir, key, f"https://api.openai.com{where}")
+    imported = llmtap("import", str(har_path), "--db", db_url, "--bodies", "full", process=True)
+    assert imported.code == 0, imported.err
+    assert key not in imported.out + imported.err
+    engine = engines(db_url)
+    with engine.connect() as connection:
+        (row,) = [dict(r._mapping) for r in connection.execute(select(schema.exchanges))]
+        stored = [blobs.decompress(b.data, b.encoding) for b in connection.execute(select(schema.bodies))]
+    assert row["path"] == where and row["status"] == 401
+    assert row["error_message"] == "Incorrect API key provided: [REDACTED]."
+    assert row["key_last4"] == "Zz9q"
+    assert key not in json.dumps(row, default=str)
+    assert stored and all(key.encode() not in blob for blob in stored)
+    assert any(b"my token is [REDACTED]" in blob for blob in stored)
+    if db_url.startswith("sqlite"):
+        files = b"".join(p.read_bytes() for p in tmp_path.glob("store.db*"))
+        assert key.encode() not in files
