@@ -1,7 +1,11 @@
-"""Report tables as text (rich), JSON (an array of row objects, SPEC §3) or CSV.
+"""Report tables as text (rich), JSON (an array of row objects, SPEC §3) or CSV, and the
+two rules every command's output of stored data follows (SPEC §3, §6): in a terminal a
+value is text, never markup or terminal control (`shown`); in CSV a text cell never
+starts a formula (`csv_cell`).
 
 Money is an exact `Decimal`: JSON writes it as a number with its exact digits, CSV and
-tables as plain decimal text. Not responsible for computing anything.
+tables as plain decimal text. Not responsible for computing anything, nor for what a
+command chooses to show.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -41,7 +46,14 @@ def as_json(table: Table) -> str:
         "  {" + ", ".join(f"{json.dumps(key)}: {_json_value(value)}" for key, value in row.items()) + "}"
         for row in table.rows
     ]
-    return "[\n" + ",\n".join(lines) + "\n]"
+    return json_c1_escaped("[\n" + ",\n".join(lines) + "\n]")
+
+
+def json_c1_escaped(text: str) -> str:
+    """JSON text with DEL and the C1 controls (U+009B, CSI, among them) as \\u escapes: json.dumps
+    escapes the C0 ones itself, but not these with `ensure_ascii=False`, and some terminals act
+    on them. They can only occur inside strings, so the JSON means the same."""
+    return text.translate(_JSON_C1)
 
 
 def as_csv(table: Table) -> str:
@@ -49,8 +61,25 @@ def as_csv(table: Table) -> str:
     writer = csv.DictWriter(out, fieldnames=table.columns, lineterminator="\n")
     writer.writeheader()
     for row in table.rows:
-        writer.writerow({k: _text(v) for k, v in row.items()})
+        writer.writerow({k: csv_cell(_text(v)) for k, v in row.items()})
     return out.getvalue()
+
+
+# A spreadsheet reads a cell that starts with one of these as a formula (OWASP, "CSV
+# injection"); one that starts with spaces and then one of them, too, in some importers.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a text value that would start a formula gets
+    a leading `'`. Numbers stay numbers, negative ones too, whether int, Decimal or the text
+    of one; other values are returned as they are."""
+    if not isinstance(value, str) or not value.lstrip(" \n").startswith(_FORMULA_START):
+        return value
+    if _NUMBER.fullmatch(value.strip(" ")):
+        return value
+    return "'" + value
 
 
 def _text(value: Any) -> str:
@@ -74,9 +103,7 @@ def as_rich(table: Table, title: str, console: Console, columns: list[str] | Non
         )
         view.add_column(column, justify="right" if numeric else "left")
     for row in table.rows:
-        # Text, not str: rich would read "[red]" in a team or model name as markup (and
-        # raise on "[/bold]"); values are shown as they are.
-        view.add_row(*(Text(_cell(column, row.get(column))) for column in columns))
+        view.add_row(*(shown(_cell(column, row.get(column))) for column in columns))
     console.print(view)
 
 
@@ -85,9 +112,23 @@ def _cell(column: str, value: Any) -> str:
         return f"${value:,.6f}" if abs(value) < 1 else f"${value:,.2f}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
-    return _text(value).translate(_CONTROLS)
+    return _text(value)
 
 
-# Control characters in a name (an ESC starting a terminal sequence, say) are shown as
-# \xNN in a terminal table, never sent to the terminal; JSON and CSV keep them verbatim.
+def shown(value: Any, *, lines: bool = False) -> Text:
+    """`value` as a terminal shows it: rich `Text`, so "[/bold]" in a team or model name is
+    never read as markup (rich raises on a closing tag it did not open), and every control
+    character as `\\xNN`, so an ESC or OSC sequence, a BEL or a CR that rewrites the line is
+    never sent to the terminal. With `lines` (multi-line text: an answer, a prompt, a body)
+    a newline stays a newline, CRLF counts as one, and a tab stays (rich expands it)."""
+    text = value if isinstance(value, str) else _text(value)
+    if lines:
+        return Text(text.replace("\r\n", "\n").translate(_CONTROLS_IN_LINES))
+    return Text(text.translate(_CONTROLS))
+
+
+# JSON and CSV keep control characters verbatim (they are the data); only a terminal
+# view translates them.
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+_CONTROLS_IN_LINES = {c: v for c, v in _CONTROLS.items() if c not in (0x09, 0x0A)}
+_JSON_C1 = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}

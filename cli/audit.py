@@ -1,5 +1,11 @@
 """`llmtap log` (exchanges newest first, with filters) and `llmtap show ID
-[--conversation]` (one exchange, or its conversation, in full). SPEC §3."""
+[--conversation]` (one exchange, or its conversation, in full). SPEC §3.
+
+Everything stored came from a client or an upstream, so in a terminal each value is
+printed as text through `render.shown` (markup escaped, control characters as `\\xNN`;
+`show` keeps the newlines of an answer, prompt or body), and JSON escapes the C1
+controls too. Not responsible for finding or computing what is shown (analytics/audit.py).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +21,8 @@ from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import moment
 
 if TYPE_CHECKING:
-    from rich.console import JustifyMethod
+    from rich.console import Console, JustifyMethod
+    from rich.text import Text
 
 TOOL_PROBLEMS = (
     "invalid_json",
@@ -90,6 +97,20 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def _json(value: Any, indent: int | None = None) -> str:
+    from llmtap.analytics.render import json_c1_escaped
+
+    return json_c1_escaped(json.dumps(value, default=_json_default, ensure_ascii=False, indent=indent))
+
+
+def _shown(value: Any, *, lines: bool = False, style: str = "") -> Text:
+    from llmtap.analytics.render import shown
+
+    text = shown("" if value is None else value, lines=lines)
+    text.stylize(style)
+    return text
+
+
 def _open(args: argparse.Namespace) -> tuple[str, Any]:
     from llmtap.analytics.reprice import reprice
     from llmtap.cli.report import pricer_for
@@ -119,10 +140,10 @@ def run_log(args: argparse.Namespace) -> int:
     url, engine = _open(args)
     rows = audit.log(url, engine, filters, limit=args.limit)
     if args.format == "json":
-        print(json.dumps(rows, default=_json_default, ensure_ascii=False, indent=2))
+        print(_json(rows, indent=2))
     elif args.format == "jsonl":
         for row in rows:
-            print(json.dumps(row, default=_json_default, ensure_ascii=False))
+            print(_json(row))
     elif not rows:
         print("no exchanges match" if any(vars(filters).values()) else "no exchanges recorded yet")
     else:
@@ -157,7 +178,7 @@ def _log_table(rows: list[dict[str, Any]]) -> None:
         problems = ", ".join(
             filter(None, [row["tool_problem_kinds"], row["cache_miss"] and f"cache miss: {row['cache_miss']}"])
         )
-        table.add_row(
+        cells = (
             f"{row['started_at']:%Y-%m-%d %H:%M:%S}",
             row["team"],
             f"…{row['key_last4']}" if row["key_last4"] else "",
@@ -173,6 +194,7 @@ def _log_table(rows: list[dict[str, Any]]) -> None:
             problems,
             row["id"],
         )
+        table.add_row(*(_shown(cell) for cell in cells))
     console = Console() if sys.stdout.isatty() else Console(width=220)
     console.print(table)
 
@@ -190,7 +212,7 @@ def run_show(args: argparse.Namespace) -> int:
     except audit.NotFound as exc:
         raise UsageError(str(exc)) from None
     if args.format == "json":
-        print(json.dumps(data, default=_json_default, ensure_ascii=False, indent=2))
+        print(_json(data, indent=2))
     elif args.conversation:
         _print_conversation(data)
     else:
@@ -198,7 +220,8 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _section(console: Any, title: str, pairs: list[tuple[str, Any]]) -> None:
+def _section(console: Console, title: str, pairs: list[tuple[str, Any]], lines: tuple[str, ...] = ()) -> None:
+    """A titled table of name and value; the values named in `lines` keep their newlines."""
     from rich.table import Table
 
     console.print(f"\n[bold]{title}[/]")
@@ -207,21 +230,19 @@ def _section(console: Any, title: str, pairs: list[tuple[str, Any]]) -> None:
     table.add_column(overflow="fold")
     for name, value in pairs:
         if value not in (None, "", [], {}):
-            table.add_row(
-                name, value if isinstance(value, str) else json.dumps(value, default=_json_default, ensure_ascii=False)
-            )
+            text = value if isinstance(value, str) else json.dumps(value, default=_json_default, ensure_ascii=False)
+            table.add_row(_shown(name), _shown(text, lines=name in lines))
     console.print(table)
 
 
 def _print_exchange(data: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.markup import escape
 
-    console = Console(highlight=False, markup=True) if sys.stdout.isatty() else Console(width=160, highlight=False)
-    console.print(f"[bold]exchange {escape(data['id'])}[/]")
-    _section(console, "who", [(k, escape(str(v))) for k, v in data["who"].items() if v is not None])
+    console = Console(highlight=False) if sys.stdout.isatty() else Console(width=160, highlight=False)
+    console.print(_shown(f"exchange {data['id']}", style="bold"))
+    _section(console, "who", [(k, str(v)) for k, v in data["who"].items() if v is not None])
     _section(console, "when", [(k, str(v)) for k, v in data["when"].items() if v is not None])
-    _section(console, "where", [(k, escape(str(v))) for k, v in data["where"].items() if v is not None])
+    _section(console, "where", [(k, str(v)) for k, v in data["where"].items() if v is not None])
     request = data["request"]
     _section(
         console,
@@ -247,10 +268,9 @@ def _print_exchange(data: dict[str, Any]) -> None:
     if data.get("transcript"):
         script = data["transcript"]
         console.print("\n[bold]transcript[/]")
-        if script["system"]:
-            console.print(f"[dim]system[/]  {escape(_clip(script['system']))}")
-        for message in script["messages"]:
-            console.print(f"[dim]{escape(message['role'])}[/]  {escape(_clip(message['text']))}")
+        turns = [("system", script["system"])] if script["system"] else []
+        for role, text in turns + [(m["role"], m["text"]) for m in script["messages"]]:
+            console.print(_shown(role, style="dim") + "  " + _shown(_clip(text or ""), lines=True))
     answer = data["answer"]
     _section(
         console,
@@ -258,7 +278,7 @@ def _print_exchange(data: dict[str, Any]) -> None:
         [
             ("model", answer["model"]),
             ("finish", f"{answer['finish_reason']} ({answer['finish_reason_raw']})"),
-            ("text", escape(answer["text"] or "")),
+            ("text", answer["text"] or ""),
             ("refusal", answer["refusal"]),
             ("reasoning blocks", str(answer["reasoning_blocks"])),
             ("error", answer["error"]),
@@ -266,12 +286,16 @@ def _print_exchange(data: dict[str, Any]) -> None:
             ("interrupted", answer["interrupted"]),
             ("decode error", answer["decode_error"]),
         ],
+        lines=("text", "refusal"),
     )
     for call in answer["tool_calls"]:
         detail = f" — {call['status_detail']}" if call.get("status_detail") else ""
         console.print(
-            f"  tool call [bold]{escape(str(call['name']))}[/] {escape(str(call['id']))}: "
-            f"{call['status']}{escape(detail)}\n    {escape(call['arguments_raw'] or '')}"
+            _shown("  tool call ")
+            + _shown(call["name"], style="bold")
+            + _shown(f" {call['id']}: {call['status']}{detail}")
+            + "\n    "
+            + _shown(call["arguments_raw"])
         )
     _section(console, "usage", [(k, str(v)) for k, v in data["usage"].items() if k != "raw" and v is not None])
     cost = data["cost"]
@@ -285,10 +309,10 @@ def _print_exchange(data: dict[str, Any]) -> None:
         bodies = data["bodies"]
         console.print("\n[bold]raw bodies (as stored: secrets redacted)[/]")
         for name, value in bodies.get("request_headers") or []:
-            console.print(f"[dim]{escape(name)}:[/] {escape(value)}")
+            console.print(_shown(f"{name}:", style="dim") + " " + _shown(value))
         for name in ("request", "response"):
             if bodies.get(name):
-                console.print(f"[dim]{name}[/]\n{escape(_clip(bodies[name], TERMINAL_BODY))}")
+                console.print(_shown(name, style="dim") + "\n" + _shown(_clip(bodies[name], TERMINAL_BODY), lines=True))
 
 
 def _clip(text: str, limit: int = 600) -> str:
@@ -300,13 +324,13 @@ def _print_conversation(data: dict[str, Any]) -> None:
     from rich.table import Table
 
     console = Console() if sys.stdout.isatty() else Console(width=200)
-    table = Table(header_style="bold", title=f"conversation of {data['exchange_id']}", title_justify="left")
+    table = Table(header_style="bold", title=_shown(f"conversation of {data['exchange_id']}"), title_justify="left")
     for name in ("#", "time", "messages", "finish", "in", "cached", "out", "cost", "cache", "tool calls", "id"):
         table.add_column(name, justify="right" if name in ("#", "messages", "in", "cached", "out", "cost") else "left")
     for number, turn in enumerate(data["turns"], 1):
         cache = turn["cache"]
         verdict = f"miss: {cache['cause']}" if cache.get("verdict") == "miss" else cache.get("verdict", "")
-        table.add_row(
+        cells = (
             str(number),
             f"{turn['started_at']:%H:%M:%S}",
             str(turn["messages"]),
@@ -319,6 +343,7 @@ def _print_conversation(data: dict[str, Any]) -> None:
             ", ".join(str(n) for n in turn["tool_calls"]),
             turn["id"],
         )
+        table.add_row(*(_shown(cell) for cell in cells))
     totals = data["totals"]
     table.add_row(
         "",

@@ -80,13 +80,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _csv(rows: Any, out: TextIO) -> None:
+    from llmtap.analytics.render import csv_cell  # a team or model name never becomes a formula
+
     writer = None
     for row in rows:
         record = flat(row)
         if writer is None:
             writer = csv.DictWriter(out, fieldnames=list(record))
             writer.writeheader()
-        writer.writerow(record)
+        writer.writerow({name: csv_cell(value) for name, value in record.items()})
 
 
 def _parquet(rows: Any, path: Path) -> int:
