@@ -28,6 +28,8 @@ from sqlalchemy.engine import make_url
 from llmtap.protocols.canonical import ApiError, RequestFacts, ToolCall
 from llmtap.storage import bodies as blobs
 from llmtap.storage import schema, spool
+from llmtap.storage.importers.har import exchanges as har_exchanges
+from llmtap.storage.importers.har import read_har
 from llmtap.storage.ingest import HttpExchange, to_record
 from llmtap.storage.rows import rows_for
 from llmtap.storage.secrets import KeyFingerprinter, redact_query, request_secrets, scrub_record
@@ -453,3 +455,25 @@ def test_import_scrubs_an_echoed_key_of_no_known_shape(db_url, engines, tmp_path
     if db_url.startswith("sqlite"):
         files = b"".join(p.read_bytes() for p in tmp_path.glob("store.db*"))
         assert key.encode() not in files
+
+
+def test_a_spooled_record_keeps_no_key_of_any_shape(db_url, engines, tmp_path, corpus_dir, llmtap_home):
+    """The key is removed when the record is made, so the spool (the database away) and
+    what it replays never hold it."""
+    key = "CUSTOMTOKEN-" + "s" * 24 + "Yy8p"
+    har_path = _echo_har(tmp_path, corpus_dir, key, "https://api.openai.com/v1/chat/completions")
+    entries, _ = read_har(har_path)
+    fingerprinter = KeyFingerprinter.from_file(llmtap_home / "fingerprint.secret")
+    records = [to_record(http, fingerprinter=fingerprinter) for http, _ in har_exchanges(entries) if http]
+    spool_dir = tmp_path / "spool"
+    if db_url.startswith("sqlite"):
+        with sqlite_exclusive(db_url):
+            assert spool_while_away(engines(db_url, busy_timeout_ms=50), spool_dir, records) == 1
+    else:
+        assert spool_while_away(engines(unreachable(db_url)), spool_dir, records) == 1
+    spooled = b"".join(p.read_bytes() for p in spool_files(spool_dir))
+    assert spooled and key.encode() not in spooled
+    for line in spooled.splitlines():
+        rows = spool.decode(line)
+        assert all(key.encode() not in blobs.decompress(b["data"], b["encoding"]) for b in rows.bodies)
+        assert "[REDACTED]" in rows.exchanges[0]["error_message"]
