@@ -93,10 +93,13 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]
     env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
     url = f"sqlite:///{folder / 'store.db'}"
     start = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
-    entries = [_entry(MARKUP_TEAM, MODEL, TEXT, start), _entry(FORMULA_TEAM, TOOL, "=1+1", start + timedelta(minutes=1))]
-    entries += [_entry(team, "-1+2", text, start + timedelta(minutes=2 + i)) for i, (team, text) in enumerate(OTHERS)]
+    minute = timedelta(minutes=1)
+    entries = [_entry(MARKUP_TEAM, MODEL, TEXT, start), _entry(FORMULA_TEAM, TOOL, "=1+1", start + minute)]
+    entries += [_entry(team, "-1+2", text, start + (2 + i) * minute) for i, (team, text) in enumerate(OTHERS)]
     har = folder / "hostile.har"
-    har.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "t", "version": "1"}, "entries": entries}}))
+    har.write_text(
+        json.dumps({"log": {"version": "1.2", "creator": {"name": "t", "version": "1"}, "entries": entries}})
+    )
     imported = llmtap("import", str(har), "--bodies", "full", "--db", url, env=env, process=True)
     assert imported.code == 0, imported.err
     return url, env
