@@ -25,7 +25,7 @@ from llmtap.cli import (
     proxy,
     report,
 )
-from llmtap.cli.errors import UsageError
+from llmtap.cli.errors import UsageError, one_line
 from llmtap.storage.errors import StoreError
 
 COMMANDS = (demo_command, proxy, report, audit, dashboard, decode, importer, export, maintain, fingerprint, db)
@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         return int(args.run(args) or 0)
     except (UsageError, StoreError) as exc:
-        print(f"llmtap: error: {exc}", file=sys.stderr)
+        print(f"llmtap: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("llmtap: interrupted", file=sys.stderr)
@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback on request
         if os.environ.get("LLMTAP_DEBUG"):
             raise
-        print(f"llmtap: internal error: {exc!r} (set LLMTAP_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(f"llmtap: internal error: {one_line(repr(exc))} (set LLMTAP_DEBUG=1 for the traceback)", file=sys.stderr)
         return 70
 
 

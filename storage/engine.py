@@ -18,7 +18,7 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from llmtap.storage.errors import StoreError
+from llmtap.storage.errors import StoreError, shown_url
 
 
 def home() -> Path:
@@ -31,16 +31,33 @@ def default_url() -> str:
 
 
 def normalize_url(url: str) -> str:
-    """`postgresql://` means psycopg 3 here (psycopg2 is not a dependency)."""
+    """`postgresql://` means psycopg 3 here (psycopg2 is not a dependency). A URL that
+    cannot be used is a `StoreError` whose message never shows its password."""
     try:
         parsed = make_url(url)
-    except ArgumentError:
-        raise StoreError(f"not a database URL: {url!r}") from None
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
+        why = "" if isinstance(exc, ArgumentError) else f" ({exc})"
+        raise StoreError(f"not a database URL: {shown_url(url)!r}{why}") from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
         raise StoreError(f"unsupported database {parsed.drivername!r}: use sqlite:// or postgresql://")
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        if not _is_uri(parsed.query, parsed.database):
+            _refuse_unusable_path(Path(parsed.database).expanduser())
     return parsed.render_as_string(hide_password=False)
+
+
+def _refuse_unusable_path(path: Path) -> None:
+    """A SQLite path under a file, or naming a folder: SQLite would only say "unable to
+    open database file", so say which part of the path is wrong."""
+    if path.is_dir():
+        raise StoreError(f"cannot use {str(path)!r} as the store: it is a folder, not a database file")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise StoreError(f"cannot use {str(path)!r} as the store: {str(parent)!r} is a file, not a folder")
+            return
 
 
 def make_engine(url: str | None = None, *, busy_timeout_ms: int = 5000) -> Engine:
