@@ -7,6 +7,7 @@ holds and exits)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -102,7 +103,10 @@ def test_a_killed_child_is_replaced_and_nothing_is_lost(store, tmp_path: Path, c
     assert writer.close(120)
     assert count(engine) == 900
     assert writer.child_pid is None and writer.stats.submitted == 900
-    assert "resending 300 records" in caplog.text
+    # The 300 shipped and unsettled are resent; so is whatever of the next 400 was shipped to
+    # the dead child before its death was seen (on a loaded machine, most of them).
+    resent = [int(n) for n in re.findall(r"resending (\d+) records", caplog.text)]
+    assert len(resent) == 1 and 300 <= resent[0] <= 700, caplog.text
 
 
 def test_a_child_that_cannot_start_hands_over_to_a_thread(tmp_path: Path, engines) -> None:
