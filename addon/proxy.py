@@ -278,6 +278,10 @@ async def _main(plan: ProxyPlan, writer: Writer | WriterProcess, attribution: At
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     await master.run()
+    # The records are handed over next (the caller closes the writer). Closing the loop would
+    # put SIGTERM back to its default, and a repeated one would kill the process mid-hand-over.
+    loop.remove_signal_handler(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return 0
 
 

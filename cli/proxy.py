@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -206,4 +207,17 @@ def run(args: argparse.Namespace) -> int:
     except ProxyOptionError as exc:
         raise UsageError(str(exc)) from None
     finally:
+        _close_ignoring_sigterm(writer)
+
+
+def _close_ignoring_sigterm(writer: Any) -> None:
+    """Hand everything over to the writer. The event loop that handled the first SIGTERM is
+    gone by now, so a second one (a service manager or script repeating its stop) would
+    kill the process mid-hand-over with status -15; the manager's SIGKILL still ends a
+    close that hangs, and Ctrl-C still interrupts it. After a proxy run SIGTERM stays
+    ignored until the exit (the proxy set it so); after a failed start it is restored."""
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
         writer.close()
+    finally:
+        signal.signal(signal.SIGTERM, previous)

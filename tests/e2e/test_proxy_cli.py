@@ -4,7 +4,9 @@ which the regular-mode tests could not reach their self-signed upstream.)"""
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -39,3 +41,23 @@ def test_bad_set_is_one_line(tmp_path: Path, setting: str, message: str) -> None
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("llmtap: error: --set"), done.stderr
     assert message in lines[0]
+
+
+def test_a_repeated_sigterm_does_not_cut_the_hand_over_short(tmp_path: Path) -> None:
+    """A service manager or script may send SIGTERM again while the proxy hands its records
+    over: the proxy still exits 0 (it died with -15 once its event loop had stopped)."""
+    port = free_port()
+    log = tmp_path / "proxy.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [str(harness.LLMTAP), "proxy", "--quiet", "--port", str(port),
+             "--db", f"sqlite:///{tmp_path / 'x.db'}", "--confdir", str(tmp_path / "mitm")],
+            env=harness.clean_env(LLMTAP_HOME=str(tmp_path / "home")), stdout=subprocess.DEVNULL, stderr=sink,
+        )  # fmt: skip
+    harness.wait_for_port(port, proc, log)
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline:
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.05)
+    status = proc.wait(30)
+    assert status == 0, f"exit {status}: {log.read_text()[-3000:]}"
