@@ -144,6 +144,28 @@ class PendingExchange:
         headers = meta.request_headers
         if meta.raw_headers is not None:
             headers = redact_headers((_text(name), _text(value)) for name, value in meta.raw_headers)
+        return self._record(
+            exchange,
+            path=redact_query(meta.path),
+            request_body=meta.request_body,
+            response_body=self._response_body(),
+            request_headers=headers,
+        )
+
+    def salvage(self, error: str) -> Recorded:
+        """The record of an exchange whose `build` failed (a bug): who, when and where,
+        with the failure as its decode error, rather than nothing (SPEC §6). Only the
+        steps that cannot fail: the query string is dropped, not redacted."""
+        meta = self.meta
+        exchange = Exchange(
+            protocol=meta.protocol or "unknown", provider=meta.provider, status=meta.status, decode_error=error
+        )
+        return self._record(exchange, path=scrub(meta.path.partition("?")[0]))
+
+    def _record(self, exchange: Exchange, **parts: Any) -> Recorded:
+        """The exchange with its who, when and where from the meta (and `parts`: path,
+        bodies, headers), the request's own keys scrubbed from all of it."""
+        meta = self.meta
         record = Recorded(
             exchange=exchange,
             started_at=_moment(meta.started) or datetime.now(UTC),
@@ -159,40 +181,9 @@ class PendingExchange:
             source=meta.source,
             method=meta.method,
             host=meta.host,
-            path=redact_query(meta.path),
-            retry_after_s=meta.retry_after_s,
-            request_body=meta.request_body,
-            response_body=self._response_body(),
-            response_content_type=meta.content_type,
-            request_headers=headers,
-        )
-        return scrub_record(record, meta.secrets)
-
-    def salvage(self, error: str) -> Recorded:
-        """The record of an exchange whose `build` failed (a bug): who, when and where,
-        with the failure as its decode error, rather than nothing (SPEC §6). Only the
-        steps that cannot fail: the query string is dropped, not redacted."""
-        meta = self.meta
-        record = Recorded(
-            exchange=Exchange(
-                protocol=meta.protocol or "unknown", provider=meta.provider, status=meta.status, decode_error=error
-            ),
-            started_at=_moment(meta.started) or datetime.now(UTC),
-            first_byte_at=_moment(meta.first_byte),
-            first_token_at=_moment(meta.first_token),
-            ended_at=_moment(meta.ended),
-            team=meta.team,
-            attribution=meta.attribution,
-            price_reason=meta.price_reason,
-            key_fingerprint=meta.key_fingerprint,
-            key_last4=meta.key_last4,
-            client_addr=meta.client_addr,
-            source=meta.source,
-            method=meta.method,
-            host=meta.host,
-            path=scrub(meta.path.partition("?")[0]),
             retry_after_s=meta.retry_after_s,
             response_content_type=meta.content_type,
+            **parts,
         )
         return scrub_record(record, meta.secrets)
 
