@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 from sqlalchemy.engine import make_url
 
+from llmtap.addon.tee import ExchangeMeta, PendingExchange
 from llmtap.bench import corpus as bench_corpus
 from llmtap.bench.scratch import scratch_postgres
 from llmtap.protocols.canonical import Exchange, RequestFacts, ToolCall, ToolSpec, Usage
@@ -260,3 +261,26 @@ def _reset(sock: socket.socket) -> None:
     except OSError:
         pass
     sock.close()
+
+
+def held_exchange(index: int, *, request: bytes, answer: bytes, team: str = "team-held") -> PendingExchange:
+    """What the proxy hands its writer for a small JSON Anthropic answer: the metadata and
+    the raw body, not yet decoded (the writer, or its process, finishes it)."""
+    meta = ExchangeMeta(
+        method="POST",
+        host="api.anthropic.com",
+        path="/v1/messages",
+        team=team,
+        key_fingerprint=None,
+        key_last4=None,
+        client_addr="127.0.0.1",
+        request_body=request,
+        request_headers=[],
+        started=1_780_000_000.0 + index,
+        protocol="anthropic.messages",
+        status=200,
+        first_byte=1_780_000_000.2 + index,
+        ended=1_780_000_000.3 + index,
+        content_type="application/json",
+    )
+    return PendingExchange(None, meta, None, body=answer)

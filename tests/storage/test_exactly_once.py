@@ -19,14 +19,22 @@ import pytest
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 
-from llmtap.addon.tee import ExchangeMeta, PendingExchange
+from llmtap.addon.tee import PendingExchange
 from llmtap.storage import rejected, schema
 from llmtap.storage.migrate import upgrade
 from llmtap.storage.writer import Writer
 from llmtap.storage.writer_process import WriterProcess, WriterSpec, _identified
 from tests.corpus_tools import har_entry
 from tests.helpers import llmtap
-from tests.storage.helpers import count, exchange_ids, make_record, spool_files, sqlite_exclusive, wait_until
+from tests.storage.helpers import (
+    count,
+    exchange_ids,
+    held_exchange,
+    make_record,
+    spool_files,
+    sqlite_exclusive,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,24 +54,7 @@ def quick_writer(engine, spool_dir: Path, **kwargs) -> Writer:
 
 def held(index: int, team: str = "team-held") -> PendingExchange:
     """What the proxy hands over for a small JSON answer, every one with the same response id."""
-    meta = ExchangeMeta(
-        method="POST",
-        host="api.anthropic.com",
-        path="/v1/messages",
-        team=team,
-        key_fingerprint=None,
-        key_last4=None,
-        client_addr="127.0.0.1",
-        request_body=REQUEST % index,
-        request_headers=[],
-        started=1_780_000_000.0 + index,
-        protocol="anthropic.messages",
-        status=200,
-        first_byte=1_780_000_000.2 + index,
-        ended=1_780_000_000.3 + index,
-        content_type="application/json",
-    )
-    return PendingExchange(None, meta, None, body=ANSWER % index)
+    return held_exchange(index, request=REQUEST % index, answer=ANSWER % index, team=team)
 
 
 # -- 1. one response id, many records ------------------------------------------------------------

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from llmtap.addon.tee import ExchangeMeta, PendingExchange
+from llmtap.addon.tee import PendingExchange
 from llmtap.storage import schema
 from llmtap.storage.writer_process import RESTARTS, WriterProcess, WriterSpec
-from tests.storage.helpers import ROOT, count, make_record, wait_until
+from tests.storage.helpers import ROOT, count, held_exchange, make_record, wait_until
 
 ANTHROPIC_JSON = (
     b'{"id": "msg_held_%d", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",'
@@ -33,24 +33,7 @@ REQUEST = b'{"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role
 
 def held(index: int) -> PendingExchange:
     """What the proxy hands over for a small JSON answer: metadata and the raw body."""
-    meta = ExchangeMeta(
-        method="POST",
-        host="api.anthropic.com",
-        path="/v1/messages",
-        team="team-held",
-        key_fingerprint=None,
-        key_last4=None,
-        client_addr="127.0.0.1",
-        request_body=REQUEST,
-        request_headers=[],
-        started=1_780_000_000.0 + index,
-        protocol="anthropic.messages",
-        status=200,
-        first_byte=1_780_000_000.2 + index,
-        ended=1_780_000_000.3 + index,
-        content_type="application/json",
-    )
-    return PendingExchange(None, meta, None, body=ANTHROPIC_JSON % index)
+    return held_exchange(index, request=REQUEST, answer=ANTHROPIC_JSON % index)
 
 
 def spec(url: str, tmp_path: Path, **kwargs) -> WriterSpec:
