@@ -18,7 +18,6 @@ import dataclasses
 import hashlib
 import hmac
 import json
-import os
 import re
 import secrets
 from collections.abc import Iterable, Mapping
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, quote_plus, unquote_plus
 
-from llmtap.storage.private import private_dir
+from llmtap.storage.private import open_private, private_dir
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -100,12 +99,8 @@ def load_or_create_secret(path: Path) -> bytes:
         pass
     private_dir(path.parent)
     value = secrets.token_hex(32).encode()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, value)
-    finally:
-        os.close(fd)
-    os.chmod(path, 0o600)
+    with open_private(path, "wb") as handle:  # 0600, also when a short one was there
+        handle.write(value)
     return value
 
 
