@@ -15,7 +15,7 @@ import io
 import json
 import re
 from datetime import date, datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from rich.console import Console
@@ -107,9 +107,35 @@ def as_rich(table: Table, title: str, console: Console, columns: list[str] | Non
     console.print(view)
 
 
+def money(value: Decimal | int | None, *, missing: str = "") -> str:
+    """The one money format of every table and page (issue 14): `$1,234.56`; under a
+    dollar, four significant digits (`$0.01235`, `$0.0004500`); zero is `$0.00`. Exact
+    figures are JSON's and CSV's: this is for reading."""
+    if value is None:
+        return missing
+    amount = Decimal(value)
+    sign = "-" if amount < 0 else ""
+    amount = abs(amount)
+    if amount == 0:
+        return "$0.00"
+    if amount >= 1:
+        return f"{sign}${amount.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP):,}"
+    shown = amount.quantize(Decimal(1).scaleb(amount.adjusted() - 3), rounding=ROUND_HALF_UP)
+    if shown >= 1:  # 0.99996 rounds up to a dollar
+        return f"{sign}$1.00"
+    return f"{sign}${format(shown, 'f')}"
+
+
+def percent(ratio: float | Decimal | None, *, missing: str = "") -> str:
+    """A ratio (0.7467) as a percentage with one decimal (`74.7%`)."""
+    if ratio is None:
+        return missing
+    return f"{float(ratio) * 100:.1f}%"
+
+
 def _cell(column: str, value: Any) -> str:
     if column in MONEY and isinstance(value, Decimal):
-        return f"${value:,.6f}" if abs(value) < 1 else f"${value:,.2f}"
+        return money(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     return _text(value)

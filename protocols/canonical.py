@@ -46,6 +46,16 @@ class Usage:
     cache_write_5m_tokens: int | None = None
     cache_write_1h_tokens: int | None = None
     total_tokens_reported: int | None = None
+    # Where the usage splits input or output by modality: the non-text counts, under
+    # genai-prices' unit names (`input_audio_tokens`, `cache_audio_read_tokens`,
+    # `input_image_tokens`, `output_audio_tokens`, `output_image_tokens`, …), each a part
+    # of the totals above. Empty when the payload does not split them.
+    modalities: dict[str, int] = field(default_factory=dict)
+    # Usage of other models inside this exchange, billed at their own rates and never
+    # counted in the totals above (Anthropic's advisor tool: an `advisor_message`
+    # iteration). Each: {kind, model, input_tokens, cache_read_tokens,
+    # cache_write_tokens, output_tokens}, with the same meanings as the totals.
+    sub_usages: list[dict[str, Any]] = field(default_factory=list)
 
     def checks(self) -> list[str]:
         """The invariants a well-formed usage keeps; each broken one as a sentence."""
@@ -162,6 +172,14 @@ class Exchange:
     error: ApiError | None = None
     request: RequestFacts | None = None
     events: int = 0
+    # What was served, as far as it changes the price (SPEC §2, §5): the service tier the
+    # provider says it served (else the requested one); Anthropic's `usage.inference_geo`
+    # and `usage.speed`; counts of provider-run tool uses billed per use, by kind
+    # (`web_search`, `web_fetch`, `file_search`, `code_execution`).
+    service_tier: str | None = None
+    inference_geo: str | None = None
+    speed: str | None = None
+    server_tool_uses: dict[str, int] = field(default_factory=dict)
     # Why the response stopped short (client hung up, upstream reset), when it did.
     interrupted: str | None = None
     decode_error: str | None = None

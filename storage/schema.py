@@ -94,6 +94,15 @@ exchanges = Table(
     Column("usage_provenance", String(16), nullable=False),
     Column("usage_raw", JSONType, nullable=True),
     Column("usage_check", JSONType, nullable=True),
+    # non-text counts by genai-prices unit name, and other models' usage (advisor):
+    # see protocols/canonical.py `Usage.modalities` and `Usage.sub_usages`
+    Column("usage_modalities", JSONType, nullable=True),
+    Column("usage_sub", JSONType, nullable=True),
+    # what was served, as far as it changes the price (SPEC §2, §5)
+    Column("service_tier", String(16), nullable=True),
+    Column("inference_geo", String(16), nullable=True),
+    Column("service_speed", String(16), nullable=True),
+    Column("server_tool_uses", JSONType, nullable=True),
     Column("text", Text, nullable=True),
     Column("text_truncated", Boolean, nullable=False, server_default=text("false")),
     Column("refusal", Text, nullable=True),
@@ -147,7 +156,11 @@ exchanges = Table(
     Column("cost_cache_read_pico", BigInteger, nullable=True),
     Column("cost_cache_write_pico", BigInteger, nullable=True),
     Column("cost_output_pico", BigInteger, nullable=True),
+    Column("cost_fee_pico", BigInteger, nullable=True),  # per-use fees of server_tool_uses
     Column("cost_total_pico", BigInteger, nullable=True),
+    # how the total was made: the price context, each model's part (an advisor's too)
+    # and each fee, for `show` and audits
+    Column("cost_detail", JSONType, nullable=True),
     Column("rate_input_pico", BigInteger, nullable=True),
     Column("rate_cache_read_pico", BigInteger, nullable=True),
     Index("ix_exchanges_started_at", "started_at"),
@@ -155,6 +168,17 @@ exchanges = Table(
     Index("ix_exchanges_model", "model"),
     Index("ix_exchanges_first_message_hash", "first_message_hash"),
     Index("ix_exchanges_response_id", "response_id"),
+)
+
+# Settings that belong to the store rather than to one machine's config: the price file
+# every command prices with once `llmtap reprice --prices FILE` installed it (key
+# `price_file`: {name, digest, content}), so a shared PostgreSQL store prices alike for all.
+store_settings = Table(
+    "store_settings",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", JSONType, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
 )
 
 tool_calls = Table(
@@ -194,7 +218,8 @@ body_refs = Table(
 
 # What the reports, the audit log and the dashboard read through DuckDB (analytics/duck.py
 # points its views here); migration 0003 made these tables with these columns, 0005 added
-# `price_reason` (reports list why an exchange is unpriced).
+# `price_reason` (reports list why an exchange is unpriced), 0006 `service_tier` (--by
+# tier) and `cost_fee_pico`.
 EXCHANGE_FACT_COLUMNS = (
     "id", "team", "key_fingerprint", "key_last4", "started_at", "ended_at", "ttfb_ms", "ttft_ms",
     "duration_ms", "protocol", "provider", "status", "complete", "model", "model_requested",
@@ -205,6 +230,7 @@ EXCHANGE_FACT_COLUMNS = (
     "request_message_count", "tools_hash", "system_hash", "first_message_hash", "message_hashes",
     "request_body_ref", "price_status", "price_version", "price_reason", "cost_input_pico", "cost_cache_read_pico",
     "cost_cache_write_pico", "cost_output_pico", "cost_total_pico", "rate_input_pico", "rate_cache_read_pico",
+    "service_tier", "cost_fee_pico",
 )  # fmt: skip
 TOOL_CALL_FACT_COLUMNS = ("exchange_id", "position", "call_id", "name", "status", "status_detail", "valid_json")
 
