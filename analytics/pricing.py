@@ -86,7 +86,9 @@ class Cost:
     cache_read: int | None = None
     cache_write: int | None = None
     output: int | None = None
+    fee: int | None = None  # per-use fees of server_tool_uses
     total: int | None = None
+    detail: dict[str, Any] | None = None  # how the total was made (see cost_columns)
     rate_input: int | None = None
     rate_cache_read: int | None = None
     reason: str | None = None  # why unpriced: unverified_host | unknown_model
@@ -231,7 +233,9 @@ def cost_columns(cost: Cost) -> dict[str, Any]:
         "cost_cache_read_pico": cost.cache_read,
         "cost_cache_write_pico": cost.cache_write,
         "cost_output_pico": cost.output,
+        "cost_fee_pico": cost.fee,
         "cost_total_pico": cost.total,
+        "cost_detail": cost.detail,
         "rate_input_pico": cost.rate_input,
         "rate_cache_read_pico": cost.rate_cache_read,
     }
@@ -261,6 +265,7 @@ def _cost(rates: Rates, tokens: TokenCounts, model: str, version: str) -> Cost:
         cache_read=cost_read,
         cache_write=cost_write,
         output=cost_output,
+        fee=0,
         total=cost_input + cost_read + cost_write + cost_output,
         rate_input=_pico(rates.uncached_input),
         rate_cache_read=_pico(rates.cache_read),

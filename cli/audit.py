@@ -113,7 +113,7 @@ def _shown(value: Any, *, lines: bool = False, style: str = "") -> Text:
 
 def _open(args: argparse.Namespace) -> tuple[str, Any]:
     from llmtap.analytics.reprice import reprice
-    from llmtap.cli.report import pricer_for
+    from llmtap.cli.pricing import pricer_for
     from llmtap.cli.store import open_store
 
     settings = settings_module.load(args)

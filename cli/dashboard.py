@@ -40,7 +40,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from llmtap.analytics.reprice import reprice
-    from llmtap.cli.report import pricer_for
+    from llmtap.cli.pricing import pricer_for
     from llmtap.cli.store import open_store
     from llmtap.dashboards import data, page
 

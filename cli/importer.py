@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from llmtap.cli.report import pricer_for
+    from llmtap.cli.pricing import pricer_for
     from llmtap.cli.store import open_store
     from llmtap.storage.ingest import HttpExchange, to_record
     from llmtap.storage.secrets import KeyFingerprinter

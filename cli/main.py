@@ -22,13 +22,14 @@ from llmtap.cli import (
     fingerprint,
     importer,
     maintain,
+    pricing,
     proxy,
     report,
 )
 from llmtap.cli.errors import UsageError, one_line
 from llmtap.storage.errors import StoreError
 
-COMMANDS = (demo_command, proxy, report, audit, dashboard, decode, importer, export, maintain, fingerprint, db)
+COMMANDS = (demo_command, proxy, report, pricing, audit, dashboard, decode, importer, export, maintain, fingerprint, db)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     from llmtap.addon.proxy import ProxyOptionError, prepare_ca
     from llmtap.addon.proxy import run as run_proxy
     from llmtap.analytics.pricing import row_pricer
-    from llmtap.cli.report import pricer_for
+    from llmtap.cli.pricing import pricer_for
     from llmtap.cli.store import open_store
     from llmtap.storage.engine import home
     from llmtap.storage.secrets import KeyFingerprinter

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from llmtap.cli import pricing
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import moment
@@ -34,23 +35,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--prices", metavar="FILE", help="local price file (TOML) overriding or adding models")
     settings_module.add_common(parser)
     parser.set_defaults(run=run)
-    parser = commands.add_parser(
-        "reprice",
-        help="price every stored exchange again (after a price file or price data change)",
-    )
-    parser.add_argument("--prices", metavar="FILE", help="local price file (TOML)")
-    settings_module.add_common(parser)
-    parser.set_defaults(run=run_reprice)
-
-
-def pricer_for(settings: settings_module.Settings):
-    """The pricer for these settings (genai-prices plus the local price file, if any)."""
-    from llmtap.analytics.pricing import PriceFileError, Pricer
-
-    try:
-        return Pricer(settings.price_file)
-    except PriceFileError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,14 +45,14 @@ def run(args: argparse.Namespace) -> int:
     by = [part.strip() for part in args.by.split(",") if part.strip()] if args.by else None
     since, until = moment(args.since), moment(args.until)
     settings = settings_module.load(args)
-    pricer = pricer_for(settings)  # a bad price file fails before the store is opened
+    pricer = pricing.pricer_for(settings)  # a bad price file fails before the store is opened
     engine = open_store(settings)
     url = engine.url.render_as_string(hide_password=False)
     try:
         duck = connect(url)
         try:
             if args.kind in PRICED:
-                _catch_up_prices(engine, duck, pricer)
+                pricing.catch_up(engine, pricer, duck)
             table = reports.run(url, args.kind, by=by, since=since, until=until, listing=args.list, connection=duck)
             empty = not table.rows and reports.count_exchanges(url, duck) == 0
         finally:
@@ -79,17 +63,6 @@ def run(args: argparse.Namespace) -> int:
         engine.dispose()
     _show(args, table, empty, engine.url.render_as_string(hide_password=True))
     return 0
-
-
-def _catch_up_prices(engine, duck, pricer) -> None:
-    """Price the rows stored without a price (imported, recorded while no pricer ran) or
-    under another price file, at their own dates, before a report that reads prices. DuckDB
-    finds them: one parallel pass over a few columns, much cheaper than the store's own scan."""
-    from llmtap.analytics.reprice import reprice, stale_ids
-
-    ids = stale_ids(duck, pricer)
-    if ids:
-        reprice(engine, pricer, ids=ids)
 
 
 def _show(args: argparse.Namespace, table, empty: bool, label: str) -> None:
@@ -112,18 +85,3 @@ def _show(args: argparse.Namespace, table, empty: bool, label: str) -> None:
         render.as_rich(table, f"llmtap report {args.kind}", console, columns)
     if not table.rows and args.format != "table":
         print(f"llmtap: {args.kind}: nothing to report in {label}", file=sys.stderr)
-
-
-def run_reprice(args: argparse.Namespace) -> int:
-    from llmtap.analytics.reprice import reprice
-    from llmtap.cli.store import open_store
-
-    settings = settings_module.load(args)
-    pricer = pricer_for(settings)
-    engine = open_store(settings)
-    try:
-        count = reprice(engine, pricer, everything=True)
-    finally:
-        engine.dispose()
-    print(f"priced {count} exchanges with {pricer.file_version}")
-    return 0
