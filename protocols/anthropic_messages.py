@@ -26,6 +26,7 @@ from llmtap.protocols.common import (
     new_budget,
     stable_hash,
     sub,
+    tier_word,
     tool_call_from_object,
     tool_call_from_text,
     without_cache_markers,
@@ -49,26 +50,91 @@ FINISH: dict[str, FinishReason] = {
 _SERVER_TOOL_PREFIXES = ("web_search", "web_fetch", "code_execution", "mcp")
 _REASONING_BLOCKS = ("thinking", "redacted_thinking")
 _SERVER_CALL_BLOCKS = ("server_tool_use", "mcp_tool_use")
+# `usage.iterations` entry types (SPEC §2 "Canonical usage"); others are ignored.
+_EXECUTOR_ITERATIONS = ("compaction", "message")
+_ADVISOR_ITERATION = "advisor_message"
+_FALLBACK_ITERATION = "fallback_message"
+# `usage.server_tool_use` counts billed per use, by canonical kind.
+# https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/web-search-tool#usage
+_SERVER_TOOL_COUNTS = {
+    "web_search_requests": "web_search",
+    "web_fetch_requests": "web_fetch",
+}
 
 
 def convert_usage(raw: Any) -> Usage | None:
     """Anthropic's `input_tokens` excludes cache reads and writes; canonical input is all
-    of it. https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching"""
+    of it. https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching
+
+    `usage.iterations` (SPEC §2): the top-level counts leave a server-side compaction out,
+    so when executor iterations (`compaction`, `message`) are listed, input and output are
+    their sums (cache counts stay the top level's); an `advisor_message` is a sub-usage of
+    its own model; when a `fallback_message` served the turn the top-level counts stand.
+    https://platform.claude.com/docs/en/build-with-claude/compaction"""
     if not has_counts(raw):
         return None
-    fresh = count(raw.get("input_tokens")) or 0
     write = count(raw.get("cache_creation_input_tokens")) or 0
     read = count(raw.get("cache_read_input_tokens")) or 0
+    fresh = count(raw.get("input_tokens")) or 0
+    output = count(raw.get("output_tokens")) or 0
+    iterations = [entry for entry in items(raw, "iterations") if isinstance(entry, dict)]
+    executors = [entry for entry in iterations if entry.get("type") in _EXECUTOR_ITERATIONS]
+    if executors and not any(entry.get("type") == _FALLBACK_ITERATION for entry in iterations):
+        fresh = sum(count(entry.get("input_tokens")) or 0 for entry in executors)
+        output = sum(count(entry.get("output_tokens")) or 0 for entry in executors)
     split = sub(raw, "cache_creation")
     return Usage(
         input_tokens=fresh + write + read,
         cache_read_tokens=read,
         cache_write_tokens=write,
-        output_tokens=count(raw.get("output_tokens")) or 0,
+        output_tokens=output,
         reasoning_tokens=count(sub(raw, "output_tokens_details").get("thinking_tokens")),
         cache_write_5m_tokens=count(split.get("ephemeral_5m_input_tokens")),
         cache_write_1h_tokens=count(split.get("ephemeral_1h_input_tokens")),
+        sub_usages=[_advisor_usage(entry) for entry in iterations if entry.get("type") == _ADVISOR_ITERATION],
     )
+
+
+def _advisor_usage(entry: dict[str, Any]) -> dict[str, Any]:
+    """An `advisor_message` iteration as a sub-usage, input counted as canonical input is."""
+    write = count(entry.get("cache_creation_input_tokens")) or 0
+    read = count(entry.get("cache_read_input_tokens")) or 0
+    return {
+        "kind": "advisor",
+        "model": entry.get("model") if isinstance(entry.get("model"), str) else None,
+        "input_tokens": (count(entry.get("input_tokens")) or 0) + write + read,
+        "cache_read_tokens": read,
+        "cache_write_tokens": write,
+        "output_tokens": count(entry.get("output_tokens")) or 0,
+    }
+
+
+def _fallback_model(raw: Any) -> str | None:
+    """The model of the `fallback_message` iteration that served the turn, if one did."""
+    model = None
+    for entry in items(raw, "iterations"):
+        if isinstance(entry, dict) and entry.get("type") == _FALLBACK_ITERATION and isinstance(entry.get("model"), str):
+            model = entry["model"]
+    return model
+
+
+def _served(raw: Any, ex: Exchange) -> None:
+    """What the usage says was served: tier, region, speed, and per-use server tools.
+    https://docs.anthropic.com/en/api/messages (usage.service_tier, inference_geo, speed,
+    server_tool_use)"""
+    usage = raw if isinstance(raw, dict) else {}
+    ex.service_tier = tier_word(usage.get("service_tier"))
+    ex.inference_geo = _word(usage.get("inference_geo"))
+    ex.speed = _word(usage.get("speed"))
+    tools = sub(usage, "server_tool_use")
+    for field_name, kind in _SERVER_TOOL_COUNTS.items():
+        uses = count(tools.get(field_name)) or 0
+        if uses > 0:
+            ex.server_tool_uses[kind] = uses
+
+
+def _word(value: Any) -> str | None:
+    return value.lower() if isinstance(value, str) and value else None
 
 
 def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTRAS) -> None:
@@ -81,6 +147,8 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
     raw_usage = body.get("usage")
     ex.usage_raw = raw_usage
     ex.usage = convert_usage(raw_usage)
+    ex.model = _fallback_model(raw_usage) or ex.model
+    _served(raw_usage, ex)
     text = KeptText(new_budget())
     for position, block in enumerate(items(body, "content")):
         if not isinstance(block, dict):
@@ -201,6 +269,14 @@ def requested_model(body: dict[str, Any], path: str) -> str | None:
     return body.get("model") if isinstance(body.get("model"), str) else None
 
 
+def requested_tier(body: dict[str, Any]) -> str | None:
+    """The request's `service_tier`: `auto` lets Anthropic choose (no tier until the
+    response says), `standard_only` asks for the standard tier.
+    https://docs.anthropic.com/en/api/service-tiers"""
+    tier = tier_word(body.get("service_tier"))
+    return "standard" if tier == "standard_only" else tier
+
+
 def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
     messages = [m for m in items(body, "messages") if isinstance(m, dict)]
     facts = RequestFacts(
@@ -209,7 +285,11 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         max_tokens=count(body.get("max_tokens")),
         tool_choice=body.get("tool_choice"),
         thinking=body.get("thinking") if isinstance(body.get("thinking"), dict) else None,
-        params={k: body[k] for k in ("temperature", "top_p", "top_k", "stop_sequences", "service_tier") if k in body},
+        params={
+            k: body[k]
+            for k in ("temperature", "top_p", "top_k", "stop_sequences", "service_tier", "speed", "inference_geo")
+            if k in body
+        },
     )
     for tool in items(body, "tools"):
         if not isinstance(tool, dict):

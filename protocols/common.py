@@ -69,6 +69,24 @@ def has_counts(usage: Any) -> bool:
     return any(("token" in key.lower()) and count(value) is not None for key, value in usage.items())
 
 
+def tier_word(value: Any) -> str | None:
+    """A service tier as the provider spelt it, lower-case; None for a missing value or
+    `auto`, which names no tier (the provider chooses and the response says which)."""
+    if not isinstance(value, str) or not value.strip() or value.strip().lower() == "auto":
+        return None
+    return value.strip().lower()
+
+
+def positive_counts(pairs: Any) -> dict[str, int]:
+    """`{name: count}` of the (name, raw value) pairs whose value is a count above zero."""
+    found: dict[str, int] = {}
+    for name, value in pairs:
+        number = count(value)
+        if number is not None and number > 0:
+            found[name] = found.get(name, 0) + number
+    return found
+
+
 def tool_call_from_text(call_id: Any, name: Any, raw: str) -> ToolCall:
     """A tool call whose arguments arrived as a JSON string (Chat, Responses, deltas).
 

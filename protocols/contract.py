@@ -100,3 +100,9 @@ class Translator(Protocol):
     def decode_request(self, body: dict[str, Any], path: str = "") -> RequestFacts:
         """What the request asked for (SPEC §2 `request`)."""
         ...
+
+    def requested_tier(self, body: dict[str, Any]) -> str | None:
+        """The service tier the request asked for, lower-case; None for none, or for one
+        that lets the provider choose (`auto`). The exchange's `service_tier` falls back to
+        it when the response does not say what it served (SPEC §2)."""
+        ...

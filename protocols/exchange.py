@@ -81,6 +81,7 @@ class ExchangeDecoder:
         self._token_seen = False
         self._cut_tail = False
         self._request = request  # decoded in finish(), off the path bytes travel
+        self._requested_tier: str | None = None
         self._ended = False
         try:
             self._content: ContentDecoder | None = ContentDecoder(content_encoding)
@@ -96,6 +97,7 @@ class ExchangeDecoder:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("_requested_tier", None)  # pickled before requested tiers were kept
         self.__dict__.update(state)
         self.module = TRANSLATORS[self.ex.protocol]
 
@@ -118,6 +120,7 @@ class ExchangeDecoder:
         try:
             if body is not None:
                 self.ex.request = self.module.decode_request(body, self._path)
+                self._requested_tier = self.module.requested_tier(body)
         except DecodeError as exc:
             self._fail(exc)
         except Exception as exc:  # a translator bug must not lose the record
@@ -307,6 +310,8 @@ class ExchangeDecoder:
             ex.usage_provenance = "missing"
         if ex.model is None:
             ex.model = ex.model_requested
+        if ex.service_tier is None:
+            ex.service_tier = self._requested_tier  # what was asked, when nothing says what was served
         try:
             check_tool_calls(ex)
         except Exception as exc:  # noqa: BLE001 - a hostile schema must not lose the record

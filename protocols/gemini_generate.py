@@ -25,8 +25,10 @@ from llmtap.protocols.common import (
     items,
     json_size,
     new_budget,
+    positive_counts,
     stable_hash,
     sub,
+    tier_word,
     tool_call_from_object,
 )
 from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
@@ -51,6 +53,21 @@ FINISH: dict[str, FinishReason] = {
     "TOO_MANY_TOOL_CALLS": "error",
 }
 _MODEL_IN_PATH = re.compile(r"/models/([^/:?]+):")
+# ModalityTokenCount lists of the usage, by the genai-prices unit prefix their non-text
+# entries count under; TEXT and DOCUMENT are text and not listed.
+# https://ai.google.dev/api/generate-content#UsageMetadata
+_MODALITY_LISTS = (
+    ("promptTokensDetails", "input_{}_tokens"),
+    ("toolUsePromptTokensDetails", "input_{}_tokens"),  # tool-use prompt tokens are input too
+    ("cacheTokensDetails", "cache_{}_read_tokens"),
+    ("candidatesTokensDetails", "output_{}_tokens"),
+)
+_MODALITIES = {"AUDIO": "audio", "IMAGE": "image", "VIDEO": "video"}
+# `usageMetadata.trafficType`: the tier that served the request (Vertex AI's TrafficType;
+# PROVISIONED_THROUGHPUT is prepaid and names no per-token tier).
+# https://cloud.google.com/vertex-ai/generative-ai/docs/reference/rest/v1/GenerateContentResponse#TrafficType
+_TRAFFIC_TIERS = {"ON_DEMAND": "standard", "ON_DEMAND_FLEX": "flex", "ON_DEMAND_PRIORITY": "priority"}
+_GEMINI_MAJOR = re.compile(r"gemini-(\d+)")
 
 
 def convert_usage(raw: Any) -> Usage | None:
@@ -67,7 +84,32 @@ def convert_usage(raw: Any) -> Usage | None:
         output_tokens=(count(raw.get("candidatesTokenCount")) or 0) + (thoughts or 0),
         reasoning_tokens=thoughts,
         total_tokens_reported=count(raw.get("totalTokenCount")),
+        modalities=_modalities(raw),
     )
+
+
+def _modalities(raw: dict[str, Any]) -> dict[str, int]:
+    pairs = []
+    for key, unit in _MODALITY_LISTS:
+        for entry in items(raw, key):
+            modality = _MODALITIES.get(str(entry.get("modality"))) if isinstance(entry, dict) else None
+            if modality is not None:
+                pairs.append((unit.format(modality), entry.get("tokenCount")))
+    return positive_counts(pairs)
+
+
+def billed_searches(queries: list[Any], model: str | None) -> int:
+    """Billed uses of Grounding with Google Search for the queries one response ran. Google
+    bills Gemini 3 and later per search query (unique ones, empty ones ignored), and earlier
+    models per grounded prompt however many queries it ran; a model whose generation cannot
+    be told counts as one grounded prompt.
+    https://ai.google.dev/gemini-api/docs/pricing and
+    https://ai.google.dev/gemini-api/docs/google-search"""
+    unique = {q.strip() for q in queries if isinstance(q, str) and q.strip()}
+    if not unique:
+        return 0
+    major = _GEMINI_MAJOR.search(model or "")
+    return len(unique) if major is not None and int(major.group(1)) >= 3 else 1
 
 
 def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTRAS) -> None:
@@ -79,6 +121,9 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
         ex.model = body["modelVersion"]
     ex.usage_raw = body.get("usageMetadata")
     ex.usage = convert_usage(body.get("usageMetadata"))
+    # The served tier, where the usage states it (it also rides the `x-gemini-service-tier`
+    # response header, which the decoder does not see).
+    ex.service_tier = _TRAFFIC_TIERS.get(str(sub(body, "usageMetadata").get("trafficType")))
     candidates = [c for c in items(body, "candidates") if isinstance(c, dict)]
     candidate = min(candidates, key=lambda c: count(c.get("index")) or 0) if candidates else {}
     text = KeptText(new_budget())
@@ -104,6 +149,9 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
     grounding = sub(candidate, "groundingMetadata")
     if grounding.get("webSearchQueries") or grounding.get("groundingChunks"):
         ex.server_tool_calls.append(ServerToolCall(type="google_search"))
+    searches = billed_searches(items(grounding, "webSearchQueries"), ex.model)
+    if searches:
+        ex.server_tool_uses["web_search"] = searches
     if sub(candidate, "urlContextMetadata"):
         ex.server_tool_calls.append(ServerToolCall(type="url_context"))
     _finish(body, candidate, ex)
@@ -210,6 +258,12 @@ def requested_model(body: dict[str, Any], path: str) -> str | None:
     if match:
         return match.group(1)
     return body.get("model") if isinstance(body.get("model"), str) else None
+
+
+def requested_tier(body: dict[str, Any]) -> str | None:
+    """The request body's top-level `service_tier` (`flex`, `priority`; omitted is standard).
+    https://ai.google.dev/gemini-api/docs/flex-inference"""
+    return tier_word(body.get("service_tier", body.get("serviceTier")))
 
 
 def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:

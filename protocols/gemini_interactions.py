@@ -24,12 +24,15 @@ from llmtap.protocols.common import (
     items,
     json_size,
     new_budget,
+    positive_counts,
     stable_hash,
     sub,
+    tier_word,
     tool_call_from_object,
     tool_call_from_text,
 )
 from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
+from llmtap.protocols.gemini_generate import billed_searches
 
 PROTOCOL = "gemini.interactions"
 
@@ -42,6 +45,15 @@ FINISH: dict[str, FinishReason] = {
 TERMINAL = ("interaction.completed", "interaction.complete")
 # Statuses of an interaction still running: how a cut stream left it, not how it ended.
 _RUNNING = ("in_progress",)
+# Usage counts split by modality (lists of {modality, tokens}), by the genai-prices unit
+# their non-text entries count under; tool-use tokens are input too.
+_MODALITY_LISTS = (
+    ("input_tokens_by_modality", "input_{}_tokens"),
+    ("tool_use_tokens_by_modality", "input_{}_tokens"),
+    ("cached_tokens_by_modality", "cache_{}_read_tokens"),
+    ("output_tokens_by_modality", "output_{}_tokens"),
+)
+_MODALITIES = ("audio", "image", "video")
 _SERVER_TOOLS = (
     "google_search",
     "code_execution",
@@ -65,7 +77,33 @@ def convert_usage(raw: Any) -> Usage | None:
         output_tokens=(count(raw.get("total_output_tokens")) or 0) + (thoughts or 0),
         reasoning_tokens=thoughts,
         total_tokens_reported=count(raw.get("total_tokens")),
+        modalities=_modalities(raw),
     )
+
+
+def _modalities(raw: dict[str, Any]) -> dict[str, int]:
+    pairs = []
+    for key, unit in _MODALITY_LISTS:
+        for entry in items(raw, key):
+            modality = str(entry.get("modality")).lower() if isinstance(entry, dict) else ""
+            if modality in _MODALITIES:
+                pairs.append((unit.format(modality), entry.get("tokens")))
+    return positive_counts(pairs)
+
+
+def _searches(body: dict[str, Any], model: str | None) -> int:
+    """Billed Google Search uses: the usage's own `grounding_tool_count` where it is given,
+    else counted from the `google_search_call` steps' queries as generateContent's are
+    (Gemini 3 per query, earlier models per grounded prompt)."""
+    stated = [entry for entry in items(sub(body, "usage"), "grounding_tool_count") if isinstance(entry, dict)]
+    if stated:
+        return sum(count(e.get("count")) or 0 for e in stated if e.get("type") == "google_search")
+    queries: list[Any] = []
+    for entry in items(body, "steps") + items(body, "outputs"):
+        if isinstance(entry, dict) and entry.get("type") == "google_search_call":
+            arguments = sub(entry, "arguments")
+            queries += items(arguments, "queries") or [arguments.get("query")]
+    return billed_searches(queries, model)
 
 
 def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTRAS) -> None:
@@ -77,6 +115,10 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
         ex.model = body["model"]
     ex.usage_raw = body.get("usage")
     ex.usage = convert_usage(body.get("usage"))
+    ex.service_tier = tier_word(body.get("service_tier"))  # the tier that served it
+    searches = _searches(body, ex.model)
+    if searches > 0:
+        ex.server_tool_uses["web_search"] = searches
     text = KeptText(new_budget())
     for position, entry in enumerate(items(body, "steps") + items(body, "outputs")):
         if isinstance(entry, dict):
@@ -206,6 +248,12 @@ def requested_model(body: dict[str, Any], path: str) -> str | None:
         if isinstance(value, str):
             return value
     return None
+
+
+def requested_tier(body: dict[str, Any]) -> str | None:
+    """The request's `service_tier` (`flex`, `priority`; omitted is standard).
+    https://ai.google.dev/gemini-api/docs/flex-inference"""
+    return tier_word(body.get("service_tier"))
 
 
 def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:

@@ -23,8 +23,10 @@ from llmtap.protocols.common import (
     items,
     json_size,
     new_budget,
+    positive_counts,
     stable_hash,
     sub,
+    tier_word,
     tool_call_from_text,
     without_cache_markers,
 )
@@ -42,6 +44,11 @@ FINISH: dict[str, FinishReason] = {
     "error": "error",  # OpenRouter reports upstream failures this way
 }
 _SYSTEM_ROLES = ("system", "developer")
+# Non-text parts of the usage details, under genai-prices' unit names (each a part of the
+# totals). https://platform.openai.com/docs/api-reference/chat/object#chat/object-usage
+_INPUT_MODALITIES = {"audio_tokens": "input_audio_tokens", "image_tokens": "input_image_tokens"}
+_CACHED_MODALITIES = {"audio_tokens": "cache_audio_read_tokens", "image_tokens": "cache_image_read_tokens"}
+_OUTPUT_MODALITIES = {"audio_tokens": "output_audio_tokens", "image_tokens": "output_image_tokens"}
 
 
 def convert_usage(raw: Any) -> Usage | None:
@@ -61,6 +68,19 @@ def convert_usage(raw: Any) -> Usage | None:
         output_tokens=count(raw.get("completion_tokens")) or 0,
         reasoning_tokens=count(completion.get("reasoning_tokens")),
         total_tokens_reported=count(raw.get("total_tokens")),
+        modalities=modalities(prompt, completion),
+    )
+
+
+def modalities(input_details: dict[str, Any], output_details: dict[str, Any]) -> dict[str, int]:
+    """The audio and image counts of OpenAI's usage details (Chat's `prompt_tokens_details`
+    / `completion_tokens_details`, Responses' `input_tokens_details` /
+    `output_tokens_details`), cached ones from `cached_tokens_details` where it is given."""
+    cached = sub(input_details, "cached_tokens_details")
+    return positive_counts(
+        [(unit, input_details.get(key)) for key, unit in _INPUT_MODALITIES.items()]
+        + [(unit, cached.get(key)) for key, unit in _CACHED_MODALITIES.items()]
+        + [(unit, output_details.get(key)) for key, unit in _OUTPUT_MODALITIES.items()]
     )
 
 
@@ -73,6 +93,7 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
         ex.model = body["model"]
     ex.usage_raw = body.get("usage")
     ex.usage = convert_usage(body.get("usage"))
+    ex.service_tier = tier_word(body.get("service_tier"))  # the tier that served it
     choices = [c for c in items(body, "choices") if isinstance(c, dict)]
     choice = min(choices, key=lambda c: count(c.get("index")) or 0) if choices else {}
     message = sub(choice, "message")
@@ -228,6 +249,11 @@ class Fold:
 
 def requested_model(body: dict[str, Any], path: str) -> str | None:
     return body.get("model") if isinstance(body.get("model"), str) else None
+
+
+def requested_tier(body: dict[str, Any]) -> str | None:
+    """https://platform.openai.com/docs/api-reference/chat/create#chat-create-service_tier"""
+    return tier_word(body.get("service_tier"))
 
 
 def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:

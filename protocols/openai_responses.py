@@ -28,11 +28,13 @@ from llmtap.protocols.common import (
     stable_hash,
     sub,
     text_of,
+    tier_word,
     tool_call_from_object,
     tool_call_from_text,
     without_cache_markers,
 )
 from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
+from llmtap.protocols.openai_chat import modalities
 
 PROTOCOL = "openai.responses"
 
@@ -54,6 +56,13 @@ _SERVER_ITEMS = (
 )
 # Built-in tools the client runs: their calls carry an action object, not JSON text.
 _CLIENT_ACTION_ITEMS = ("computer_call", "local_shell_call", "shell_call", "apply_patch_call")
+# Output items of provider-run tools billed per call, by canonical kind (one use per item).
+# https://platform.openai.com/docs/pricing#built-in-tools
+_BILLED_ITEMS = {
+    "web_search_call": "web_search",
+    "file_search_call": "file_search",
+    "code_interpreter_call": "code_execution",
+}
 _SERVER_TOOL_TYPES = (
     "web_search",
     "web_search_preview",
@@ -77,6 +86,7 @@ def convert_usage(raw: Any) -> Usage | None:
         output_tokens=count(raw.get("output_tokens")) or 0,
         reasoning_tokens=count(details_out.get("reasoning_tokens")),
         total_tokens_reported=count(raw.get("total_tokens")),
+        modalities=modalities(details_in, details_out),
     )
 
 
@@ -89,12 +99,17 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
         ex.model = body["model"]
     ex.usage_raw = body.get("usage")
     ex.usage = convert_usage(body.get("usage"))
+    # The tier that served it; while queued or running the object echoes the request's.
+    ex.service_tier = tier_word(body.get("service_tier"))
     text = KeptText(new_budget())
     refusals: list[str] = []
     for item in items(body, "output"):
         if not isinstance(item, dict):
             continue
         _decode_item(item, ex, text, refusals)
+        kind = _BILLED_ITEMS.get(str(item.get("type")))
+        if kind is not None:
+            ex.server_tool_uses[kind] = ex.server_tool_uses.get(kind, 0) + 1
     ex.text = text.value()
     ex.text_truncated = text.truncated or extras.truncated
     ex.refusal = "".join(refusals) or None
@@ -243,6 +258,11 @@ def _unwrap(body: dict[str, Any]) -> dict[str, Any]:
 def requested_model(body: dict[str, Any], path: str) -> str | None:
     body = _unwrap(body)
     return body.get("model") if isinstance(body.get("model"), str) else None
+
+
+def requested_tier(body: dict[str, Any]) -> str | None:
+    """https://platform.openai.com/docs/api-reference/responses/create#responses-create-service_tier"""
+    return tier_word(_unwrap(body).get("service_tier"))
 
 
 def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
