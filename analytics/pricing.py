@@ -1,38 +1,49 @@
-"""Cost of an exchange, from the `genai-prices` data at the exchange's own date.
+"""Cost of an exchange: what the provider bills for what was served, from the
+`genai-prices` data at the exchange's own date and a local price file (`price_file.py`).
 
 Prices come from genai-prices' bundled snapshot (never the network: `UpdatePrices` is
-never started) and a local price file that overrides or adds models. genai-prices'
-own `calc_price` costs ~200 µs a call, too slow for a recorder, so each (model, price
-period, tier) is turned once into per-token rates by asking genai-prices the price of a
-few basis usages — its own rules (what a cache write costs, how reasoning is billed,
-tiers past 200k input tokens) stay in charge — and each row is then a few integer
-multiplications. Money is integer pico-dollars (1e-12 USD); rates that are not whole
-pico-dollars per token round half-even.
+never started). genai-prices' own `calc_price` costs ~200 µs a call, too slow for a
+recorder, so each (model, price period, price context, tier) is turned once into
+per-token rates by asking genai-prices the price of basis usages — one per usage key:
+the key and its ancestors at n tokens (`cache_audio_read_tokens` is also an audio input,
+a cache read and an input) — so its own rules (what a cache write or an audio token
+costs, how reasoning is billed, tiers past 200k input tokens, flex and priority
+variants) stay in charge. genai-prices' arithmetic is linear in the usage within a tier,
+so a row's usage, split into disjoint leaves over the keys it reports, costs the sum of
+leaf × rate: a few integer multiplications. Money is integer pico-dollars (1e-12 USD);
+rates that are not whole pico-dollars per token round half-even, per part.
 
-A row whose model has no price is `unpriced` (never $0) with the reason `unknown_model`;
-a row the recorder marked `unverified_host` (traffic to a host that is neither a
-provider's nor a configured upstream: storage/hosts.py) stays `unpriced` with that reason
-whatever model and usage it claims, here and in `reprice`; a row with usage missing is
-`usage_missing`. Every priced row keeps the price data's version: genai-prices' alone, or
-— for the models a local price file names — genai-prices' and the file's (name and
+What was served (SPEC §5): `service_tier` and `service_speed` become genai-prices'
+`price_context` (`price_context_of`); Anthropic's US-only inference is a multiplier on
+every token (`geo_multiplier`); `usage_modalities` are priced at the model's modality
+rates; `server_tool_uses` are per-use fees (`fees.py`); `usage_sub` (an advisor's
+sub-inference) is priced at its own model's rates and added into the parts. How a total
+was made is kept in `cost_detail`.
+
+A row whose model (or sub-usage model) has no price is `unpriced` (never $0) with the
+reason `unknown_model`; a row the recorder marked `unverified_host` (storage/hosts.py)
+stays `unpriced` with that reason whatever it claims; a row with usage missing is
+`usage_missing`. Every priced row keeps the price data's version: genai-prices' alone,
+or — for the rows a local price file names — genai-prices' and the file's (name and
 digest), so `reprice` can tell which rows a new or changed price file concerns.
 
-Not responsible for SQL reports (see `reports.py`) or for when pricing runs (the writer
-calls `price_rows`; `reprice` catches up stored rows).
+Not responsible for SQL reports (see `reports.py`), for reading the price file
+(`price_file.py`) or for when pricing runs (the writer calls `price_rows`; `reprice`
+catches up stored rows).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
-import tomllib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmtap.analytics import fees as fees_module
+from llmtap.analytics.price_file import PriceFile, PriceFileError, PriceText, load
 from llmtap.storage.hosts import UNVERIFIED_HOST
 
 if TYPE_CHECKING:
@@ -42,39 +53,38 @@ if TYPE_CHECKING:
 # (it brings an HTTP client for its updater), and a report whose rows are all priced
 # already never needs it.
 
+__all__ = ["FILE_MARK", "UNKNOWN_MODEL", "Cost", "PriceFileError", "PriceText", "Pricer", "cost_columns"]
+
 PICO = Decimal(10) ** 12
 FILE_MARK = " + "  # in a price version: priced while a local price file named the model
 _NAME_CHARS = 40  # of the price file's name in the version (the column holds 96)
 # Our provider names (SPEC §1) as genai-prices' provider ids.
 _PROVIDER_IDS = {"anthropic": "anthropic", "openai": "openai", "google": "google"}
-_PRICE_KEYS = (
-    "input_mtok",
-    "cache_read_mtok",
-    "cache_write_mtok",
-    "cache_write_1h_mtok",
-    "output_mtok",
-    "output_reasoning_mtok",
-)
-
-
 UNKNOWN_MODEL = "unknown_model"
+PARTS = ("input", "cache_read", "cache_write", "output")
 
-
-class PriceFileError(ValueError):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Rates:
-    """Pico-dollars per token for each kind of token, in one tier of one price period."""
-
-    uncached_input: Decimal
-    cache_read: Decimal
-    cache_write: Decimal  # a write whose 5m/1h split is not reported
-    cache_write_5m: Decimal
-    cache_write_1h: Decimal
-    output: Decimal
-    reasoning: Decimal
+# Anthropic bills inference kept in the US (`usage.inference_geo == "us"`) at 1.1× the
+# standard rate of every token category, for Claude Opus 4.6, Sonnet 4.6 and later models
+# on the Claude API itself; earlier models are billed at the standard rate (and refuse the
+# parameter). https://platform.claude.com/docs/en/build-with-claude/data-residency and
+# https://support.claude.com/en/articles/15422948-enable-us-only-inference-for-your-organization
+# A price file's [[geo]] entries override this table for the models they name.
+_GEO_MULTIPLIERS = {("anthropic", "us"): Decimal("1.1")}
+_GEO_STANDARD_MODELS = (  # released before Opus 4.6: standard rates wherever they ran
+    "claude-2",
+    "claude-3",
+    "claude-instant",
+    "claude-v1",
+    "claude-4-",
+    "claude-opus-4-0",
+    "claude-opus-4-1",
+    "claude-opus-4-2025",
+    "claude-opus-4-5",
+    "claude-sonnet-4-0",
+    "claude-sonnet-4-2025",
+    "claude-sonnet-4-5",
+    "claude-haiku-4-5",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,40 +98,10 @@ class Cost:
     output: int | None = None
     fee: int | None = None  # per-use fees of server_tool_uses
     total: int | None = None
-    detail: dict[str, Any] | None = None  # how the total was made (see cost_columns)
+    detail: dict[str, Any] | None = None  # how the total was made (see module docstring)
     rate_input: int | None = None
     rate_cache_read: int | None = None
     reason: str | None = None  # why unpriced: unverified_host | unknown_model
-
-
-@dataclass(frozen=True, slots=True)
-class TokenCounts:
-    input_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
-    cache_write_5m_tokens: int | None
-    cache_write_1h_tokens: int | None
-    output_tokens: int
-    reasoning_tokens: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class _Override:
-    provider: str | None
-    pattern: str
-    since: date | None
-    price: types.ModelPrice
-
-    def names(self, provider: str | None, model: str) -> bool:
-        """This entry is about that model (whatever the date)."""
-        if self.provider and self.provider != provider:
-            return False
-        if self.pattern.endswith("*"):
-            return model.startswith(self.pattern[:-1])
-        return model == self.pattern
-
-    def matches(self, provider: str | None, model: str, at: datetime) -> bool:
-        return self.names(provider, model) and not (self.since and at.date() < self.since)
 
 
 def package_version() -> str:
@@ -131,38 +111,92 @@ def package_version() -> str:
         return "unknown"
 
 
+def price_context_of(protocol: str | None, tier: str | None, speed: str | None) -> dict[str, str]:
+    """What was served, as genai-prices' `price_context`. A standard tier adds nothing
+    (OpenAI `default` and `auto`, Anthropic and Gemini `standard`); Anthropic's `batch`
+    is genai-prices' `processing`; any other tier is passed as it came (`flex`,
+    `priority`, `scale`), and genai-prices prices it where it has a variant."""
+    context: dict[str, str] = {}
+    value = (tier or "").strip().lower()
+    if value == "batch":
+        context["processing"] = "batch"
+    elif value and value not in ("default", "auto", "standard", "standard_only", "on_demand"):
+        context["service_tier"] = value
+    if (speed or "").strip().lower() == "fast":
+        context["speed"] = "fast"
+    return context
+
+
+def geo_multiplier(price_file: PriceFile | None, provider: str | None, model: str, geo: str | None) -> Decimal | None:
+    """The multiplier a served region puts on every token of `model`, or None."""
+    if not geo:
+        return None
+    if price_file is not None:
+        for entry in price_file.geos:
+            if entry.geo == geo and entry.naming.names(provider, model):
+                return entry.multiplier
+    multiplier = _GEO_MULTIPLIERS.get((provider or "", geo))
+    if multiplier is None or model.startswith(_GEO_STANDARD_MODELS):
+        return None
+    return multiplier
+
+
+@dataclass(slots=True)
+class _Resolved:
+    """One model's price in one period and context, and its per-token rates by tier."""
+
+    price: types.ModelPrice
+    starts: tuple[int, ...]
+    missing: tuple[str, ...]  # context entries genai-prices has no variant for
+    rates: dict[tuple[int, str], Decimal | int] = field(default_factory=dict)
+    units: dict[str, Any] = field(default_factory=dict)  # price key -> genai-prices' price
+    keep: Any = None  # the objects whose ids key this entry: alive while it is
+
+    def unit_price(self, price_key: str) -> Any:
+        """The model's price for a unit (a Decimal, TieredPrices or None), looked up once."""
+        if price_key not in self.units:
+            self.units[price_key] = getattr(self.price, price_key, None)
+        return self.units[price_key]
+
+    def bucket(self, input_tokens: int) -> int:
+        return sum(1 for start in self.starts if input_tokens > start)
+
+    def rate(self, bucket: int, key: str) -> Decimal | int:
+        rate = self.rates.get((bucket, key))
+        if rate is None:
+            rate = self.rates[(bucket, key)] = _basis_rate(self.price, self.starts, bucket, key)
+        return rate
+
+
+@dataclass(slots=True)
+class _ModelCost:
+    name: str
+    named: bool  # the price file names the model
+    resolved: _Resolved
+    parts: list[int]  # input, cache_read, cache_write, output
+    multiplier: Decimal | None
+    rate_input: int
+    rate_cache_read: int
+
+
 class Pricer:
-    def __init__(self, price_file: Path | None = None) -> None:
+    def __init__(self, price_file: Path | PriceText | None = None) -> None:
         self._snapshot: Any = None
-        self.overrides: list[_Override] = []
         self.version = f"genai-prices {package_version()}"
         self.file_version = self.version
+        self.file: PriceFile | None = None
         if price_file is not None:
-            self.overrides = load_price_file(price_file)
-            digest = hashlib.sha256(price_file.read_bytes()).hexdigest()[:12]
-            self.file_version = f"{self.version}{FILE_MARK}{price_file.name[:_NAME_CHARS]} {digest}"
-        self._models: dict[tuple[str | None, str], tuple[Any, Any] | None] = {}
+            self.file = load(price_file)
+            text = self.file.text
+            self.file_version = f"{self.version}{FILE_MARK}{text.name[:_NAME_CHARS]} {text.digest[:12]}"
+        self._models: dict[tuple[str | None, str], tuple[Any, Any, bool] | None] = {}
+        self._resolved: dict[tuple[Any, ...], _Resolved] = {}
 
-    def price(self, provider: str | None, model: str | None, at: datetime, tokens: TokenCounts | None) -> Cost:
-        if tokens is None:
-            return Cost(status="usage_missing")
-        if not model:
-            return Cost(status="unpriced", reason=UNKNOWN_MODEL)
-        at = at if at.tzinfo else at.replace(tzinfo=UTC)
-        named = any(o.names(provider, model) for o in self.overrides)
-        version = self.file_version if named else self.version
-        override = next((o for o in self.overrides if o.matches(provider, model, at)), None) if named else None
-        if override is not None:
-            model_price, name = override.price, model
-        else:
-            found = self._find(provider, model)
-            if found is None:
-                return Cost(status="unpriced", version=version if named else None, reason=UNKNOWN_MODEL)
-            model_price, name = found.get_prices(at), found.id
-        rates = _rates(model_price, tokens.input_tokens)
-        if rates is None:
-            return Cost(status="unpriced", model=name, version=version if named else None, reason=UNKNOWN_MODEL)
-        return _cost(rates, tokens, name, version)
+    @property
+    def namings(self) -> list[Any]:
+        """What the price file names (see `price_file.Naming`): rows to price again when
+        the file changes."""
+        return self.file.namings() if self.file is not None else []
 
     @property
     def snapshot(self) -> Any:
@@ -172,55 +206,334 @@ class Pricer:
             self._snapshot = data_snapshot.get_snapshot()
         return self._snapshot
 
-    def _find(self, provider: str | None, model: str) -> Any:
-        key = (provider, model)
-        if key not in self._models:
-            provider_id = _PROVIDER_IDS.get(provider or "")
-            try:
-                if provider_id:
-                    _, found = self.snapshot.find_provider_model(model, None, provider_id, None)
-                else:  # an OpenAI-compatible host: its name, else the model's own maker
-                    found = self._find_by_host_or_model(provider, model)
-            except LookupError:
-                found = None
-            self._models[key] = found
-        return self._models[key]
-
-    def _find_by_host_or_model(self, host: str | None, model: str) -> Any:
-        if host:
-            try:
-                _, found = self.snapshot.find_provider_model(model, None, None, f"https://{host}/")
-                return found
-            except LookupError:
-                pass
-        _, found = self.snapshot.find_provider_model(model, None, None, None)
-        return found
+    # -- a row ------------------------------------------------------------------------------
 
     def price_row(self, row: Mapping[str, Any]) -> Cost:
         """The cost of a stored or new exchange row. An `unverified_host` row is never
         priced: its model and usage are whatever an unknown server said."""
         if row.get("price_reason") == UNVERIFIED_HOST:
             return Cost(status="unpriced", reason=UNVERIFIED_HOST)
-        return self.price(row.get("provider"), row.get("model"), row["started_at"], tokens_of(row))
+        usage = usage_of(row)
+        if usage is None:
+            return Cost(status="usage_missing")
+        provider, model = row.get("provider"), row.get("model")
+        if not model:
+            return Cost(status="unpriced", reason=UNKNOWN_MODEL)
+        at = row["started_at"]
+        at = at if at.tzinfo else at.replace(tzinfo=UTC)
+        context = price_context_of(row.get("protocol"), row.get("service_tier"), row.get("service_speed"))
+        geo = row.get("inference_geo")
+        main = self._model_cost(provider, model, at, context, usage, geo)
+        if isinstance(main, str):
+            return Cost(status="unpriced", version=self._named_version(provider, [model]), reason=UNKNOWN_MODEL)
+        subs = []
+        for sub in row.get("usage_sub") or ():
+            sub_model = str(sub.get("model") or "")
+            priced = self._model_cost(provider, sub_model, at, context, sub_usage(sub), geo) if sub_model else "?"
+            if isinstance(priced, str):  # never a silent under-bill
+                return Cost(
+                    status="unpriced",
+                    model=main.name,
+                    version=self._named_version(provider, [model, sub_model]),
+                    reason=UNKNOWN_MODEL,
+                    detail={"unpriced": f"{sub.get('kind') or 'sub-usage'} model {sub_model or '(none)'} has no price"},
+                )
+            subs.append((str(sub.get("kind") or "sub"), priced))
+        fee_total, fee_parts = fees_module.price_fees(
+            self.file,
+            provider,
+            model,
+            main.resolved.unit_price,
+            row.get("server_tool_uses"),
+            usage.get("input_tokens", 0),
+        )
+        version = self._version(provider, [model, *_models(subs)])
+        return _assemble(main, subs, fee_total, fee_parts, context, version, geo)
 
     def price_rows(self, rows: Iterable[dict[str, Any]]) -> None:
         """Fill the cost columns of exchange rows (the writer's enrich step)."""
         for row in rows:
             row.update(cost_columns(self.price_row(row)))
 
+    def _version(self, provider: str | None, models: list[str]) -> str:
+        if self.file is not None and any(self.file.names(provider, m) for m in models):
+            return self.file_version
+        return self.version
 
-def tokens_of(row: Mapping[str, Any]) -> TokenCounts | None:
+    def _named_version(self, provider: str | None, models: list[str]) -> str | None:
+        """An unpriced row's version: the file's when the file names it, else none."""
+        version = self._version(provider, models)
+        return version if version == self.file_version and self.file is not None else None
+
+    # -- one model's tokens ---------------------------------------------------------------
+
+    def _model_cost(
+        self,
+        provider: str | None,
+        model: str,
+        at: datetime,
+        context: dict[str, str],
+        usage: dict[str, int],
+        geo: str | None,
+    ) -> _ModelCost | str:
+        found = self._resolve(provider, model, at, context)
+        if found is None:
+            return UNKNOWN_MODEL
+        name, resolved, named = found
+        bucket = resolved.bucket(usage.get("input_tokens", 0))
+        parts: list[Any] = [0, 0, 0, 0]
+        leaves: dict[str, int] = {}
+        for key, descendants, part in _structure(tuple(usage)):
+            leaf = usage[key] - sum(leaves[d] for d in descendants)
+            leaves[key] = leaf = max(leaf, 0)
+            if leaf:
+                parts[part] += leaf * resolved.rate(bucket, key)
+        multiplier = geo_multiplier(self.file, provider, name, geo) or (
+            geo_multiplier(self.file, provider, model, geo) if name != model else None
+        )
+        if multiplier is not None:
+            parts = [p * multiplier for p in parts]
+        rate_input = resolved.rate(bucket, "input_tokens")
+        rate_read = resolved.rate(bucket, "cache_read_tokens")
+        if multiplier is not None:
+            rate_input, rate_read = rate_input * multiplier, rate_read * multiplier
+        return _ModelCost(
+            name=name,
+            named=named,
+            resolved=resolved,
+            parts=[_pico(p) for p in parts],
+            multiplier=multiplier,
+            rate_input=_pico(rate_input),
+            rate_cache_read=_pico(rate_read),
+        )
+
+    def _resolve(
+        self, provider: str | None, model: str, at: datetime, context: dict[str, str]
+    ) -> tuple[str, _Resolved, bool] | None:
+        """(the model's name, its price in this period and context, named by the file)."""
+        named = self.file is not None and self.file.names(provider, model)
+        if named and self.file is not None:
+            for entry in self.file.prices:
+                if entry.naming.names(provider, model) and not (entry.since and at.date() < entry.since):
+                    key: tuple[Any, ...] = (id(entry), tuple(context.items()))
+                    resolved = self._resolved.get(key)
+                    if resolved is None:  # a file's price has no variants: context is standard
+                        missing = tuple(f"{k}={v}" for k, v in context.items())
+                        resolved = _new_resolved(entry.price, missing, entry)
+                        self._resolved[key] = resolved
+                    return model, resolved, True
+        found = self._find(provider, model)
+        if found is None:
+            return None
+        _, info, own = found
+        standard = info.get_prices(at)
+        active: tuple[int, ...] = ()
+        if context and own:  # genai-prices applies a context only to a provider's own models
+            active = tuple(
+                index
+                for index, variant in enumerate(info.price_variants or ())
+                if all(context.get(k) == v for k, v in variant.when.items())
+                and (variant.constraint is None or variant.constraint.active(at))
+            )
+        key = (id(info), id(standard), active, tuple(context.items()))
+        resolved = self._resolved.get(key)
+        if resolved is None:
+            price = info.get_prices(at, context) if active else standard
+            served = {(k, v) for i in active for k, v in info.price_variants[i].when.items()}
+            missing = tuple(f"{k}={v}" for k, v in context.items() if (k, v) not in served)
+            resolved = self._resolved[key] = _new_resolved(price, missing, (info, standard))
+        return info.id, resolved, named
+
+    def _find(self, provider: str | None, model: str) -> tuple[Any, Any, bool] | None:
+        """(genai-prices provider, model, whether the model is the provider's own)."""
+        key = (provider, model)
+        if key not in self._models:
+            provider_id = _PROVIDER_IDS.get(provider or "")
+            try:
+                if provider_id:
+                    found = self.snapshot.find_provider_model(model, None, provider_id, None)
+                else:  # an OpenAI-compatible host: its name, else the model's own maker
+                    found = self._find_by_host_or_model(provider, model)
+                self._models[key] = (found[0], found[1], any(m is found[1] for m in found[0].models))
+            except LookupError:
+                self._models[key] = None
+        return self._models[key]
+
+    def _find_by_host_or_model(self, host: str | None, model: str) -> Any:
+        if host:
+            try:
+                return self.snapshot.find_provider_model(model, None, None, f"https://{host}/")
+            except LookupError:
+                pass
+        return self.snapshot.find_provider_model(model, None, None, None)
+
+
+def _models(subs: list[tuple[str, _ModelCost]]) -> list[str]:
+    return [cost.name for _, cost in subs]
+
+
+def _assemble(
+    main: _ModelCost,
+    subs: list[tuple[str, _ModelCost]],
+    fee_total: int,
+    fee_parts: list[dict[str, Any]],
+    context: dict[str, str],
+    version: str,
+    geo: str | None,
+) -> Cost:
+    parts = list(main.parts)
+    detail_parts = [_part("tokens", main)]
+    for kind, sub in subs:
+        parts = [a + b for a, b in zip(parts, sub.parts, strict=True)]
+        detail_parts.append(_part(kind, sub))
+    detail: dict[str, Any] = {"context": context, "parts": detail_parts + fee_parts}
+    if main.multiplier is not None:
+        detail["multiplier"] = str(main.multiplier)
+        detail["geo"] = geo
+    missing = sorted({m for cost in [main, *(s for _, s in subs)] for m in cost.resolved.missing})
+    if missing:
+        detail["note"] = f"no {', '.join(missing)} price: standard rates"
+    return Cost(
+        status="priced",
+        model=main.name,
+        version=version,
+        input=parts[0],
+        cache_read=parts[1],
+        cache_write=parts[2],
+        output=parts[3],
+        fee=fee_total,
+        total=sum(parts) + fee_total,
+        detail=detail,
+        rate_input=main.rate_input,
+        rate_cache_read=main.rate_cache_read,
+    )
+
+
+def _part(what: str, cost: _ModelCost) -> dict[str, Any]:
+    part: dict[str, Any] = {"what": what, "model": cost.name, **dict(zip(PARTS, cost.parts, strict=True))}
+    part["total"] = sum(cost.parts)
+    if cost.multiplier is not None:
+        part["multiplier"] = str(cost.multiplier)
+    return part
+
+
+# -- usage as genai-prices' keys ------------------------------------------------------------
+
+
+def usage_of(row: Mapping[str, Any]) -> dict[str, int] | None:
+    """The row's usage under genai-prices' usage keys (only the counts it reports), or
+    None when it has none."""
     if row.get("usage_input_tokens") is None:
         return None
-    return TokenCounts(
-        input_tokens=row["usage_input_tokens"] or 0,
-        cache_read_tokens=row.get("usage_cache_read_input_tokens") or 0,
-        cache_write_tokens=row.get("usage_cache_creation_input_tokens") or 0,
-        cache_write_5m_tokens=row.get("usage_cache_creation_5m_input_tokens"),
-        cache_write_1h_tokens=row.get("usage_cache_creation_1h_input_tokens"),
-        output_tokens=row.get("usage_output_tokens") or 0,
-        reasoning_tokens=row.get("usage_reasoning_output_tokens"),
+    output = row.get("usage_output_tokens") or 0
+    usage = {
+        "input_tokens": row["usage_input_tokens"] or 0,
+        "cache_read_tokens": row.get("usage_cache_read_input_tokens") or 0,
+        "cache_write_tokens": row.get("usage_cache_creation_input_tokens") or 0,
+        "cache_write_5m_tokens": row.get("usage_cache_creation_5m_input_tokens") or 0,
+        "cache_write_1h_tokens": row.get("usage_cache_creation_1h_input_tokens") or 0,
+        "output_tokens": output,
+        "output_reasoning_tokens": min(row.get("usage_reasoning_output_tokens") or 0, output),
+    }
+    for key, count in (row.get("usage_modalities") or {}).items():
+        if key in _token_keys() and isinstance(count, int) and not isinstance(count, bool):
+            usage[key] = usage.get(key, 0) + count
+    return {key: count for key, count in usage.items() if count > 0}
+
+
+def sub_usage(sub: Mapping[str, Any]) -> dict[str, int]:
+    """A sub-usage ({kind, model, input_tokens, cache_read_tokens, …}) as usage keys."""
+    usage = {
+        key: int(sub.get(key) or 0)
+        for key in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
+    }
+    return {key: count for key, count in usage.items() if count > 0}
+
+
+_TOKEN_KEYS: frozenset[str] | None = None
+
+
+def _token_keys() -> frozenset[str]:
+    """genai-prices' usage keys that count tokens (the only ones a usage may carry here)."""
+    global _TOKEN_KEYS
+    if _TOKEN_KEYS is None:
+        from genai_prices.units import _get_registry
+
+        units = _get_registry().units
+        _TOKEN_KEYS = frozenset(k for k, u in units.items() if u.dimensions.get("family") == "tokens")
+    return _TOKEN_KEYS
+
+
+_STRUCTURES: dict[tuple[str, ...], list[tuple[str, tuple[str, ...], int]]] = {}
+
+
+def _structure(keys: tuple[str, ...]) -> list[tuple[str, tuple[str, ...], int]]:
+    """For the usage keys a row reports: each key, most specific first, with the reported
+    keys below it (whose leaves it does not count again) and the cost part it is billed
+    under. A usage is the sum of its leaves, each priced at its key's basis rate."""
+    found = _STRUCTURES.get(keys)
+    if found is None:
+        from genai_prices.units import _get_registry
+
+        units = _get_registry().units
+        ordered = sorted(keys, key=lambda k: (-len(units[k].dimensions), k))
+        found = [
+            (
+                key,
+                tuple(d for d in ordered if d != key and units[key].dimensions.items() <= units[d].dimensions.items()),
+                _part_index(units[key].dimensions),
+            )
+            for key in ordered
+        ]
+        _STRUCTURES[keys] = found
+    return found
+
+
+def _part_index(dimensions: Mapping[str, str]) -> int:
+    if dimensions.get("direction") == "output":
+        return 3
+    return {"cache_read": 1, "cache_write": 2}.get(dimensions.get("token_type", ""), 0)
+
+
+# -- rates --------------------------------------------------------------------------------
+
+
+def _new_resolved(price: types.ModelPrice, missing: tuple[str, ...], keep: Any) -> _Resolved:
+    from genai_prices import types
+
+    starts = sorted(
+        {tier.start for value in vars(price).values() if isinstance(value, types.TieredPrices) for tier in value.tiers}
     )
+    return _Resolved(price=price, starts=tuple(starts), missing=missing, keep=keep)
+
+
+def _basis_rate(price: types.ModelPrice, starts: tuple[int, ...], bucket: int, key: str) -> Decimal | int:
+    """Pico-dollars per token of `key` in one tier, read off genai-prices' arithmetic: the
+    price of n tokens of the key (and of its ancestors, which count it too) less the
+    price of what the basis needs besides (an input to set the tier; a per-request
+    price), over n."""
+    from genai_prices import types
+    from genai_prices.units import _get_registry
+
+    # A total input inside the bucket: tiers apply when input > start.
+    n = starts[bucket - 1] + 1 if bucket else (starts[0] if starts else 1_000_000)
+
+    def total(usage: dict[str, int]) -> Decimal:
+        return price.calc_price(types.Usage(**usage))["total_price"] * PICO
+
+    basis = dict.fromkeys((key, *_get_registry().ancestor_usage_keys(key)), n)
+    if "input_tokens" in basis:
+        rate = (total(basis) - total({})) / n
+    else:
+        basis["input_tokens"] = n
+        rate = (total(basis) - total({"input_tokens": n})) / n
+    return int(rate) if rate == rate.to_integral_value() else rate
+
+
+def _pico(value: Decimal | int) -> int:
+    if isinstance(value, int):
+        return value
+    return int(value.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
 
 
 def cost_columns(cost: Cost) -> dict[str, Any]:
@@ -241,121 +554,13 @@ def cost_columns(cost: Cost) -> dict[str, Any]:
     }
 
 
-def _cost(rates: Rates, tokens: TokenCounts, model: str, version: str) -> Cost:
-    write = tokens.cache_write_tokens
-    w5 = tokens.cache_write_5m_tokens
-    w1 = tokens.cache_write_1h_tokens
-    if w5 is not None or w1 is not None:
-        w5, w1 = w5 or 0, w1 or 0
-        unsplit = max(write - w5 - w1, 0)
-    else:
-        w5 = w1 = 0
-        unsplit = write
-    uncached = max(tokens.input_tokens - tokens.cache_read_tokens - write, 0)
-    reasoning = min(tokens.reasoning_tokens or 0, tokens.output_tokens)
-    cost_input = _pico(uncached * rates.uncached_input)
-    cost_read = _pico(tokens.cache_read_tokens * rates.cache_read)
-    cost_write = _pico(unsplit * rates.cache_write + w5 * rates.cache_write_5m + w1 * rates.cache_write_1h)
-    cost_output = _pico((tokens.output_tokens - reasoning) * rates.output + reasoning * rates.reasoning)
-    return Cost(
-        status="priced",
-        model=model,
-        version=version,
-        input=cost_input,
-        cache_read=cost_read,
-        cache_write=cost_write,
-        output=cost_output,
-        fee=0,
-        total=cost_input + cost_read + cost_write + cost_output,
-        rate_input=_pico(rates.uncached_input),
-        rate_cache_read=_pico(rates.cache_read),
-    )
+def row_pricer(price_file: Path | None = None, store_url: str | None = None) -> Callable[[list[dict[str, Any]]], None]:
+    """The writer's `enrich` step: prices exchange rows in place as they are stored, with
+    `price_file`, else the price file installed in the store at `store_url` (and the one
+    installed later: `StorePricer` looks again now and then). A module-level factory, so
+    a writer in another process can be told to build it."""
+    if price_file is not None or store_url is None:
+        return Pricer(price_file).price_rows
+    from llmtap.analytics.store_prices import StorePricer
 
-
-def _pico(value: Decimal) -> int:
-    return int(value.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
-
-
-def _rates(model_price: types.ModelPrice, input_tokens: int) -> Rates | None:
-    if getattr(model_price, "input_mtok", None) is None and getattr(model_price, "output_mtok", None) is None:
-        return None
-    starts = sorted({tier.start for key in _PRICE_KEYS for tier in _tiers(getattr(model_price, key, None))})
-    bucket = sum(1 for start in starts if input_tokens > start)
-    key = (id(model_price), bucket)
-    cached = _RATES.get(key)
-    if cached is None or cached[0] is not model_price:
-        cached = _RATES[key] = (model_price, _bucket_rates(model_price, bucket, tuple(starts)))
-    return cached[1]
-
-
-def _tiers(value: Any) -> list[Any]:
-    from genai_prices import types
-
-    return list(value.tiers) if isinstance(value, types.TieredPrices) else []
-
-
-# (id of a ModelPrice, tier) -> (that ModelPrice, its rates); the ModelPrice is kept so
-# its id cannot be reused by another object while the entry lives.
-_RATES: dict[tuple[int, int], tuple[types.ModelPrice, Rates]] = {}
-
-
-def _bucket_rates(model_price: types.ModelPrice, bucket: int, starts: tuple[int, ...]) -> Rates:
-    """Per-token rates in one tier, read off genai-prices' own arithmetic."""
-    from genai_prices import types
-
-    # A total input inside the bucket: tiers apply when input > start.
-    n = starts[bucket - 1] + 1 if bucket else (starts[0] if starts else 1_000_000)
-
-    def per_token(**usage: int) -> Decimal:
-        return model_price.calc_price(types.Usage(**usage))["total_price"] * PICO / n
-
-    base = per_token(input_tokens=n)
-    output = per_token(input_tokens=n, output_tokens=n) - base
-    return Rates(
-        uncached_input=base,
-        cache_read=per_token(input_tokens=n, cache_read_tokens=n),
-        cache_write=per_token(input_tokens=n, cache_write_tokens=n),
-        cache_write_5m=per_token(input_tokens=n, cache_write_tokens=n, cache_write_5m_tokens=n),
-        cache_write_1h=per_token(input_tokens=n, cache_write_tokens=n, cache_write_1h_tokens=n),
-        output=output,
-        reasoning=per_token(input_tokens=n, output_tokens=n, output_reasoning_tokens=n) - base,
-    )
-
-
-def load_price_file(path: Path) -> list[_Override]:
-    """A TOML file of `[[price]]` tables: provider (optional), model (exact, or a prefix
-    ending in `*`), since (optional date), and prices in USD per million tokens:
-    input_mtok, cache_read_mtok, cache_write_mtok, cache_write_1h_mtok, output_mtok."""
-    from genai_prices import types
-
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise PriceFileError(f"cannot read price file {str(path)!r}: {exc}") from None
-    overrides = []
-    for index, entry in enumerate(data.get("price", [])):
-        if not isinstance(entry, dict) or not isinstance(entry.get("model"), str):
-            raise PriceFileError(f"{path}: [[price]] #{index + 1} needs a model name")
-        prices = {}
-        for key in _PRICE_KEYS:
-            if key in entry:
-                try:
-                    value = Decimal(str(entry[key]))
-                except ArithmeticError:
-                    value = Decimal(-1)
-                if not value.is_finite() or value < 0:
-                    raise PriceFileError(f"{path}: {entry['model']}: {key} must be a non-negative number")
-                prices[key] = value
-        if "input_mtok" not in prices and "output_mtok" not in prices:
-            raise PriceFileError(f"{path}: {entry['model']}: give at least input_mtok or output_mtok")
-        since = entry.get("since")
-        if isinstance(since, str):
-            since = date.fromisoformat(since)
-        overrides.append(_Override(entry.get("provider"), entry["model"], since, types.ModelPrice(**prices)))
-    return overrides
-
-
-def row_pricer(price_file: Path | None = None) -> Callable[[list[dict[str, Any]]], None]:
-    """The writer's `enrich` step: prices exchange rows in place as they are stored.
-    A module-level factory, so a writer in another process can be told to build it."""
-    return Pricer(price_file).price_rows
+    return StorePricer(store_url)

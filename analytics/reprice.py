@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, and_, bindparam, or_, select, update
+from sqlalchemy import ColumnElement, Engine, and_, bindparam, or_, select, true, update
 
 from llmtap.analytics.pricing import FILE_MARK, Pricer, cost_columns
 from llmtap.storage.export import utc
@@ -32,6 +32,13 @@ _INPUT = (
     "usage_output_tokens",
     "usage_reasoning_output_tokens",
     "price_reason",  # `unverified_host` keeps a row unpriced whatever the prices say
+    "protocol",
+    "usage_modalities",
+    "usage_sub",
+    "service_tier",
+    "inference_geo",
+    "service_speed",
+    "server_tool_uses",
 )
 
 
@@ -42,13 +49,15 @@ def stale(pricer: Pricer) -> ColumnElement[bool]:
     c = exchanges.c
     other_file = and_(c.price_version.contains(FILE_MARK, autoescape=True), c.price_version != pricer.file_version)
     conditions = [c.price_status.is_(None), other_file]
-    named = []
-    for override in pricer.overrides:
-        if override.pattern.endswith("*"):
-            model = c.model.startswith(override.pattern[:-1], autoescape=True)
+    named: list[ColumnElement[bool]] = []
+    for naming in pricer.namings:
+        if naming.pattern is None:
+            model: ColumnElement[bool] = true()
+        elif naming.pattern.endswith("*"):
+            model = c.model.startswith(naming.pattern[:-1], autoescape=True)
         else:
-            model = c.model == override.pattern
-        named.append(and_(model, c.provider == override.provider) if override.provider else model)
+            model = c.model == naming.pattern
+        named.append(and_(model, c.provider == naming.provider) if naming.provider else model)
     if named:
         conditions.append(and_(or_(*named), c.price_version.is_distinct_from(pricer.file_version)))
     return or_(*conditions)
@@ -61,15 +70,17 @@ def stale_ids(duck: Any, pricer: Pricer) -> list[str]:
     conditions = ["price_status IS NULL", "(contains(price_version, $mark) AND price_version <> $version)"]
     params: dict[str, Any] = {"mark": FILE_MARK, "version": pricer.file_version}
     named = []
-    for index, override in enumerate(pricer.overrides):
-        if override.pattern.endswith("*"):
-            params[f"p{index}"] = override.pattern[:-1]
+    for index, naming in enumerate(pricer.namings):
+        if naming.pattern is None:
+            model = "true"
+        elif naming.pattern.endswith("*"):
+            params[f"p{index}"] = naming.pattern[:-1]
             model = f"starts_with(model, $p{index})"
         else:
-            params[f"p{index}"] = override.pattern
+            params[f"p{index}"] = naming.pattern
             model = f"model = $p{index}"
-        if override.provider:
-            params[f"v{index}"] = override.provider
+        if naming.provider:
+            params[f"v{index}"] = naming.provider
             model = f"({model} AND provider = $v{index})"
         named.append(model)
     if named:

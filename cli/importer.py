@@ -67,7 +67,10 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_module.load(args)
     engine = open_store(settings)
     writer = Writer(
-        engine, spool_dir=settings.spool_dir, body_mode=settings.body_mode, enrich=pricer_for(settings).price_rows
+        engine,
+        spool_dir=settings.spool_dir,
+        body_mode=settings.body_mode,
+        enrich=pricer_for(settings, engine).price_rows,
     )
     fingerprinter = KeyFingerprinter.from_file(settings.secret_file)
     counts = Counts()

@@ -49,7 +49,9 @@ def open_from_options(options: Any) -> tuple[WriterProcess, Attribution]:
             url=engine.url.render_as_string(hide_password=False),
             spool_dir=Path(config.get("spool") or base / "spool"),
             body_mode=options.llmtap_bodies,
-            enrich_factory=functools.partial(row_pricer, Path(prices).expanduser() if prices else None),
+            enrich_factory=functools.partial(
+                row_pricer, Path(prices).expanduser() if prices else None, engine.url.render_as_string(False)
+            ),
         )
     )
     engine.dispose()

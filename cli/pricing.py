@@ -1,4 +1,7 @@
-"""`llmtap reprice [--prices FILE]`, and the pricer every other command prices with.
+"""`llmtap reprice [--prices FILE | --no-prices]`, and the pricer every other command
+prices with: an explicit price file (`--prices`, `LLMTAP_PRICES`, config `prices`) when
+one is given, else the one `reprice --prices FILE` installed in the store, else
+genai-prices alone.
 
 Not responsible for the prices themselves (analytics/pricing.py) or for which stored rows
 need pricing again (analytics/reprice.py).
@@ -18,17 +21,27 @@ def register(commands: argparse._SubParsersAction) -> None:
         "reprice",
         help="price every stored exchange again (after a price file or price data change)",
     )
-    parser.add_argument("--prices", metavar="FILE", help="local price file (TOML)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--prices", metavar="FILE", help="local price file (TOML): installed in the store, every command then uses it"
+    )
+    group.add_argument(
+        "--no-prices", action="store_true", help="remove the store's price file: genai-prices alone again"
+    )
     settings_module.add_common(parser)
     parser.set_defaults(run=run_reprice)
 
 
-def pricer_for(settings: settings_module.Settings) -> Any:
-    """The pricer for these settings (genai-prices plus the local price file, if any)."""
+def pricer_for(settings: settings_module.Settings, engine: Any = None) -> Any:
+    """The pricer for these settings: genai-prices plus the explicit price file, else the
+    store's (when given the store's `engine`), else none."""
     from llmtap.analytics.pricing import PriceFileError, Pricer
+    from llmtap.analytics.store_prices import installed
 
     try:
-        return Pricer(settings.price_file)
+        if settings.price_file is not None or engine is None:
+            return Pricer(settings.price_file)
+        return Pricer(installed(engine))
     except PriceFileError as exc:
         raise UsageError(str(exc)) from None
 
@@ -47,15 +60,33 @@ def catch_up(engine: Any, pricer: Any, duck: Any = None) -> int:
 
 
 def run_reprice(args: argparse.Namespace) -> int:
+    """Price every stored exchange. `--prices FILE` checks the file and installs it in the
+    store first; `--no-prices` removes the store's file; with neither, the usual pricer
+    (config or environment file, else the store's)."""
+    from llmtap.analytics.price_file import PriceFileError, PriceText
     from llmtap.analytics.reprice import reprice
+    from llmtap.analytics.store_prices import install, uninstall
     from llmtap.cli.store import open_store
 
     settings = settings_module.load(args)
-    pricer = pricer_for(settings)
+    text = None
+    if args.prices:
+        try:
+            text = PriceText.read(settings.price_file) if settings.price_file else None
+            pricer_for(settings)  # a bad file fails before the store is touched
+        except PriceFileError as exc:
+            raise UsageError(str(exc)) from None
     engine = open_store(settings)
     try:
+        if text is not None:
+            install(engine, text)
+        elif args.no_prices:
+            uninstall(engine)
+            settings.price_file = None
+        pricer = pricer_for(settings, engine)
         count = reprice(engine, pricer, everything=True)
     finally:
         engine.dispose()
-    print(f"priced {count} exchanges with {pricer.file_version}")
+    kept = f" (installed in the store: every command prices with {text.name})" if text is not None else ""
+    print(f"priced {count} exchanges with {pricer.file_version}{kept}")
     return 0

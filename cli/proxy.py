@@ -188,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
             url=engine.url.render_as_string(hide_password=False),
             spool_dir=settings.spool_dir,
             body_mode=settings.body_mode,
-            enrich_factory=functools.partial(row_pricer, settings.price_file),
+            enrich_factory=functools.partial(row_pricer, settings.price_file, engine.url.render_as_string(False)),
         )
     )
     attribution = Attribution(

@@ -159,7 +159,7 @@ def test_reprice_command_with_price_file(store, tmp_path: Path):
     assert "priced 60 exchanges" in done.out
     rows = by_key(report(store, "cost", "--by", "model", "--prices", str(prices)), "model")
     assert rows["my-finetune-x"]["cost_usd"] == Decimal("0.0014")
-    done = llmtap("reprice", "--db", store)  # and back
+    done = llmtap("reprice", "--no-prices", "--db", store)  # and back: the store's file removed
     assert done.code == 0, done.err
     assert by_key(report(store, "cost", "--by", "model"), "model")["my-finetune-x"]["cost_usd"] is None
 

@@ -1,0 +1,83 @@
+"""The price file a store prices with (`store_settings` key `price_file`): install it,
+remove it, read it as a `PriceText`, and a writer step that prices with it and notices
+when `llmtap reprice` installs another one while a proxy runs.
+
+Not responsible for the prices (`pricing.py`) or for choosing between an explicit price
+file and the store's (cli/pricing.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from sqlalchemy import Engine
+
+from llmtap.analytics.price_file import PriceText, load
+from llmtap.storage import store_settings
+
+log = logging.getLogger("llmtap.analytics")
+
+RECHECK_SECONDS = 30.0  # how often a writer asks the store whether its price file changed
+
+
+def installed(engine: Engine) -> PriceText | None:
+    """The store's price file, or None (genai-prices alone)."""
+    value = store_settings.read(engine, store_settings.PRICE_FILE)
+    if not isinstance(value, dict) or not isinstance(value.get("content"), str):
+        return None
+    return PriceText(str(value.get("name") or "prices.toml"), value["content"])
+
+
+def install(engine: Engine, text: PriceText) -> None:
+    """Check the file (a `PriceFileError` if it is bad) and make it the store's."""
+    load(text)
+    store_settings.write(
+        engine, store_settings.PRICE_FILE, {"name": text.name, "digest": text.digest, "content": text.content}
+    )
+
+
+def uninstall(engine: Engine) -> bool:
+    return store_settings.remove(engine, store_settings.PRICE_FILE)
+
+
+class StorePricer:
+    """The writer's `enrich` step for a store with no explicit price file: prices with
+    the store's file, and looks again every `RECHECK_SECONDS` (rows it priced with a file
+    since replaced are caught up by the next report: `reprice.stale`)."""
+
+    def __init__(self, url: str) -> None:
+        from llmtap.storage.engine import make_engine
+
+        self._engine = make_engine(url)
+        self._digest: str | None = "?"
+        self._checked = 0.0
+        self._pricer: Any = None
+
+    def __call__(self, rows: list[dict[str, Any]]) -> None:
+        self._refresh()
+        self._pricer.price_rows(rows)
+
+    def _refresh(self) -> None:
+        from llmtap.analytics.pricing import Pricer
+
+        now = time.monotonic()
+        if self._pricer is not None and now - self._checked < RECHECK_SECONDS:
+            return
+        self._checked = now
+        try:
+            text = installed(self._engine)
+        except Exception:  # the store away: keep pricing as before, the writer spools
+            log.warning("llmtap: cannot read the store's price file; pricing as before", exc_info=True)
+            if self._pricer is None:
+                self._pricer = Pricer()
+            return
+        digest = text.digest if text is not None else None
+        if self._pricer is None or digest != self._digest:
+            try:
+                self._pricer = Pricer(text)
+            except ValueError:
+                log.exception("llmtap: the store's price file is bad; pricing with genai-prices alone")
+                self._pricer = Pricer()
+            self._digest = digest
