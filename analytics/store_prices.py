@@ -73,6 +73,8 @@ class StorePricer:
             if self._pricer is None:
                 self._pricer = Pricer()
             return
+        finally:
+            self._engine.dispose()  # one look every RECHECK_SECONDS: hold no connection between
         digest = text.digest if text is not None else None
         if self._pricer is None or digest != self._digest:
             try:
