@@ -1,23 +1,42 @@
-"""File conversions done with DuckDB (the only place besides reports that uses it here)."""
+"""File conversions done with DuckDB (the only place besides reports that uses it here).
+
+Not responsible for what the rows hold (analytics/export_rows.py says that)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
 
 
-def jsonl_to_parquet(source: Path, target: Path, *, empty: bool = False) -> None:
-    """Write a Parquet file from a JSON Lines file of flat rows."""
+def jsonl_to_parquet(source: Path, target: Path, columns: Sequence[tuple[str, str]]) -> None:
+    """Write a Parquet file of `columns` ((name, DuckDB type), in order) from a JSON Lines
+    file of flat rows holding them. A DECIMAL column is read as the text of its number and
+    cast, so no digit goes through a float; an empty source gives a file with the columns
+    and no rows."""
+    read = {name: "VARCHAR" if kind.startswith("DECIMAL") else kind for name, kind in columns}
+    select = ", ".join(
+        f"CAST({_ident(name)} AS {kind}) AS {_ident(name)}" if kind.startswith("DECIMAL") else _ident(name)
+        for name, kind in columns
+    )
+    spec = "{" + ", ".join(f"{_literal(name)}: {_literal(kind)}" for name, kind in read.items()) + "}"
     connection = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
     try:
-        if empty:
-            connection.execute("COPY (SELECT NULL::VARCHAR AS id WHERE false) TO ? (FORMAT parquet)", [str(target)])
-            return
+        connection.execute("SET TimeZone = 'UTC'")  # timestamps are instants; say them in UTC
         # Numbered, not `?`: DuckDB binds a COPY's target before its query's parameters.
         connection.execute(
-            "COPY (SELECT * FROM read_json($1, format='newline_delimited', sample_size=-1)) TO $2 (FORMAT parquet)",
+            f"COPY (SELECT {select} FROM read_json($1, format='newline_delimited', columns={spec})) "
+            "TO $2 (FORMAT parquet)",
             [str(source), str(target)],
         )
     finally:
         connection.close()
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

@@ -1,7 +1,11 @@
-"""`llmtap export`: canonical exchange rows as JSON Lines, CSV or Parquet (SPEC §3), in a
-file private to its user (0600) in every format.
+"""`llmtap export`: canonical exchange rows with their conversation and money as JSON
+Lines, CSV or Parquet (SPEC §3), in a file private to its user (0600) in every format.
 
-Not responsible for which rows and columns there are (`storage/export.py`)."""
+Rows whose price is stale (stored unpriced, or under another price file) are priced first,
+as `report cost` prices them, so an export's `cost_usd` adds up to that report's total for
+the same period. Not responsible for which rows and columns there are
+(`storage/export.py`, `analytics/export_rows.py`).
+"""
 
 from __future__ import annotations
 
@@ -12,10 +16,12 @@ import os
 import shutil
 import sys
 import tempfile
-from datetime import datetime
+from collections.abc import Iterable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO, cast
 
+from llmtap.cli import pricing
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import moment
@@ -25,73 +31,69 @@ from llmtap.storage.private import FILE_MODE, open_private
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "export",
-        help="export canonical exchange rows (jsonl, csv, parquet)",
-        description="Export stored exchanges: the canonical fields plus id, team, key "
-        "fingerprint, host, path and timings.",
+        help="export exchange rows with their cost (jsonl, csv, parquet)",
+        description="Export stored exchanges: the canonical fields plus id, conversation, team, key "
+        "fingerprint, host, path, timings and the money (cost_usd and its parts in exact dollars, "
+        "price_status, price_version). Stale prices are brought up to date first.",
     )
     parser.add_argument("--format", choices=("jsonl", "csv", "parquet"), default="jsonl")
     parser.add_argument("--since", help="ISO date/time or age (7d) — exchanges started at or after")
     parser.add_argument("--until", help="ISO date/time or age — exchanges started before")
     parser.add_argument("-o", "--output", metavar="FILE", help="file to write (default stdout; required for parquet)")
+    parser.add_argument("--prices", metavar="FILE", help="local price file (TOML) overriding or adding models")
     settings_module.add_common(parser)
     parser.set_defaults(run=run)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return str(value)
-
-
-def flat(row: dict[str, Any]) -> dict[str, Any]:
-    """One CSV/Parquet row: usage and error as columns, nested values as JSON text."""
-    from llmtap.storage.export import USAGE_COLUMNS
-
-    out = {k: v for k, v in row.items() if k not in ("usage", "error", "tool_calls", "request", "server_tool_calls")}
-    usage = row["usage"] or {}
-    for name in USAGE_COLUMNS:
-        out[f"usage_{name}"] = usage.get(name)
-    error = row["error"] or {}
-    for name in ("type", "code", "message"):
-        out[f"error_{name}"] = error.get(name)
-    for name in ("tool_calls", "server_tool_calls", "request"):
-        out[name] = json.dumps(row[name], default=_json_default, ensure_ascii=False)
-    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in out.items()}
 
 
 def run(args: argparse.Namespace) -> int:
     since, until = moment(args.since), moment(args.until)
     if args.format == "parquet" and not args.output:
         raise UsageError("--format parquet needs --output FILE")
+    from llmtap.analytics.duck import connect
+    from llmtap.analytics.export_rows import export_rows
     from llmtap.cli.store import open_store
-    from llmtap.storage.export import exchange_dicts
 
-    engine = open_store(settings_module.load(args))
-    rows = exchange_dicts(engine, since, until)
-    if args.format == "parquet":
-        return _parquet(rows, Path(args.output))
-    with _open_output(args.output) as out:
-        if args.format == "jsonl":
-            for row in rows:
-                out.write(json.dumps(row, default=_json_default, ensure_ascii=False) + "\n")
-        else:
-            _csv(rows, out)
+    settings = settings_module.load(args)
+    pricer = pricing.pricer_for(settings)  # a bad price file fails before the store is opened
+    engine = open_store(settings)
+    try:
+        duck = connect(engine.url.render_as_string(hide_password=False))
+        try:
+            pricing.catch_up(engine, pricer, duck)
+            rows = export_rows(engine, duck, since, until)
+            if args.format == "parquet":
+                _parquet(rows, Path(args.output))
+            else:
+                with _open_output(args.output) as out:
+                    (_jsonl if args.format == "jsonl" else _csv)(rows, out)
+        finally:
+            duck.close()
+    finally:
+        engine.dispose()
     return 0
 
 
-def _csv(rows: Any, out: TextIO) -> None:
+def _jsonl(rows: Iterable[dict[str, Any]], out: TextIO) -> None:
+    from llmtap.analytics.export_rows import jsonl_line
+
+    for row in rows:
+        out.write(jsonl_line(row) + "\n")
+
+
+def _csv(rows: Iterable[dict[str, Any]], out: TextIO) -> None:
+    from llmtap.analytics.export_rows import COLUMNS, decimal_text, flat
     from llmtap.analytics.render import csv_cell  # a team or model name never becomes a formula
 
-    writer = None
+    writer = csv.writer(out)
+    writer.writerow([name for name, _ in COLUMNS])
     for row in rows:
-        record = flat(row)
-        if writer is None:
-            writer = csv.DictWriter(out, fieldnames=list(record))
-            writer.writeheader()
-        writer.writerow({name: csv_cell(value) for name, value in record.items()})
+        writer.writerow(
+            [csv_cell(decimal_text(value) if isinstance(value, Decimal) else value) for value in flat(row).values()]
+        )
 
 
-def _parquet(rows: Any, path: Path) -> int:
+def _parquet(rows: Iterable[dict[str, Any]], path: Path) -> None:
+    from llmtap.analytics.export_rows import COLUMNS, decimal_text, flat, json_default
     from llmtap.analytics.files import jsonl_to_parquet
 
     # DuckDB writes a file of its own and renames it over the target, with the umask's mode:
@@ -103,19 +105,18 @@ def _parquet(rows: Any, path: Path) -> int:
         raise UsageError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".jsonl", dir=folder, delete=False) as tmp:
-            count = 0
             for row in rows:
-                tmp.write(json.dumps(flat(row), default=_json_default, ensure_ascii=False) + "\n")
-                count += 1
+                # money as the text of its number: DuckDB casts it to a decimal, no float between
+                record = {k: decimal_text(v) if isinstance(v, Decimal) else v for k, v in flat(row).items()}
+                tmp.write(json.dumps(record, default=json_default, ensure_ascii=False) + "\n")
         staged = folder / "export.parquet"
-        jsonl_to_parquet(Path(tmp.name), staged, empty=count == 0)
+        jsonl_to_parquet(Path(tmp.name), staged, COLUMNS)
         os.chmod(staged, FILE_MODE)
         os.replace(staged, path)
     except OSError as exc:
         raise UsageError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return 0
 
 
 class _open_output:

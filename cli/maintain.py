@@ -1,18 +1,40 @@
 """`llmtap prune --older-than AGE` (retention) and `llmtap reprocess` (re-decode stored raw
-bodies with the current translators, in place)."""
+bodies with the current translators, in place).
+
+A prune that would delete more than CONFIRM_OVER exchanges asks first: `--yes` agrees in
+advance; without it, a terminal is asked y/N and anything else is refused. `--dry-run`
+says what would go and deletes nothing.
+"""
 
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
+import sys
+from typing import Any
 
 from llmtap.cli import settings as settings_module
-from llmtap.cli.timeargs import age
+from llmtap.cli.errors import UsageError
+from llmtap.cli.timeargs import before
+
+CONFIRM_OVER = 1000
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("prune", help="delete exchanges older than an age, and unused bodies")
-    parser.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h")
+    parser = commands.add_parser(
+        "prune",
+        help="delete exchanges older than an age, and unused bodies",
+        description="Delete the exchanges that started before an age back from now (UTC), and "
+        f"the stored bodies nothing uses any more. More than {CONFIRM_OVER:,} exchanges need --yes "
+        "(a terminal is asked instead).",
+    )
+    parser.add_argument(
+        "--older-than",
+        required=True,
+        metavar="AGE",
+        help="e.g. 12h, 30d, 2w, 3mo (calendar months), 1y; a bare m is refused (mo or min)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="say what would be deleted; delete nothing")
+    parser.add_argument("--yes", action="store_true", help=f"agree to delete more than {CONFIRM_OVER:,} exchanges")
     settings_module.add_common(parser)
     parser.set_defaults(run=run_prune)
     parser = commands.add_parser(
@@ -27,13 +49,50 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run_prune(args: argparse.Namespace) -> int:
     from llmtap.cli.store import open_store
-    from llmtap.storage.maintenance import prune
+    from llmtap.storage.maintenance import PruneGrew, plan_prune, prune
 
-    cutoff = datetime.now(UTC) - age(args.older_than)
+    cutoff = before(args.older_than)
     engine = open_store(settings_module.load(args))
-    removed, collected = prune(engine, cutoff)
-    print(f"pruned {removed} exchanges started before {cutoff:%Y-%m-%d %H:%M} UTC and {collected} unused bodies")
+    try:
+        plan = plan_prune(engine, cutoff)
+        if args.dry_run:
+            print(f"would prune {_described(plan)}; nothing deleted (dry run)")
+            return 0
+        at_most = None if args.yes else _agreed(plan)
+        try:
+            removed, collected = prune(engine, cutoff, at_most=at_most)
+        except PruneGrew as exc:
+            raise UsageError(f"nothing deleted: {exc}; run prune again") from None
+    finally:
+        engine.dispose()
+    print(f"pruned {removed:,} exchanges started before {cutoff:%Y-%m-%d %H:%M} UTC and {collected:,} unused bodies")
     return 0
+
+
+def _described(plan: Any) -> str:
+    span = ""
+    if plan.exchanges:
+        span = f" (started {plan.first:%Y-%m-%d %H:%M} to {plan.last:%Y-%m-%d %H:%M} UTC)"
+    return (
+        f"{plan.exchanges:,} exchanges started before {plan.before:%Y-%m-%d %H:%M} UTC{span} "
+        f"and {plan.bodies:,} unused bodies"
+    )
+
+
+def _agreed(plan: Any) -> int:
+    """How many exchanges the user agreed to delete: all of a small prune; of a large one,
+    what a terminal said yes to. Anything else is refused."""
+    if plan.exchanges <= CONFIRM_OVER:
+        return CONFIRM_OVER
+    if not sys.stdin.isatty():
+        raise UsageError(
+            f"prune would delete {plan.exchanges:,} exchanges (more than {CONFIRM_OVER:,}): "
+            "add --yes to delete them, or --dry-run to see what would go"
+        )
+    answer = input(f"delete {_described(plan)}? [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        raise UsageError("nothing deleted")
+    return plan.exchanges
 
 
 def run_reprocess(args: argparse.Namespace) -> int:

@@ -1,27 +1,55 @@
 """Time arguments: `--since/--until` take an ISO date or time (UTC unless it says) or an
-age such as `30d`, `12h`, `90m`; `--older-than` takes an age."""
+age such as `30d`; `--older-than` takes an age.
+
+An age is a number and a unit: `s`, `min`, `h`, `d`, `w` (fixed lengths) or `mo`, `y`
+(calendar months and years back from now in UTC: Mar 31 less one month is the last day of
+February). A bare `m` is refused: `prune --older-than 1m` once read it as minutes and
+deleted a whole store, where the user meant a month.
+
+Not responsible for what a command does with the moment.
+"""
 
 from __future__ import annotations
 
+import calendar
 import re
 from datetime import UTC, datetime, timedelta
 
 from llmtap.cli.errors import UsageError
 
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|min|h|d|w|mo|y|m)\s*$")
+_FIXED = {"s": "seconds", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_EXAMPLES = "e.g. 30d, 12h, 2w, 3mo, 1y, 90min"
 
 
-def age(value: str) -> timedelta:
+def before(value: str, now: datetime | None = None) -> datetime:
+    """The UTC moment an age (`30d`, `3mo`) reaches back to from `now` (default: now)."""
+    now = now or datetime.now(UTC)
     match = _AGE.match(value)
     if not match:
-        raise UsageError(f"not an age: {value!r} (use e.g. 30d, 12h, 90m)")
+        raise UsageError(f"not an age: {value!r} ({_EXAMPLES})")
+    number, unit = match.groups()
+    if unit == "m":
+        raise UsageError(f"ambiguous age {value!r}: write {number}mo for months or {number}min for minutes")
     try:
-        delta = timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
-        _ = datetime.now(UTC) - delta  # every age is taken back from now: it must land in the calendar
-    except OverflowError:
+        if unit in _FIXED:
+            return now - timedelta(**{_FIXED[unit]: float(number)})
+        if "." in number:
+            raise UsageError(f"not an age: {value!r} (months and years are whole numbers: {_EXAMPLES})")
+        return months_back(now, int(number) * (12 if unit == "y" else 1))
+    except (OverflowError, ValueError):
         raise UsageError(f"age {value!r} is too long: it reaches before the year 1") from None
-    return delta
+
+
+def months_back(moment: datetime, months: int) -> datetime:
+    """`moment` less whole calendar months, the day clamped to the target month's last
+    (Mar 31 − 1 month = Feb 28, or 29 in a leap year; Feb 29 − 1 year = Feb 28)."""
+    index = moment.year * 12 + (moment.month - 1) - months
+    year, month = divmod(index, 12)
+    if year < 1:
+        raise OverflowError("before the year 1")
+    day = min(moment.day, calendar.monthrange(year, month + 1)[1])
+    return moment.replace(year=year, month=month + 1, day=day)
 
 
 def moment(value: str | None, now: datetime | None = None) -> datetime | None:
@@ -29,10 +57,7 @@ def moment(value: str | None, now: datetime | None = None) -> datetime | None:
     if value is None:
         return None
     if _AGE.match(value):
-        try:
-            return (now or datetime.now(UTC)) - age(value)
-        except OverflowError:  # a `now` of the caller's, near the year 1
-            raise UsageError(f"age {value!r} is too long: it reaches before the year 1") from None
+        return before(value, now)
     try:
         parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:

@@ -1,7 +1,9 @@
-"""Stored exchanges read back as canonical dicts (SPEC §2 fields plus identity and timings).
+"""Stored exchanges read back as canonical dicts (SPEC §2 fields plus identity and timings),
+with their stored price (status, version, pico-dollar parts) on request.
 
-Used by `llmtap export` and anything else that lists exchanges. Rows are fetched in pages
-so a large store is never held in memory at once. Not responsible for output formats.
+Used by `llmtap export`, `show` and anything else that lists exchanges. Rows are fetched in
+pages so a large store is never held in memory at once. Not responsible for output formats,
+for money as dollars or for conversations (analytics/export_rows.py adds those).
 """
 
 from __future__ import annotations
@@ -27,6 +29,20 @@ USAGE_COLUMNS = {
 }
 IDENTITY = ("id", "team", "attribution", "key_fingerprint", "key_last4", "host", "path", "source")
 TIMINGS = ("started_at", "first_byte_at", "first_token_at", "ended_at", "ttfb_ms", "ttft_ms", "duration_ms")
+# The stored price of an exchange: its status and version, and its cost in integer
+# pico-dollars (1e-12 USD), by part.
+PRICE = {
+    "status": "price_status",
+    "reason": "price_reason",
+    "version": "price_version",
+    "model": "price_model",
+    "total": "cost_total_pico",
+    "input": "cost_input_pico",
+    "cache_read": "cost_cache_read_pico",
+    "cache_write": "cost_cache_write_pico",
+    "output": "cost_output_pico",
+    "fee": "cost_fee_pico",
+}
 CANONICAL = (
     "protocol",
     "provider",
@@ -55,9 +71,18 @@ def utc(value: datetime | None) -> datetime | None:
 
 
 def exchange_dicts(
-    engine: Engine, since: datetime | None = None, until: datetime | None = None
+    engine: Engine, since: datetime | None = None, until: datetime | None = None, *, price: bool = False
 ) -> Iterator[dict[str, Any]]:
-    """Canonical dicts of the exchanges started in [since, until), oldest first."""
+    """Canonical dicts of the exchanges started in [since, until), oldest first; with
+    `price`, each also has `price`: its stored price (see PRICE)."""
+    for page in exchange_pages(engine, since, until, price=price):
+        yield from page
+
+
+def exchange_pages(
+    engine: Engine, since: datetime | None = None, until: datetime | None = None, *, price: bool = False
+) -> Iterator[list[dict[str, Any]]]:
+    """`exchange_dicts` a page (PAGE rows) at a time."""
     last: tuple[Any, str] | None = None
     while True:
         query = select(exchanges).order_by(exchanges.c.started_at, exchanges.c.id).limit(PAGE)
@@ -66,16 +91,24 @@ def exchange_dicts(
         if until is not None:
             query = query.where(exchanges.c.started_at < until)
         if last is not None:
+            # The first condition alone is what the index on started_at serves: a range
+            # scan from the last page on, where the OR alone would scan from the start.
             query = query.where(
-                (exchanges.c.started_at > last[0]) | ((exchanges.c.started_at == last[0]) & (exchanges.c.id > last[1]))
+                exchanges.c.started_at >= last[0],
+                (exchanges.c.started_at > last[0]) | ((exchanges.c.started_at == last[0]) & (exchanges.c.id > last[1])),
             )
         with engine.connect() as connection:
             rows = connection.execute(query).mappings().all()
             calls = tool_calls_by_exchange(connection, [row["id"] for row in rows])
         if not rows:
             return
+        page = []
         for row in rows:
-            yield to_canonical(row, calls.get(row["id"], []))
+            out = to_canonical(row, calls.get(row["id"], []))
+            if price:
+                out["price"] = {name: row[column] for name, column in PRICE.items()}
+            page.append(out)
+        yield page
         last = (rows[-1]["started_at"], rows[-1]["id"])
 
 
@@ -108,9 +141,15 @@ def to_canonical(row: Any, calls: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {key: row[key] for key in IDENTITY}
     out.update({key: utc(row[key]) if key.endswith("_at") else row[key] for key in TIMINGS})
     out.update({key: row[key] for key in CANONICAL})
+    out["service_tier"] = row["service_tier"]
+    out["inference_geo"] = row["inference_geo"]
+    out["speed"] = row["service_speed"]
+    out["server_tool_uses"] = row["server_tool_uses"] or {}
     usage = None
     if row["usage_input_tokens"] is not None:
         usage = {name: row[column] for name, column in USAGE_COLUMNS.items()}
+        usage["modalities"] = row["usage_modalities"] or {}
+        usage["sub_usages"] = row["usage_sub"] or []
     out["usage"] = usage
     out["usage_provenance"] = row["usage_provenance"]
     out["text"] = row["text"]

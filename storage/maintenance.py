@@ -1,7 +1,8 @@
 """Retention and re-decoding: `prune` deletes old exchanges and the blobs nothing uses any
-more; `reprocess` re-decodes stored raw bodies with the current translators, in place.
+more (`plan_prune` counts what it would delete, for a dry run and a confirmation);
+`reprocess` re-decodes stored raw bodies with the current translators, in place.
 
-Not responsible for parsing command-line durations (the CLI does).
+Not responsible for parsing command-line durations or asking the user (the CLI does).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from sqlalchemy import Engine, delete, exists, func, select, update
 
 from llmtap.protocols import ExchangeDecoder
 from llmtap.storage import bodies as blobs
+from llmtap.storage.export import utc
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import rows_for
 from llmtap.storage.schema import bodies, body_refs, exchanges, tool_calls
@@ -22,10 +24,58 @@ from llmtap.storage.schema import bodies, body_refs, exchanges, tool_calls
 PAGE = 500
 
 
-def prune(engine: Engine, before: datetime) -> tuple[int, int]:
-    """Delete exchanges started before `before`; returns (exchanges, blobs) deleted."""
+@dataclass(frozen=True)
+class PrunePlan:
+    """What `prune` would delete: the exchanges started before `before`, the first and last
+    of their start times, and the bodies no kept exchange would use any more."""
+
+    before: datetime
+    exchanges: int
+    first: datetime | None
+    last: datetime | None
+    bodies: int
+
+
+class PruneGrew(RuntimeError):
+    """More exchanges fell under the cut-off than the caller agreed to delete."""
+
+
+def _old(before: datetime) -> Any:
+    return select(exchanges.c.id).where(exchanges.c.started_at < before)
+
+
+def _unused_after(before: datetime) -> Any:
+    """Bodies no exchange would refer to once those started before `before` are gone (the
+    ones already unused too: a prune collects them as well)."""
+    doomed = exists().where(exchanges.c.id == body_refs.c.exchange_id, exchanges.c.started_at < before)
+    kept_ref = exists().where(body_refs.c.body_hash == bodies.c.hash, ~doomed)
+    return ~kept_ref
+
+
+def plan_prune(engine: Engine, before: datetime) -> PrunePlan:
+    """What `prune(engine, before)` would delete now; deletes nothing."""
+    with engine.connect() as connection:
+        count, first, last = connection.execute(
+            select(func.count(), func.min(exchanges.c.started_at), func.max(exchanges.c.started_at)).where(
+                exchanges.c.started_at < before
+            )
+        ).one()
+        unused = connection.execute(select(func.count()).select_from(bodies).where(_unused_after(before))).scalar_one()
+    return PrunePlan(before, int(count), utc(first), utc(last), int(unused))
+
+
+def prune(engine: Engine, before: datetime, at_most: int | None = None) -> tuple[int, int]:
+    """Delete exchanges started before `before`; returns (exchanges, blobs) deleted. With
+    `at_most`, nothing is deleted (PruneGrew) when more than that many would go: what the
+    user agreed to after a count stays the bound, whatever was written in between."""
     with engine.begin() as connection:
-        old = select(exchanges.c.id).where(exchanges.c.started_at < before)
+        if at_most is not None:
+            found = connection.execute(
+                select(func.count()).select_from(exchanges).where(exchanges.c.started_at < before)
+            ).scalar_one()
+            if found > at_most:
+                raise PruneGrew(f"{found:,} exchanges are older now, more than the {at_most:,} agreed to")
+        old = _old(before)
         # Children first: SQLite only cascades with foreign keys on, and not every
         # connection that ever wrote the file had them on.
         connection.execute(delete(tool_calls).where(tool_calls.c.exchange_id.in_(old)))
