@@ -24,6 +24,7 @@ from llmtap.protocols.common import (
     items,
     json_size,
     new_budget,
+    served_word,
     stable_hash,
     sub,
     tier_word,
@@ -124,17 +125,13 @@ def _served(raw: Any, ex: Exchange) -> None:
     server_tool_use)"""
     usage = raw if isinstance(raw, dict) else {}
     ex.service_tier = tier_word(usage.get("service_tier"))
-    ex.inference_geo = _word(usage.get("inference_geo"))
-    ex.speed = _word(usage.get("speed"))
+    ex.inference_geo = served_word(usage.get("inference_geo"))
+    ex.speed = served_word(usage.get("speed"))
     tools = sub(usage, "server_tool_use")
     for field_name, kind in _SERVER_TOOL_COUNTS.items():
         uses = count(tools.get(field_name)) or 0
         if uses > 0:
             ex.server_tool_uses[kind] = uses
-
-
-def _word(value: Any) -> str | None:
-    return value.lower() if isinstance(value, str) and value else None
 
 
 def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTRAS) -> None:

@@ -69,12 +69,25 @@ def has_counts(usage: Any) -> bool:
     return any(("token" in key.lower()) and count(value) is not None for key, value in usage.items())
 
 
-def tier_word(value: Any) -> str | None:
-    """A service tier as the provider spelt it, lower-case; None for a missing value or
-    `auto`, which names no tier (the provider chooses and the response says which)."""
-    if not isinstance(value, str) or not value.strip() or value.strip().lower() == "auto":
+# A word of what was served (tier, region, speed): short and plain, as the store keeps it
+# (16 characters); anything else from the payload is not a word we can bill by.
+_SERVED_WORD = re.compile(r"[a-z0-9][a-z0-9_.-]{0,15}")
+
+
+def served_word(value: Any) -> str | None:
+    """A provider's word for what it served (`us`, `fast`, `priority`), lower-case; None
+    when missing, or not a plain word of at most 16 characters."""
+    if not isinstance(value, str):
         return None
-    return value.strip().lower()
+    word = value.strip().lower()
+    return word if _SERVED_WORD.fullmatch(word) else None
+
+
+def tier_word(value: Any) -> str | None:
+    """A service tier as the provider spelt it (see `served_word`); `auto` names no tier
+    (the provider chooses, and the response says which)."""
+    word = served_word(value)
+    return None if word == "auto" else word
 
 
 def positive_counts(pairs: Any) -> dict[str, int]:

@@ -406,3 +406,20 @@ def test_the_record_prints_every_billing_field():
         assert key in record
     assert {"modalities", "sub_usages"} <= set(record["usage"])
     json.dumps(record)  # plain JSON all the way down
+
+
+@pytest.mark.parametrize(
+    ("word", "want"),
+    [
+        ("US", "us"),
+        (" not_available ", "not_available"),
+        ("x" * 17, None),
+        ("pri ority", None),
+        ("<b>fast</b>", None),
+        (17, None),
+        ("", None),
+    ],
+)
+def test_served_words_are_short_plain_words(word: Any, want: str | None):
+    ex = anthropic(TOP | {"inference_geo": word, "speed": word, "service_tier": word})
+    assert (ex.inference_geo, ex.speed, ex.service_tier) == (want, want, want)
