@@ -45,6 +45,9 @@ def price_fees(
     input_tokens: int,
 ) -> tuple[int, list[dict[str, Any]]]:
     """(the fees' total, one `cost_detail` part per kind used)."""
+    per_request = _unit_price(unit_price, "requests_kcount", input_tokens)
+    if not uses and per_request is None:
+        return 0, []
     parts = []
     for kind, count in sorted((uses or {}).items()):
         if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
@@ -53,7 +56,6 @@ def price_fees(
         if usd is None:
             usd, source = _unit_price(unit_price, UNIT_KEYS.get(kind), input_tokens), "genai-prices"
         parts.append(_part(kind, count, usd, source))
-    per_request = _unit_price(unit_price, "requests_kcount", input_tokens)
     if per_request is not None:
         parts.append(_part("request", 1, per_request, "genai-prices"))
     return sum(part["total"] for part in parts), parts

@@ -117,6 +117,8 @@ def price_context_of(protocol: str | None, tier: str | None, speed: str | None) 
     is genai-prices' `processing`; any other tier is passed as it came (`flex`,
     `priority`, `scale`), and genai-prices prices it where it has a variant."""
     context: dict[str, str] = {}
+    if not tier and not speed:
+        return context
     value = (tier or "").strip().lower()
     if value == "batch":
         context["processing"] = "batch"
@@ -149,6 +151,7 @@ class _Resolved:
     starts: tuple[int, ...]
     missing: tuple[str, ...]  # context entries genai-prices has no variant for
     rates: dict[tuple[int, str], Decimal | int] = field(default_factory=dict)
+    bases: dict[int, tuple[int, int]] = field(default_factory=dict)  # tier -> (input, cache read)
     units: dict[str, Any] = field(default_factory=dict)  # price key -> genai-prices' price
     keep: Any = None  # the objects whose ids key this entry: alive while it is
 
@@ -160,6 +163,14 @@ class _Resolved:
 
     def bucket(self, input_tokens: int) -> int:
         return sum(1 for start in self.starts if input_tokens > start)
+
+    def base_rates(self, bucket: int) -> tuple[int, int]:
+        """Pico-dollars per uncached input token and per cache-read token (for what-ifs)."""
+        found = self.bases.get(bucket)
+        if found is None:
+            found = (_pico(self.rate(bucket, "input_tokens")), _pico(self.rate(bucket, "cache_read_tokens")))
+            self.bases[bucket] = found
+        return found
 
     def rate(self, bucket: int, key: str) -> Decimal | int:
         rate = self.rates.get((bucket, key))
@@ -280,32 +291,30 @@ class Pricer:
         if found is None:
             return UNKNOWN_MODEL
         name, resolved, named = found
-        bucket = resolved.bucket(usage.get("input_tokens", 0))
+        bucket = resolved.bucket(usage.get("input_tokens", 0)) if resolved.starts else 0
+        rates = resolved.rates
         parts: list[Any] = [0, 0, 0, 0]
         leaves: dict[str, int] = {}
         for key, descendants, part in _structure(tuple(usage)):
-            leaf = usage[key] - sum(leaves[d] for d in descendants)
-            leaves[key] = leaf = max(leaf, 0)
+            leaf = usage[key]
+            for below in descendants:
+                leaf -= leaves[below]
+            if leaf < 0:
+                leaf = 0
+            leaves[key] = leaf
             if leaf:
-                parts[part] += leaf * resolved.rate(bucket, key)
-        multiplier = geo_multiplier(self.file, provider, name, geo) or (
-            geo_multiplier(self.file, provider, model, geo) if name != model else None
-        )
+                rate = rates.get((bucket, key))
+                parts[part] += leaf * (rate if rate is not None else resolved.rate(bucket, key))
+        multiplier = None
+        if geo:
+            multiplier = geo_multiplier(self.file, provider, name, geo) or (
+                geo_multiplier(self.file, provider, model, geo) if name != model else None
+            )
+        rate_input, rate_read = resolved.base_rates(bucket)
         if multiplier is not None:
             parts = [p * multiplier for p in parts]
-        rate_input = resolved.rate(bucket, "input_tokens")
-        rate_read = resolved.rate(bucket, "cache_read_tokens")
-        if multiplier is not None:
-            rate_input, rate_read = rate_input * multiplier, rate_read * multiplier
-        return _ModelCost(
-            name=name,
-            named=named,
-            resolved=resolved,
-            parts=[_pico(p) for p in parts],
-            multiplier=multiplier,
-            rate_input=_pico(rate_input),
-            rate_cache_read=_pico(rate_read),
-        )
+            rate_input, rate_read = _pico(rate_input * multiplier), _pico(rate_read * multiplier)
+        return _ModelCost(name, named, resolved, [_pico(p) for p in parts], multiplier, rate_input, rate_read)
 
     def _resolve(
         self, provider: str | None, model: str, at: datetime, context: dict[str, str]
@@ -390,7 +399,9 @@ def _assemble(
     if main.multiplier is not None:
         detail["multiplier"] = str(main.multiplier)
         detail["geo"] = geo
-    missing = sorted({m for cost in [main, *(s for _, s in subs)] for m in cost.resolved.missing})
+    missing = main.resolved.missing
+    if subs:
+        missing = tuple(sorted({m for cost in [main, *(s for _, s in subs)] for m in cost.resolved.missing}))
     if missing:
         detail["note"] = f"no {', '.join(missing)} price: standard rates"
     return Cost(
@@ -425,20 +436,32 @@ def usage_of(row: Mapping[str, Any]) -> dict[str, int] | None:
     None when it has none."""
     if row.get("usage_input_tokens") is None:
         return None
-    output = row.get("usage_output_tokens") or 0
-    usage = {
-        "input_tokens": row["usage_input_tokens"] or 0,
-        "cache_read_tokens": row.get("usage_cache_read_input_tokens") or 0,
-        "cache_write_tokens": row.get("usage_cache_creation_input_tokens") or 0,
-        "cache_write_5m_tokens": row.get("usage_cache_creation_5m_input_tokens") or 0,
-        "cache_write_1h_tokens": row.get("usage_cache_creation_1h_input_tokens") or 0,
-        "output_tokens": output,
-        "output_reasoning_tokens": min(row.get("usage_reasoning_output_tokens") or 0, output),
-    }
-    for key, count in (row.get("usage_modalities") or {}).items():
-        if key in _token_keys() and isinstance(count, int) and not isinstance(count, bool):
-            usage[key] = usage.get(key, 0) + count
+    usage = {}
+    for column, key in _COLUMNS:
+        count = row.get(column)
+        if count:
+            usage[key] = count
+    reasoning = usage.get("output_reasoning_tokens")
+    if reasoning and reasoning > usage.get("output_tokens", 0):
+        usage["output_reasoning_tokens"] = usage.get("output_tokens", 0)
+    modalities = row.get("usage_modalities")
+    if modalities:
+        for key, count in modalities.items():
+            if key in _token_keys() and isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                usage[key] = usage.get(key, 0) + count
     return {key: count for key, count in usage.items() if count > 0}
+
+
+# the exchanges columns of a usage, as genai-prices' usage keys
+_COLUMNS = (
+    ("usage_input_tokens", "input_tokens"),
+    ("usage_cache_read_input_tokens", "cache_read_tokens"),
+    ("usage_cache_creation_input_tokens", "cache_write_tokens"),
+    ("usage_cache_creation_5m_input_tokens", "cache_write_5m_tokens"),
+    ("usage_cache_creation_1h_input_tokens", "cache_write_1h_tokens"),
+    ("usage_output_tokens", "output_tokens"),
+    ("usage_reasoning_output_tokens", "output_reasoning_tokens"),
+)
 
 
 def sub_usage(sub: Mapping[str, Any]) -> dict[str, int]:
