@@ -22,6 +22,7 @@ from sqlalchemy import Engine, select
 
 from llmtap.analytics import reports
 from llmtap.analytics.duck import connect
+from llmtap.analytics.render import money
 from llmtap.protocols.transcript import transcript
 from llmtap.storage import bodies as blobs
 from llmtap.storage.export import TIMINGS, to_canonical, tool_calls_by_exchange, utc
@@ -47,6 +48,11 @@ class LogFilters:
     search: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    sort: str | None = None  # started (None: newest first), cost (costliest first, unpriced last), tokens
+
+
+SORTS = ("started", "cost", "tokens")
+CONVERSATION_GAP_S = 3600  # a longer gap starts a new conversation (SPEC §5, conversation_ids.sql)
 
 
 def _query(name: str, needs: tuple[str, ...] = ("cache_misses", "tool_problems")) -> str:
@@ -70,6 +76,7 @@ def _params(filters: LogFilters, limit: int, offset: int, ids: list[str] | None 
         "tool_problem": filters.tool_problem,
         "cache_miss": filters.cache_miss,
         "ids": ids,
+        "sort": filters.sort or "started",
         "limit": limit,
         "offset": offset,
     }
@@ -220,7 +227,41 @@ def _cost(row: Any) -> dict[str, Any]:
         "cache_read_usd": usd(row["cost_cache_read_pico"]),
         "cache_write_usd": usd(row["cost_cache_write_pico"]),
         "output_usd": usd(row["cost_output_pico"]),
+        "fee_usd": usd(row.get("cost_fee_pico")),
+        # what was served, which the price follows (SPEC §5)
+        "service_tier": row.get("service_tier"),
+        "inference_geo": row.get("inference_geo"),
+        "speed": row.get("service_speed"),
+        "server_tool_uses": row.get("server_tool_uses"),
+        "detail": _detail(row.get("cost_detail")),
     }
+
+
+def _detail(detail: Any) -> Any:
+    """The pricer's `cost_detail` (context, parts, multiplier) with each pico-dollar
+    amount of a part (`input`, `cache_read`, `cache_write`, `output`, `total`) as exact
+    dollars; NULL on rows priced before it existed. Whatever else it holds passes as it is."""
+    if isinstance(detail, str):
+        try:
+            detail = json.loads(detail)
+        except ValueError:
+            return detail
+    if not isinstance(detail, dict):
+        return detail
+    parts = []
+    for part in detail.get("parts") or []:
+        if isinstance(part, dict):
+            part = {
+                key: Decimal(value) / reports.PICO
+                if key in _PICO_KEYS and isinstance(value, int) and not isinstance(value, bool)
+                else value
+                for key, value in part.items()
+            }
+        parts.append(part)
+    return {**detail, "parts": parts} if "parts" in detail else detail
+
+
+_PICO_KEYS = ("input", "cache_read", "cache_write", "output", "total")
 
 
 def _stored_bodies(connection: Any, row: Any) -> dict[str, Any]:
@@ -313,12 +354,31 @@ def conversation(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
                 query = query.where(exchanges.c.key_fingerprint == row.key_fingerprint)
             else:
                 query = query.where(exchanges.c.key_fingerprint.is_(None), exchanges.c.team == row.team)
-            ids = list(connection.execute(query.order_by(exchanges.c.started_at, exchanges.c.id)).scalars())
+            thread = connection.execute(
+                query.with_only_columns(exchanges.c.id, exchanges.c.started_at, exchanges.c.ended_at).order_by(
+                    exchanges.c.started_at, exchanges.c.id
+                )
+            ).all()
+            ids = _run_of(thread, exchange_id)
     turns = [_turn(canonical) for canonical in _by_ids(engine, ids)]
     verdicts = _verdicts(url, ids)
     for turn in turns:
         turn["cache"] = verdicts.get(turn["id"], {"verdict": "hit" if turn["cache_read_tokens"] else "no cache read"})
     return {"exchange_id": exchange_id, "turns": turns, "totals": _totals(turns)}
+
+
+def _run_of(thread: Any, exchange_id: str) -> list[str]:
+    """The ids of the run of `thread` (id, started_at, ended_at; in time order) that holds
+    `exchange_id`: a gap of over an hour after a request ended starts a new run, as in
+    conversation_ids.sql."""
+    runs: list[list[str]] = []
+    previous_end: datetime | None = None
+    for exchange, started, ended in thread:
+        if previous_end is None or (utc(started) - previous_end).total_seconds() > CONVERSATION_GAP_S:
+            runs.append([])
+        runs[-1].append(exchange)
+        previous_end = utc(ended or started)
+    return next((run for run in runs if exchange_id in run), [exchange_id])
 
 
 def _by_ids(engine: Engine, ids: list[str]) -> list[dict[str, Any]]:
@@ -348,15 +408,31 @@ def _turn(canonical: dict[str, Any]) -> dict[str, Any]:
 
 
 def _totals(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """The conversation's sums. `cost_usd` is the sum of the priced turns, None when no
+    turn is priced (a total over unpriced turns is never $0); `unpriced_turns` says how
+    many turns it leaves out."""
+    priced = [t["cost_usd"] for t in turns if t["cost_usd"] is not None]
     return {
         "turns": len(turns),
         "input_tokens": sum(t["input_tokens"] or 0 for t in turns),
         "cache_read_tokens": sum(t["cache_read_tokens"] or 0 for t in turns),
         "output_tokens": sum(t["output_tokens"] or 0 for t in turns),
-        "cost_usd": sum((t["cost_usd"] for t in turns if t["cost_usd"] is not None), Decimal(0)),
+        "cost_usd": sum(priced, Decimal(0)) if priced else None,
         "unpriced_turns": sum(1 for t in turns if t["cost_usd"] is None),
+        "cost_shown": cost_shown(priced, len(turns) - len(priced)),
         "cache_misses": sum(1 for t in turns if t["cache"].get("verdict") == "miss"),
     }
+
+
+def cost_shown(priced: list[Decimal], unpriced: int, noun: str = "turn") -> str:
+    """A total over turns as text: `$1.23`, `$1.23 + 2 unpriced turns`, or `unpriced` when
+    no turn has a price (never `$0.00`)."""
+    if not priced:
+        return "unpriced" if unpriced else money(0)
+    shown = money(sum(priced, Decimal(0)))
+    if not unpriced:
+        return shown
+    return f"{shown} + {unpriced} unpriced {noun}{'s' if unpriced != 1 else ''}"
 
 
 def details(url: str, engine: Engine, ids: list[str], text_limit: int = 2000) -> dict[str, dict[str, Any]]:

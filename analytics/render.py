@@ -3,9 +3,13 @@ two rules every command's output of stored data follows (SPEC §3, §6): in a te
 value is text, never markup or terminal control (`shown`); in CSV a text cell never
 starts a formula (`csv_cell`).
 
-Money is an exact `Decimal`: JSON writes it as a number with its exact digits, CSV and
-tables as plain decimal text. Not responsible for computing anything, nor for what a
-command chooses to show.
+Money is an exact `Decimal`: JSON and CSV write it with its exact digits, tables in the
+one money format (`money`); ratios are exact numbers in JSON and CSV, percentages in
+tables (`percent`). A terminal table ends with a totals row (`totals`: sums, ratios
+recomputed from the summed parts); JSON and CSV stay row-only. Ids, models and money are
+never cut in a table (they do not wrap and keep their full width; the other columns wrap).
+Times are shown in the zone asked for, and the header says which. Not responsible for
+computing a report, nor for what a command chooses to show.
 """
 
 from __future__ import annotations
@@ -13,16 +17,25 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
-from datetime import date, datetime
+import sys
+from datetime import UTC, date, datetime, tzinfo
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table as RichTable
 from rich.text import Text
 
+from llmtap.analytics import layout
 from llmtap.analytics.reports import MONEY, Table
+
+PERCENT = ("hit_rate", "share", "error_rate")
+# Ratios whose total is recomputed from the summed parts: column -> (numerator, denominator).
+RATIOS = {"hit_rate": ("cache_read_tokens", "input_tokens"), "error_rate": ("errors", "requests")}
+MAXED = ("retry_after_max_s",)  # a total that is the largest, not the sum
+NOT_TOTALLED = ("share", "retry_after_avg_s", "price_version", "first_prompt")  # and every *_ms, *_at
+WHOLE = ("id", "exchange_id", "conversation_id", "previous_exchange_id", "model", *MONEY)  # never cut
 
 
 def _json_value(value: Any) -> str:
@@ -94,17 +107,95 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def as_rich(table: Table, title: str, console: Console, columns: list[str] | None = None) -> None:
-    view = RichTable(title=title, title_justify="left", header_style="bold")
+def make_console(fallback_width: int = 200) -> Console:
+    """A console as wide as the terminal, or as `COLUMNS` says; `fallback_width` when the
+    output is a pipe or a file and nothing says how wide."""
+    if os.environ.get("COLUMNS", "").isdigit() or sys.stdout.isatty():
+        return Console(highlight=False)
+    return Console(width=fallback_width, highlight=False)
+
+
+def as_rich(
+    table: Table,
+    title: str,
+    console: Console,
+    columns: list[str] | None = None,
+    *,
+    zone: tzinfo = UTC,
+    total: bool = True,
+    optional: tuple[str, ...] = (),
+) -> None:
+    """The table fitted to the console (`layout`), with a totals row under the rows
+    (`total`), times in `zone` (the header says which); the `optional` columns are left
+    out, first first, when the rest would not fit."""
     columns = columns or table.columns
+    label = zone_label(zone)
+    sums = totals(table) if total and table.rows else {}
+    drawn = []
     for column in columns:
-        numeric = bool(table.rows) and all(
-            isinstance(r.get(column), (int, float, Decimal)) or r.get(column) is None for r in table.rows
+        values = [row.get(column) for row in table.rows]
+        numeric = bool(values) and all(
+            isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) or v is None for v in values
         )
-        view.add_column(column, justify="right" if numeric else "left")
-    for row in table.rows:
-        view.add_row(*(shown(_cell(column, row.get(column))) for column in columns))
-    console.print(view)
+        if column in WHOLE:
+            kind = layout.WHOLE
+        elif column.endswith("_at"):
+            kind = layout.TIME
+        else:
+            kind = layout.NUMBER if numeric else layout.TEXT
+        drawn.append(
+            layout.Column(
+                f"{column} ({label})" if kind == layout.TIME else column,
+                [shown(_cell(column, value, zone)) for value in values],
+                kind,
+                justify="right" if numeric else "left",
+                drop=len(optional) - optional.index(column) if column in optional else 0,
+                total=shown(_cell(column, sums.get(column), zone)) if sums else None,
+            )
+        )
+    print_fitted(console, title, drawn)
+
+
+def print_fitted(console: Console, title: str, columns: list[layout.Column]) -> None:
+    """`columns` as a table fitted to the console (`layout.draw`); wider than the console
+    only when even their narrowest does not fit, and then the terminal wraps the lines:
+    nothing is cropped."""
+    width, wide = console.width, layout.needed(columns, console.width)
+    console.width = wide
+    try:
+        console.print(layout.draw(shown(title), columns, wide), crop=False)
+    finally:
+        console.width = width
+
+
+def zone_label(zone: tzinfo) -> str:
+    return str(getattr(zone, "key", None) or zone.tzname(None) or "UTC")
+
+
+def totals(table: Table) -> dict[str, Any]:
+    """The totals row of a terminal table: the first grouping column says `total`, counts
+    and money are summed (money over the rows that have it; None when none has), ratios
+    recomputed from the summed parts (hit rate = Σ cache_read / Σ input), maxima kept;
+    names, percentiles and times are left blank (None)."""
+    out: dict[str, Any] = {}
+    for column in table.columns:
+        values = [row.get(column) for row in table.rows]
+        numbers = [v for v in values if v is not None]
+        if column in table.dimensions or column in NOT_TOTALLED or column.endswith(("_ms", "_at")):
+            out[column] = None
+        elif column in RATIOS:
+            part, whole = (sum(row.get(c) or 0 for row in table.rows) for c in RATIOS[column])
+            out[column] = Decimal(part) / Decimal(whole) if whole else None
+        elif not numbers or not all(isinstance(v, (int, Decimal)) and not isinstance(v, bool) for v in numbers):
+            out[column] = None
+        elif column in MAXED:
+            out[column] = max(numbers)
+        else:
+            out[column] = sum(numbers)
+    first = table.columns[0] if table.columns else None
+    if first is not None and out.get(first) is None:
+        out[first] = "total"
+    return out
 
 
 def money(value: Decimal | int | None, *, missing: str = "") -> str:
@@ -133,12 +224,22 @@ def percent(ratio: float | Decimal | None, *, missing: str = "") -> str:
     return f"{float(ratio) * 100:.1f}%"
 
 
-def _cell(column: str, value: Any) -> str:
-    if column in MONEY and isinstance(value, Decimal):
+def _cell(column: str, value: Any, zone: tzinfo = UTC) -> str:
+    if column in MONEY and isinstance(value, (Decimal, int)) and not isinstance(value, bool):
         return money(value)
+    if column in PERCENT and isinstance(value, (Decimal, float, int)) and not isinstance(value, bool):
+        return percent(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
+    if isinstance(value, datetime):
+        return local(value, zone).strftime("%Y-%m-%d %H:%M:%S")
     return _text(value)
+
+
+def local(moment: datetime, zone: tzinfo = UTC) -> datetime:
+    """A stored time (naive UTC, or aware) as the wall time in `zone`."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return aware.astimezone(zone)
 
 
 def shown(value: Any, *, lines: bool = False) -> Text:
@@ -158,3 +259,20 @@ def shown(value: Any, *, lines: bool = False) -> Text:
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
 _CONTROLS_IN_LINES = {c: v for c, v in _CONTROLS.items() if c not in (0x09, 0x0A)}
 _JSON_C1 = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}
+
+
+def price_footer_lines(footer: dict[str, Any]) -> list[str]:
+    """The lines under `report cost`'s table (`reports.price_footer`): which prices were
+    used, and what is not in the total."""
+    versions = footer.get("price_versions") or []
+    lines = [f"prices: {'; '.join(versions)}" if versions else "prices: none used (nothing was priced)"]
+    for entry in footer.get("unpriced_models") or []:
+        lines.append(
+            f"unpriced: {entry['model']} — {entry['requests']:,} requests, "
+            f"{entry['input_tokens']:,} input and {entry['output_tokens']:,} output tokens, not in the total"
+        )
+    if footer.get("unverified_host"):
+        lines.append(f"of those, {footer['unverified_host']:,} went to an unverified host (never priced)")
+    if footer.get("usage_missing"):
+        lines.append(f"usage missing: {footer['usage_missing']:,} exchanges without usage, not priced (not $0)")
+    return lines

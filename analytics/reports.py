@@ -1,5 +1,6 @@
 """The reports of `llmtap report KIND`: each one `.sql` file in `sql/`, run by DuckDB over
-the store, grouped by the dimensions the user chose.
+the store, grouped by the dimensions the user chose (`conversations` is ranked instead:
+one row per conversation, the top N by cost).
 
 Grouping columns cannot be bound parameters, so `--by` names are looked up in a fixed
 table of SQL expressions (anything else is refused); every value (`--since`, `--until`)
@@ -19,6 +20,7 @@ from functools import cache
 from importlib import resources
 from string import Template
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import duckdb
 
@@ -33,13 +35,18 @@ DIMENSIONS = {
     "key": "coalesce('…' || key_last4 || ' ' || left(key_fingerprint, 8), '(no key)')",
     "protocol": "protocol",
     "status": "coalesce(CAST(status AS VARCHAR), '(none)')",
+    "tier": "coalesce(service_tier, '(not stated)')",
 }
+# `--by day` in another zone than UTC: the day of the UTC instant's wall time there (ICU).
+_DAY_IN_ZONE = "strftime((started_at AT TIME ZONE 'UTC') AT TIME ZONE {zone}, '%Y-%m-%d')"
+GROUPED = ("team", "provider", "model", "day", "key", "protocol", "tier")
 MONEY = (
     "cost_usd",
     "input_cost_usd",
     "cache_read_cost_usd",
     "cache_write_cost_usd",
     "output_cost_usd",
+    "fee_cost_usd",
     "extra_cost_usd",
 )
 PICO = Decimal(10) ** 12
@@ -53,10 +60,11 @@ class ReportError(ValueError):
 class Report:
     name: str
     default_by: tuple[str, ...]
-    dimensions: tuple[str, ...] = ("team", "provider", "model", "day", "key", "protocol")
+    dimensions: tuple[str, ...] = GROUPED
     needs: tuple[str, ...] = ()  # other .sql files given to this one as CTEs
     list_sql: str | None = None  # the --list variant
     table: tuple[str, ...] = ()  # metric columns a terminal table shows (json/csv: all)
+    optional: tuple[str, ...] = ()  # of those, what a narrow terminal leaves out, first first
 
 
 REPORTS = {
@@ -96,9 +104,11 @@ REPORTS = {
             "cache_read_tokens",
             "hit_rate",
             "misses",
+            "not_cacheable",
             "missed_tokens",
             "extra_cost_usd",
         ),
+        optional=("cache_read_tokens", "requests"),
     ),
     "finish": Report("finish", ("provider",), table=("finish_reason", "requests", "share", "incomplete")),
     "tools": Report(
@@ -139,7 +149,30 @@ REPORTS = {
         ("model", "provider"),
         table=("requests", "ttfb_p50_ms", "ttft_p50_ms", "ttft_p95_ms", "total_p50_ms", "total_p95_ms"),
     ),
+    # ranked, not grouped: no --by; `top` limits the rows (the CLI's --top N, default 20)
+    "conversations": Report(
+        "conversations",
+        (),
+        dimensions=(),
+        needs=("conversation_ids",),
+        table=(
+            "conversation_id",
+            "team",
+            "model",
+            "turns",
+            "input_tokens",
+            "cache_read_tokens",
+            "output_tokens",
+            "cost_usd",
+            "unpriced",
+            "usage_missing",
+            "started_at",
+            "first_prompt",
+        ),
+        optional=("cache_read_tokens", "usage_missing", "started_at", "unpriced", "turns", "first_prompt", "team"),
+    ),
 }
+FIRST_PROMPT_CHARS = 60  # of the first user message, in `report conversations`
 
 
 @dataclass
@@ -157,8 +190,22 @@ class Table:
 
 @cache
 def sql(name: str) -> str:
-    """One report's SQL text, by name (package data, so it works from an installed wheel)."""
+    """One report's SQL text, by name (package data, so it works from an installed wheel).
+    `$minimums` (the cache reports' table of minimum cacheable lengths) is spliced in."""
+    text = _file(name)
+    return text.replace("$minimums", _file("cache_minimums")) if "$minimums" in text else text
+
+
+def _file(name: str) -> str:
     return resources.files("llmtap.analytics").joinpath("sql", f"{name}.sql").read_text()
+
+
+def zone(name: str | None) -> ZoneInfo:
+    """The IANA time zone `name` (None: UTC); a name it does not know is a ReportError."""
+    try:
+        return ZoneInfo(name or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ReportError(f"--tz {name!r} is not a time zone (an IANA name such as Europe/Paris, or UTC)") from None
 
 
 def dimensions_for(report: Report, by: list[str] | None) -> list[str]:
@@ -171,21 +218,26 @@ def dimensions_for(report: Report, by: list[str] | None) -> list[str]:
     return chosen
 
 
-def build(report: Report, by: list[str]) -> str:
+def build(report: Report, by: list[str], tz: str = "UTC") -> str:
     names = [_ident(name) for name in by]
     positions = [str(i + 1) for i in range(len(by))]
+    known = dict(DIMENSIONS)
+    if zone(tz).key != "UTC":  # a key zoneinfo found: letters, digits, / _ + - only
+        known["day"] = _DAY_IN_ZONE.format(zone="'" + zone(tz).key.replace("'", "''") + "'")
     text = Template(sql(report.name)).safe_substitute(
-        dims="".join(f"{DIMENSIONS[name]} AS {_ident(name)},\n    " for name in by),
+        dims="".join(f"{known[name]} AS {_ident(name)},\n    " for name in by),
         names="".join(f"{n},\n    " for n in names),
         group_by=f"GROUP BY {', '.join(positions)}" if by else "",
         group_finish=f"GROUP BY {', '.join([*positions, str(len(by) + 1)])}",
         order_by=", ".join(positions) or "1",
-        partition=", ".join(DIMENSIONS[name] for name in by) or "NULL",
+        partition=", ".join(known[name] for name in by) or "NULL",
         keys="".join(f"coalesce(calls.{n}, conversation.{n}) AS {n},\n    " for n in names),
         join=f"USING ({', '.join(names)})" if by else "ON true",
     )
     if not report.needs:
         return text
+    if report.name == "conversations":  # reads each table once already: no shared copies
+        return f"WITH conversation_ids AS ({_body('conversation_ids')})\n{_without_comments(text)}"
     # The report and the queries it needs all read `exchanges` and `tool_calls`: one
     # materialized CTE each (shadowing the views, which live in `temp.main`) makes them
     # share one pass over the store. DuckDB keeps only the columns that are used.
@@ -233,26 +285,81 @@ def run(
     until: datetime | None = None,
     listing: bool = False,
     connection: duckdb.DuckDBPyConnection | None = None,
+    top: int | None = None,
+    tz: str = "UTC",
 ) -> Table:
+    """Report `kind` as rows. `top` limits the rows of `conversations` (the others ignore
+    it); `tz` is the zone `--by day` counts days in."""
     report = REPORTS[kind]
+    if top is not None and top < 1:
+        raise ReportError("--top takes a positive number")
     own = connection is None
     connection = connection or connect(url)
     try:
         dims: list[str] = []
+        params = _bounds(since, until)
         if listing:
             if report.list_sql is None:
                 raise ReportError(f"report {kind} has no --list")
             query = _body(report.list_sql)
         else:
+            if kind == "conversations" and by:
+                raise ReportError("report conversations is ranked by cost: it takes --top, not --by")
             dims = dimensions_for(report, by)
-            query = build(report, dims)
-        result = connection.execute(query, _bounds(since, until))
+            query = build(report, dims, tz)
+            if kind == "conversations":
+                params["top"] = top
+        result = connection.execute(query, params)
         columns = [d[0] for d in result.description]
         rows = result.fetchall()
     finally:
         if own:
             connection.close()
-    return Table(columns, _as_dicts(columns, rows), dims)
+    table = Table(columns, _as_dicts(columns, rows), dims)
+    if kind == "conversations" and not listing:
+        from llmtap.analytics.prompts import with_first_prompts
+
+        with_first_prompts(url, table, FIRST_PROMPT_CHARS)
+    return table
+
+
+def price_footer(
+    url: str,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    connection: duckdb.DuckDBPyConnection | None = None,
+) -> dict[str, Any]:
+    """What `report cost` names under its table: the price versions of the priced rows,
+    each unpriced model with its requests and tokens, and how many exchanges had no usage
+    or went to an unverified host."""
+    own = connection is None
+    connection = connection or connect(url)
+    try:
+        rows = connection.execute(_body("cost_footer"), _bounds(since, until)).fetchall()
+    finally:
+        if own:
+            connection.close()
+    versions: set[str] = set()
+    unpriced: dict[str, dict[str, int]] = {}
+    missing = unverified = 0
+    for status, reason, model, version, requests, input_tokens, output_tokens in rows:
+        if status == "priced" and version:
+            versions.add(version)
+        elif status == "usage_missing":
+            missing += requests
+        elif status == "unpriced":
+            entry = unpriced.setdefault(model, {"requests": 0, "input_tokens": 0, "output_tokens": 0})
+            entry["requests"] += requests
+            entry["input_tokens"] += input_tokens
+            entry["output_tokens"] += output_tokens
+            unverified += requests if reason == "unverified_host" else 0
+    return {
+        "price_versions": sorted(versions),
+        "unpriced_models": [{"model": m, **v} for m, v in sorted(unpriced.items(), key=lambda i: -i[1]["requests"])],
+        "usage_missing": missing,
+        "unverified_host": unverified,
+    }
 
 
 def _as_dicts(columns: list[str], rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,7 @@ from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import moment
 
 if TYPE_CHECKING:
-    from rich.console import Console, JustifyMethod
+    from rich.console import Console
     from rich.text import Text
 
 TOOL_PROBLEMS = (
@@ -71,6 +70,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--search", metavar="TEXT", help="text in answers and, where bodies were kept, prompts")
     parser.add_argument("--limit", type=_positive, default=50)
+    parser.add_argument(
+        "--sort",
+        choices=("started", "cost", "tokens"),
+        default="started",
+        help="started: newest first (default); cost: costliest first, unpriced last; tokens: input + output",
+    )
+    parser.add_argument("--tz", metavar="ZONE", help="IANA time zone the times are shown in (default UTC)")
     parser.add_argument("--format", choices=("table", "json", "jsonl"), default="table")
     settings_module.add_common(parser)
     parser.set_defaults(run=run_log)
@@ -78,6 +84,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("show", help="one exchange in full, or its conversation")
     parser.add_argument("id", help="an exchange id (or an unambiguous prefix of at least 6 characters)")
     parser.add_argument("--conversation", action="store_true", help="the conversation it belongs to, turn by turn")
+    parser.add_argument("--tz", metavar="ZONE", help="IANA time zone the times are shown in (default UTC)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     settings_module.add_common(parser)
     parser.set_defaults(run=run_show)
@@ -111,6 +118,15 @@ def _shown(value: Any, *, lines: bool = False, style: str = "") -> Text:
     return text
 
 
+def _zone(args: argparse.Namespace) -> Any:
+    from llmtap.analytics.reports import ReportError, zone
+
+    try:
+        return zone(args.tz)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _open(args: argparse.Namespace) -> tuple[str, Any]:
     from llmtap.analytics.reprice import reprice
     from llmtap.cli.pricing import pricer_for
@@ -118,7 +134,7 @@ def _open(args: argparse.Namespace) -> tuple[str, Any]:
 
     settings = settings_module.load(args)
     engine = open_store(settings)
-    reprice(engine, pricer_for(settings))
+    reprice(engine, pricer_for(settings, engine))
     return engine.url.render_as_string(hide_password=False), engine
 
 
@@ -136,7 +152,9 @@ def run_log(args: argparse.Namespace) -> int:
         search=args.search,
         since=moment(args.since),
         until=moment(args.until),
+        sort=args.sort,
     )
+    zone = _zone(args)
     url, engine = _open(args)
     rows = audit.log(url, engine, filters, limit=args.limit)
     if args.format == "json":
@@ -145,58 +163,73 @@ def run_log(args: argparse.Namespace) -> int:
         for row in rows:
             print(_json(row))
     elif not rows:
-        print("no exchanges match" if any(vars(filters).values()) else "no exchanges recorded yet")
+        chosen = {k: v for k, v in vars(filters).items() if k != "sort"}
+        print("no exchanges match" if any(chosen.values()) else "no exchanges recorded yet")
     else:
-        _log_table(rows)
+        _log_table(rows, zone)
     return 0
 
 
-def _log_table(rows: list[dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+# The log's columns: (name, stored key or None, kind, justify, drop rank: > 0 may be left
+# out at a narrow width, the highest first). An id, a model and a cost are never cut.
+_LOG_COLUMNS: tuple[tuple[str, str, str, str, int], ...] = (
+    ("time", "started_at", "time", "left", 0),
+    ("team", "team", "text", "left", 0),
+    ("key", "key_last4", "text", "left", 6),
+    ("protocol", "protocol", "text", "left", 7),
+    ("model", "model", "whole", "left", 0),
+    ("status", "status", "number", "right", 4),
+    ("finish", "finish_reason", "text", "left", 3),
+    ("in", "input_tokens", "number", "right", 0),
+    ("cached", "cached_tokens", "number", "right", 2),
+    ("out", "output_tokens", "number", "right", 0),
+    ("cost", "cost_usd", "whole", "right", 0),
+    ("ms", "duration_ms", "number", "right", 5),
+    ("problems", "tool_problem_kinds", "text", "left", 1),
+    ("id", "id", "whole", "left", 0),
+)
 
-    table = Table(header_style="bold", box=None, pad_edge=False)
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("time", "left"),
-        ("team", "left"),
-        ("key", "left"),
-        ("protocol", "left"),
-        ("model", "left"),
-        ("status", "right"),
-        ("finish", "left"),
-        ("in", "right"),
-        ("cached", "right"),
-        ("out", "right"),
-        ("cost", "right"),
-        ("ms", "right"),
-        ("problems", "left"),
-        ("id", "left"),
-    )
-    for name, justify in columns:
-        table.add_column(name, justify=justify, no_wrap=name in ("time", "id"))
-    for row in rows:
-        problems = ", ".join(
-            filter(None, [row["tool_problem_kinds"], row["cache_miss"] and f"cache miss: {row['cache_miss']}"])
+
+def _log_table(rows: list[dict[str, Any]], zone: Any) -> None:
+    from llmtap.analytics import audit, layout, render
+
+    def cell(name: str, row: dict[str, Any]) -> str:
+        value = row.get(dict((c[0], c[1]) for c in _LOG_COLUMNS)[name])
+        if name == "time":
+            return f"{render.local(value, zone):%Y-%m-%d %H:%M:%S}" if value is not None else ""
+        if name == "key":
+            return f"…{value}" if value else ""
+        if name == "cost":
+            return render.money(value) if value is not None else (row["price_status"] or "")
+        if name == "ms":
+            return f"{value:.0f}" if value is not None else ""
+        if name == "problems":
+            miss = row["cache_miss"] and f"cache miss: {row['cache_miss']}"
+            return ", ".join(filter(None, [value, miss]))
+        if name in ("in", "cached", "out"):
+            return _int(value)
+        return "" if value is None else str(value)
+
+    priced = [row["cost_usd"] for row in rows if row["cost_usd"] is not None]
+    sums = {
+        "time": f"total ({len(rows)})",
+        "in": _int(sum(row["input_tokens"] or 0 for row in rows)),
+        "cached": _int(sum(row["cached_tokens"] or 0 for row in rows)),
+        "out": _int(sum(row["output_tokens"] or 0 for row in rows)),
+        "cost": audit.cost_shown(priced, len(rows) - len(priced), noun="exchange") if rows else "",
+    }
+    columns = [
+        layout.Column(
+            f"time ({render.zone_label(zone)})" if name == "time" else name,
+            [render.shown(cell(name, row)) for row in rows],
+            kind,
+            justify=justify,
+            drop=drop,
+            total=render.shown(sums.get(name, "")),
         )
-        cells = (
-            f"{row['started_at']:%Y-%m-%d %H:%M:%S}",
-            row["team"],
-            f"…{row['key_last4']}" if row["key_last4"] else "",
-            row["protocol"],
-            row["model"] or "",
-            str(row["status"] or ""),
-            row["finish_reason"] or "",
-            _int(row["input_tokens"]),
-            _int(row["cached_tokens"]),
-            _int(row["output_tokens"]),
-            f"${row['cost_usd']:.6f}" if row["cost_usd"] is not None else (row["price_status"] or ""),
-            f"{row['duration_ms']:.0f}" if row["duration_ms"] is not None else "",
-            problems,
-            row["id"],
-        )
-        table.add_row(*(_shown(cell) for cell in cells))
-    console = Console() if sys.stdout.isatty() else Console(width=220)
-    console.print(table)
+        for name, _, kind, justify, drop in _LOG_COLUMNS
+    ]
+    render.print_fitted(render.make_console(fallback_width=220), "", columns)
 
 
 def _int(value: Any) -> str:
@@ -206,6 +239,7 @@ def _int(value: Any) -> str:
 def run_show(args: argparse.Namespace) -> int:
     from llmtap.analytics import audit
 
+    zone = _zone(args)
     url, engine = _open(args)
     try:
         data = audit.conversation(url, engine, args.id) if args.conversation else audit.show(url, engine, args.id)
@@ -214,9 +248,9 @@ def run_show(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(_json(data, indent=2))
     elif args.conversation:
-        _print_conversation(data)
+        _print_conversation(data, zone)
     else:
-        _print_exchange(data)
+        _print_exchange(data, zone)
     return 0
 
 
@@ -235,13 +269,23 @@ def _section(console: Console, title: str, pairs: list[tuple[str, Any]], lines: 
     console.print(table)
 
 
-def _print_exchange(data: dict[str, Any]) -> None:
-    from rich.console import Console
+def _when(value: Any, zone: Any) -> str:
+    from llmtap.analytics.render import local
 
-    console = Console(highlight=False) if sys.stdout.isatty() else Console(width=160, highlight=False)
+    return f"{local(value, zone):%Y-%m-%d %H:%M:%S.%f}"[:-3] if isinstance(value, datetime) else str(value)
+
+
+def _print_exchange(data: dict[str, Any], zone: Any) -> None:
+    from llmtap.analytics.render import make_console, zone_label
+
+    console = make_console(fallback_width=160)
     console.print(_shown(f"exchange {data['id']}", style="bold"))
     _section(console, "who", [(k, str(v)) for k, v in data["who"].items() if v is not None])
-    _section(console, "when", [(k, str(v)) for k, v in data["when"].items() if v is not None])
+    _section(
+        console,
+        "when",
+        [("times in", zone_label(zone)), *((k, _when(v, zone)) for k, v in data["when"].items() if v is not None)],
+    )
     _section(console, "where", [(k, str(v)) for k, v in data["where"].items() if v is not None])
     request = data["request"]
     _section(
@@ -298,12 +342,7 @@ def _print_exchange(data: dict[str, Any]) -> None:
             + _shown(call["arguments_raw"])
         )
     _section(console, "usage", [(k, str(v)) for k, v in data["usage"].items() if k != "raw" and v is not None])
-    cost = data["cost"]
-    _section(
-        console,
-        "cost",
-        [(k, f"${v:.9f}" if isinstance(v, Decimal) else str(v)) for k, v in cost.items() if v is not None],
-    )
+    _print_cost(console, data["cost"])
     _section(console, "cache", [(k, str(v)) for k, v in data["cache"].items() if v is not None])
     if data.get("bodies"):
         bodies = data["bodies"]
@@ -315,48 +354,106 @@ def _print_exchange(data: dict[str, Any]) -> None:
                 console.print(_shown(name, style="dim") + "\n" + _shown(_clip(bodies[name], TERMINAL_BODY), lines=True))
 
 
+def _print_cost(console: Console, cost: dict[str, Any]) -> None:
+    """The price, its parts and the fee (money in the one format; the exact figures are
+    `--format json`'s), what was served, and the pricer's detail lines when it kept them."""
+    from llmtap.analytics.render import money
+
+    pairs = []
+    for key, value in cost.items():
+        if key == "detail" or value in (None, {}, []):
+            continue
+        text = money(value) if isinstance(value, Decimal) else value if isinstance(value, (dict, list)) else str(value)
+        pairs.append((key, text))
+    _section(console, "cost", pairs)
+    detail = cost.get("detail")
+    if not isinstance(detail, dict):
+        return
+    lines = [_part_line(part) for part in detail.get("parts") or [] if isinstance(part, dict)]
+    if detail.get("multiplier") not in (None, 1):
+        lines.append(f"× {detail['multiplier']}")
+    if detail.get("context"):
+        lines.append("priced for " + json.dumps(detail["context"], default=_json_default, ensure_ascii=False))
+    for line in lines:
+        console.print(_shown("  " + line))
+
+
+def _part_line(part: dict[str, Any]) -> str:
+    """One part of `cost_detail`: tokens (of the model, or an advisor's) or a per-use fee."""
+    from llmtap.analytics.render import money
+
+    def usd(key: str) -> str:
+        value = part.get(key)
+        return money(value) if isinstance(value, Decimal) else str(value)
+
+    what = str(part.get("what") or "part")
+    if what == "fee":
+        rate = f" at ${part['usd_per_1k']} per 1,000" if part.get("usd_per_1k") is not None else ""
+        source = f" ({part['source']})" if part.get("source") else ""
+        return f"fee {part.get('kind')}: {part.get('count')} uses{rate}{source} = {usd('total')}"
+    pieces = [
+        f"{key.replace('_', ' ')} {usd(key)}" for key in ("input", "cache_read", "cache_write", "output") if key in part
+    ]
+    model = f" {part['model']}" if part.get("model") else ""
+    return f"{what}{model}: {', '.join(pieces)} = {usd('total')}"
+
+
 def _clip(text: str, limit: int = 600) -> str:
     return text if len(text) <= limit else text[:limit] + f" … ({len(text) - limit} more characters)"
 
 
-def _print_conversation(data: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _print_conversation(data: dict[str, Any], zone: Any) -> None:
+    from llmtap.analytics import layout, render
 
-    console = Console() if sys.stdout.isatty() else Console(width=200)
-    table = Table(header_style="bold", title=_shown(f"conversation of {data['exchange_id']}"), title_justify="left")
-    for name in ("#", "time", "messages", "finish", "in", "cached", "out", "cost", "cache", "tool calls", "id"):
-        table.add_column(name, justify="right" if name in ("#", "messages", "in", "cached", "out", "cost") else "left")
-    for number, turn in enumerate(data["turns"], 1):
-        cache = turn["cache"]
-        verdict = f"miss: {cache['cause']}" if cache.get("verdict") == "miss" else cache.get("verdict", "")
-        cells = (
-            str(number),
-            f"{turn['started_at']:%H:%M:%S}",
-            str(turn["messages"]),
-            turn["finish_reason"] or "",
-            _int(turn["input_tokens"]),
-            _int(turn["cache_read_tokens"]),
-            _int(turn["output_tokens"]),
-            f"${turn['cost_usd']:.6f}" if turn["cost_usd"] is not None else "unpriced",
-            verdict,
-            ", ".join(str(n) for n in turn["tool_calls"]),
-            turn["id"],
-        )
-        table.add_row(*(_shown(cell) for cell in cells))
+    turns = data["turns"]
     totals = data["totals"]
-    table.add_row(
-        "",
-        "total",
-        str(totals["turns"]) + " turns",
-        "",
-        _int(totals["input_tokens"]),
-        _int(totals["cache_read_tokens"]),
-        _int(totals["output_tokens"]),
-        f"${totals['cost_usd']:.6f}",
-        f"{totals['cache_misses']} misses",
-        "",
-        "",
-        style="bold",
-    )
-    console.print(table)
+
+    def verdict(turn: dict[str, Any]) -> str:
+        cache = turn["cache"]
+        return f"miss: {cache['cause']}" if cache.get("verdict") == "miss" else str(cache.get("verdict", ""))
+
+    # (header, cells, kind, justify, total)
+    spec: list[tuple[str, list[str], str, str, str]] = [
+        ("#", [str(n) for n in range(1, len(turns) + 1)], layout.NUMBER, "right", ""),
+        (
+            f"time ({render.zone_label(zone)})",
+            [f"{render.local(t['started_at'], zone):%Y-%m-%d %H:%M:%S}" for t in turns],
+            layout.TIME,
+            "left",
+            "total",
+        ),
+        ("messages", [str(t["messages"]) for t in turns], layout.NUMBER, "right", f"{totals['turns']} turns"),
+        ("finish", [t["finish_reason"] or "" for t in turns], layout.TEXT, "left", ""),
+        ("in", [_int(t["input_tokens"]) for t in turns], layout.NUMBER, "right", _int(totals["input_tokens"])),
+        (
+            "cached",
+            [_int(t["cache_read_tokens"]) for t in turns],
+            layout.NUMBER,
+            "right",
+            _int(totals["cache_read_tokens"]),
+        ),
+        ("out", [_int(t["output_tokens"]) for t in turns], layout.NUMBER, "right", _int(totals["output_tokens"])),
+        (
+            "cost",
+            [render.money(t["cost_usd"]) if t["cost_usd"] is not None else "unpriced" for t in turns],
+            layout.WHOLE,
+            "right",
+            totals["cost_shown"],
+        ),
+        ("cache", [verdict(t) for t in turns], layout.TEXT, "left", f"{totals['cache_misses']} misses"),
+        ("tool calls", [", ".join(str(n) for n in t["tool_calls"]) for t in turns], layout.TEXT, "left", ""),
+        ("id", [t["id"] for t in turns], layout.WHOLE, "left", ""),
+    ]
+    drops = {"tool calls": 3, "messages": 2, "finish": 1}
+    columns = [
+        layout.Column(
+            header,
+            [render.shown(c) for c in cells],
+            kind,
+            justify=justify,
+            drop=drops.get(header, 0),
+            total=render.shown(total),
+        )
+        for header, cells, kind, justify, total in spec
+    ]
+    render.print_fitted(render.make_console(), f"conversation of {data['exchange_id']}", columns)

@@ -1,9 +1,12 @@
-"""`llmtap report KIND`: usage, cost, cache, finish, tools, errors, latency (SPEC §3).
+"""`llmtap report KIND`: usage, cost, cache, finish, tools, errors, latency and
+conversations (SPEC §3).
 
 Before a report that reads prices (cost, cache), exchanges stored without a price
 (imported, or recorded while no pricer ran) or under another price file are priced at
 their own dates. `--list` lists single items (cache misses, tool-call
-problems) as JSON objects. An empty store says so.
+problems) as JSON objects. An empty store says so. A table ends with a totals row, and
+`cost`'s names the price versions used and the unpriced models; times and `--by day` are
+in `--tz` (UTC unless asked).
 """
 
 from __future__ import annotations
@@ -16,25 +19,38 @@ from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import moment
 
-KINDS = ("usage", "cost", "cache", "finish", "tools", "errors", "latency")
-PRICED = ("cost", "cache")  # the reports that read prices (cache: what a miss cost)
+KINDS = ("usage", "cost", "cache", "finish", "tools", "errors", "latency", "conversations")
+PRICED = ("cost", "cache", "conversations")  # the reports that read prices (cache: what a miss cost)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "report",
-        help="usage, cost, cache, finish, tools, errors or latency, grouped as you ask",
+        help="usage, cost, cache, finish, tools, errors, latency or conversations, grouped as you ask",
         description="Reports over the recorded exchanges, computed by DuckDB over the store.",
     )
     parser.add_argument("kind", choices=KINDS, metavar="KIND", help=", ".join(KINDS))
-    parser.add_argument("--by", help="comma-separated: team, provider, model, day, key, protocol")
-    parser.add_argument("--since", help="ISO date/time or age (7d): exchanges started at or after")
-    parser.add_argument("--until", help="ISO date/time or age: exchanges started before")
+    parser.add_argument("--by", help="comma-separated: team, provider, model, day, key, protocol, tier")
+    parser.add_argument(
+        "--since",
+        help="ISO date/time or age (7d): exchanges started at or after (conversations: with a turn at or after)",
+    )
+    parser.add_argument("--until", help="ISO date/time or age: exchanges started before (conversations: a turn)")
+    parser.add_argument(
+        "--top", type=_positive, default=20, metavar="N", help="conversations: the N costliest (default 20)"
+    )
+    parser.add_argument("--tz", metavar="ZONE", help="IANA time zone of times and of --by day (default UTC)")
     parser.add_argument("--format", choices=("table", "json", "csv"), default="table")
     parser.add_argument("--list", action="store_true", help="single items: cache misses, tool-call problems")
     parser.add_argument("--prices", metavar="FILE", help="local price file (TOML) overriding or adding models")
     settings_module.add_common(parser)
     parser.set_defaults(run=run)
+
+
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive number: {value!r}")
+    return int(value)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,16 +60,34 @@ def run(args: argparse.Namespace) -> int:
 
     by = [part.strip() for part in args.by.split(",") if part.strip()] if args.by else None
     since, until = moment(args.since), moment(args.until)
+    try:
+        zone = reports.zone(args.tz)
+    except reports.ReportError as exc:
+        raise UsageError(str(exc)) from None
+    footer = None
     settings = settings_module.load(args)
-    pricer = pricing.pricer_for(settings)  # a bad price file fails before the store is opened
+    pricing.pricer_for(settings)  # a bad price file fails before the store is opened
     engine = open_store(settings)
+    pricer = pricing.pricer_for(settings, engine)  # the explicit file, else the store's
     url = engine.url.render_as_string(hide_password=False)
     try:
         duck = connect(url)
         try:
             if args.kind in PRICED:
                 pricing.catch_up(engine, pricer, duck)
-            table = reports.run(url, args.kind, by=by, since=since, until=until, listing=args.list, connection=duck)
+            table = reports.run(
+                url,
+                args.kind,
+                by=by,
+                since=since,
+                until=until,
+                listing=args.list,
+                connection=duck,
+                top=args.top if args.kind == "conversations" else None,
+                tz=zone.key,
+            )
+            if args.kind == "cost" and args.format == "table" and table.rows:
+                footer = reports.price_footer(url, since=since, until=until, connection=duck)
             empty = not table.rows and reports.count_exchanges(url, duck) == 0
         finally:
             duck.close()
@@ -61,13 +95,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     finally:
         engine.dispose()
-    _show(args, table, empty, engine.url.render_as_string(hide_password=True))
+    _show(args, table, empty, engine.url.render_as_string(hide_password=True), zone, footer)
     return 0
 
 
-def _show(args: argparse.Namespace, table, empty: bool, label: str) -> None:
-    from rich.console import Console
-
+def _show(args: argparse.Namespace, table, empty: bool, label: str, zone, footer) -> None:
     from llmtap.analytics import render, reports
 
     if args.list and args.format == "table":
@@ -80,8 +112,15 @@ def _show(args: argparse.Namespace, table, empty: bool, label: str) -> None:
         what = "no exchanges recorded yet" if empty else "no exchanges in that period"
         print(f"{args.kind}: {what} in {label}")
     else:
-        console = Console() if sys.stdout.isatty() else Console(width=200)
+        console = render.make_console()
         columns = table.compact(reports.REPORTS[args.kind].table)
-        render.as_rich(table, f"llmtap report {args.kind}", console, columns)
+        title = f"llmtap report {args.kind}"
+        if "day" in table.dimensions:
+            title += f" (days in {zone.key})"
+        optional = () if args.list else reports.REPORTS[args.kind].optional
+        render.as_rich(table, title, console, columns, zone=zone, optional=optional)
+        if footer is not None:
+            for line in render.price_footer_lines(footer):
+                console.print(render.shown(line))
     if not table.rows and args.format != "table":
         print(f"llmtap: {args.kind}: nothing to report in {label}", file=sys.stderr)

@@ -1,8 +1,11 @@
 -- Prompt-cache efficiency per group: hit rate = cache_read / input (SPEC §5), and the
 -- misses with what they cost. A miss is the rule of cache_misses.sql (which also names
 -- each miss's cause, for --list): a request continuing a conversation — one key (else
--- team), one model, the same first message; error responses and exchanges without usage
--- take no part — that reads under 5% of the previous request's input from cache.
+-- team), one model, the same first message, at most one hour after the previous request
+-- ended (the identity of conversation_ids.sql); error responses and exchanges without
+-- usage take no part — that reads under 5% of the previous request's input from cache.
+-- A would-be miss whose previous request is under the model's minimum cacheable length
+-- could not have read anything: it is counted apart as not_cacheable and is no miss.
 -- missed_tokens: what a hit would have read; extra_cost_usd (pico-dollars here): those
 -- tokens at the input rate instead of the cache-read rate, 0 without misses, NULL when
 -- the group has misses but none of them has a price.
@@ -11,13 +14,15 @@
 WITH turns AS (
     SELECT
         $dims
+        model AS served_model,
         started_at,
         usage_input_tokens,
         usage_cache_read_input_tokens,
         usage_cache_creation_input_tokens,
         rate_input_pico,
         rate_cache_read_pico,
-        CASE WHEN takes_part THEN lag(usage_input_tokens) OVER w END AS prev_input
+        CASE WHEN takes_part THEN lag(usage_input_tokens) OVER w END AS prev_input,
+        CASE WHEN takes_part THEN epoch(started_at) - epoch(lag(coalesce(ended_at, started_at)) OVER w) END AS gap_s
     FROM (
         SELECT *,
             first_message_hash IS NOT NULL AND usage_input_tokens IS NOT NULL
@@ -31,12 +36,25 @@ WITH turns AS (
         ORDER BY started_at, id
     )
 ),
+$minimums,
+-- the minimum of each model (a handful of rows), joined instead of looked up per request
+model_minimum AS (
+    SELECT served_model, arg_min(tokens, priority) AS minimum
+    FROM (SELECT DISTINCT served_model FROM turns WHERE served_model IS NOT NULL) AS m
+    JOIN minimums ON served_model ILIKE pattern
+    GROUP BY served_model
+),
 scored AS (
     SELECT *,
-        prev_input > 0 AND usage_cache_read_input_tokens < 0.05 * prev_input AS missed,
-        greatest(least(prev_input, usage_input_tokens) - usage_cache_read_input_tokens, 0) AS would_read
-    FROM turns
-    WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
+        candidate AND coalesce(prev_input >= minimum, true) AS missed,
+        candidate AND prev_input < minimum AS not_cacheable
+    FROM (
+        SELECT turns.*, model_minimum.minimum,
+            prev_input > 0 AND gap_s <= 3600 AND usage_cache_read_input_tokens < 0.05 * prev_input AS candidate,
+            greatest(least(prev_input, usage_input_tokens) - usage_cache_read_input_tokens, 0) AS would_read
+        FROM turns LEFT JOIN model_minimum USING (served_model)
+        WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
+    ) AS t
 )
 SELECT
     $names
@@ -46,6 +64,7 @@ SELECT
     coalesce(sum(usage_cache_creation_input_tokens), 0) AS cache_write_tokens,
     round(coalesce(sum(usage_cache_read_input_tokens) / nullif(sum(usage_input_tokens), 0), 0), 4) AS hit_rate,
     count(*) FILTER (WHERE missed) AS misses,
+    count(*) FILTER (WHERE not_cacheable) AS not_cacheable,
     coalesce(sum(would_read) FILTER (WHERE missed), 0) AS missed_tokens,
     CASE WHEN count(*) FILTER (WHERE missed) = 0 THEN 0 ELSE
         -- (greatest() skips NULLs in DuckDB, so the unpriced case is spelled out)

@@ -1,22 +1,20 @@
 -- Prompt-cache misses (SPEC §5). A conversation is the run of requests of one key (else
--- team) and model that share their first message; a request that continues one yet reads
--- (almost) nothing from cache — under 5% of the previous request's input — is a miss.
--- Its cause is the first that applies, in this order: tools_changed, system_changed,
+-- team) and model that share their first message, each at most one hour after the one
+-- before it ended (the identity of conversation_ids.sql); a request that continues one
+-- yet reads (almost) nothing from cache — under 5% of the previous request's input — is
+-- a miss. One whose previous request is under the model's minimum cacheable length
+-- could not have read anything whatever else changed: it is `not_cacheable`, listed with
+-- cause below_minimum, missed_tokens and extra_cost_usd 0 (it is no miss that costs
+-- money; `report cache` counts it apart). Any other miss's cause is the first that
+-- applies, in this order: tools_changed, system_changed,
 -- message_edited (message_index: the first message that differs, 0-based, system prompt
 -- excluded), ttl_expired (gap since the previous request ended beyond its TTL: 5 minutes,
 -- 1 hour or 24 hours where asked), no_breakpoint (an Anthropic request, or the one before
--- it, without cache_control), below_minimum (the shared prefix under the model's minimum
--- cacheable length); else unexplained. missed_tokens is what a hit would have read (the
--- previous request's input, less what was read); extra_cost_usd (pico-dollars here) is
--- what those tokens cost at the input rate instead of the cache-read rate, NULL (unknown,
--- not $0) when the model has no price.
-WITH minimums(pattern, tokens, priority) AS (
-    VALUES ('%opus-4-5%', 4096, 1), ('%opus-4-6%', 4096, 1), ('%haiku-4-5%', 4096, 1),
-           ('%sonnet-4-6%', 2048, 1), ('%opus-4-7%', 2048, 1), ('claude-3-haiku%', 2048, 2),
-           ('claude-3-5-haiku%', 2048, 2), ('claude%', 1024, 3),
-           ('gemini%pro%', 4096, 4), ('gemini%', 1024, 5),
-           ('%', 1024, 9)
-),
+-- it, without cache_control); else unexplained. missed_tokens is what a hit would have
+-- read (the previous request's input, less what was read); extra_cost_usd (pico-dollars
+-- here) is what those tokens cost at the input rate instead of the cache-read rate, NULL
+-- (unknown, not $0) when the model has no price.
+WITH $minimums,
 base AS (
     SELECT id, team, model, protocol, started_at, coalesce(ended_at, started_at) AS ended,
            tools_hash, system_hash, message_hashes, request_cache_breakpoints AS breakpoints,
@@ -46,6 +44,7 @@ seq AS (
 missed AS (
     SELECT * FROM seq
     WHERE prev_id IS NOT NULL AND prev_input > 0 AND cache_read < 0.05 * prev_input
+      AND epoch(started_at) - epoch(prev_end) <= 3600  -- a longer gap starts a new conversation
       AND ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
 ),
 -- The minimum per model that missed (a handful of rows), joined instead of looked up per miss.
@@ -83,6 +82,7 @@ SELECT
     model,
     started_at,
     CASE
+        WHEN prev_input < minimum THEN 'below_minimum'
         WHEN tools_hash IS DISTINCT FROM prev_tools THEN 'tools_changed'
         WHEN system_hash IS DISTINCT FROM prev_system THEN 'system_changed'
         WHEN first_diff >= 0 THEN 'message_edited'
@@ -90,14 +90,15 @@ SELECT
              CASE prev_ttl WHEN '1h' THEN 3600 WHEN '24h' THEN 86400 ELSE 300 END THEN 'ttl_expired'
         WHEN protocol = 'anthropic.messages'
              AND (coalesce(breakpoints, 0) = 0 OR coalesce(prev_breakpoints, 0) = 0) THEN 'no_breakpoint'
-        WHEN prev_input < minimum THEN 'below_minimum'
         ELSE 'unexplained'
     END AS cause,
-    CASE WHEN tools_hash IS NOT DISTINCT FROM prev_tools AND system_hash IS NOT DISTINCT FROM prev_system
-              AND first_diff >= 0 THEN first_diff END AS message_index,
-    greatest(least(prev_input, input_tokens) - cache_read, 0) AS missed_tokens,
+    CASE WHEN coalesce(prev_input >= minimum, true) AND tools_hash IS NOT DISTINCT FROM prev_tools
+              AND system_hash IS NOT DISTINCT FROM prev_system AND first_diff >= 0 THEN first_diff END
+        AS message_index,
+    CASE WHEN prev_input < minimum THEN 0 ELSE greatest(least(prev_input, input_tokens) - cache_read, 0) END
+        AS missed_tokens,
     -- (greatest() skips NULLs in DuckDB, so the unpriced case is spelled out)
-    CASE WHEN rate_input_pico IS NOT NULL THEN
+    CASE WHEN prev_input < minimum THEN 0 WHEN rate_input_pico IS NOT NULL THEN
         greatest(least(prev_input, input_tokens) - cache_read, 0)
             * greatest(rate_input_pico - coalesce(rate_cache_read_pico, 0), 0)
     END AS extra_cost_usd,

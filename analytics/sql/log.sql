@@ -1,4 +1,5 @@
--- The audit log: exchanges newest first, one row each, with their tool-call problems and
+-- The audit log: exchanges newest first (or, by $sort, costliest first — the unpriced
+-- last — or with the most input + output tokens first), one row each, with their tool-call problems and
 -- cache verdict (the CTEs `tool_problems` and `cache_misses` are given to this query).
 -- Every filter is a bound parameter; NULL means "any".
 SELECT
@@ -40,5 +41,9 @@ WHERE ($since IS NULL OR e.started_at >= $since) AND ($until IS NULL OR e.starte
   AND ($tool_problem IS NULL OR (p.problems > 0 AND ($tool_problem = 'any' OR contains(p.statuses, $tool_problem))))
   AND ($cache_miss IS NULL OR (m.cause IS NOT NULL AND ($cache_miss = 'any' OR m.cause = $cache_miss)))
   AND ($ids IS NULL OR list_contains($ids, e.id))
-ORDER BY e.started_at DESC, e.id DESC
+ORDER BY
+    CASE WHEN $sort = 'cost' THEN e.cost_total_pico END DESC NULLS LAST,
+    CASE WHEN $sort = 'tokens' THEN coalesce(e.usage_input_tokens, 0) + coalesce(e.usage_output_tokens, 0) END
+        DESC NULLS LAST,
+    e.started_at DESC, e.id DESC
 LIMIT $limit OFFSET $offset

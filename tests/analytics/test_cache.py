@@ -16,15 +16,17 @@ from tests.analytics.conftest import by_key, report
 EXTRA_PER_TOKEN = Decimal("0.0000027")
 
 # (exchange, cause, message_index, missed_tokens), in time order; missed_tokens is what a
-# hit would have read: the previous turn's input (all of it was the shared prefix).
+# hit would have read: the previous turn's input (all of it was the shared prefix). A
+# previous turn under the model's minimum cacheable length could not have been read
+# (`not_cacheable`, SPEC §5): listed as below_minimum, with nothing missed and no cost.
 MISSES = [
     ("tools/1", "tools_changed", None, 3020),  # a second tool added
     ("system/1", "system_changed", None, 3020),  # the system prompt rewritten
     ("edit/2", "message_edited", 1, 3120),  # the assistant's first answer rewritten; edit/1 read 3000
     ("ttl/1", "ttl_expired", None, 3020),  # 7 minutes later, 5-minute TTL
-    ("hour-small/1", "below_minimum", None, 800),  # 1h TTL and 10 minutes: not expired; 800 < 1024
+    ("hour-small/1", "below_minimum", None, 0),  # 1h TTL and 10 minutes: not expired; 800 < 1024
     ("nobp/1", "no_breakpoint", None, 3020),  # no cache_control anywhere
-    ("small/1", "below_minimum", None, 700),  # 700 < 1024, Sonnet 4.5's minimum
+    ("small/1", "below_minimum", None, 0),  # 700 < 1024, Sonnet 4.5's minimum
     ("h/1", "no_breakpoint", None, 1500),  # the hostile names: a model without a price
 ]
 
@@ -39,7 +41,9 @@ def test_cache_list_names_each_miss_and_its_cause(store, known):
         assert item["missed_tokens"] == missed, name
         assert item["team"] == rec.team and item["model"] == rec.exchange.model
         assert datetime.fromisoformat(item["started_at"]) == rec.started_at.replace(tzinfo=None)
-        if known[name].provider_id:
+        if cause == "below_minimum":  # not cacheable: no miss that costs money
+            assert item["extra_cost_usd"] == 0, name
+        elif known[name].provider_id:
             assert item["extra_cost_usd"] == missed * EXTRA_PER_TOKEN, name
         else:  # no price for the model: the extra cost is unknown, not $0
             assert item["extra_cost_usd"] is None
@@ -76,8 +80,11 @@ def test_cache_by_team(store):
     # inputs 9495 (hit) + 6240 + 6140 + 9460 (edit) + 6190 + 6200 + 1700 + 6220 + 1480 + 4200 (OpenAI)
     assert (cache["requests"], cache["input_tokens"], cache["cache_read_tokens"]) == (22, 57325, 14070)
     assert cache["hit_rate"] == round(Decimal(14070) / Decimal(57325), 4) == Decimal("0.2454")
-    assert cache["misses"] == 7 and cache["missed_tokens"] == 16700
-    assert cache["extra_cost_usd"] == 16700 * EXTRA_PER_TOKEN == Decimal("0.04509")
+    # 7 requests read under 5%; two of them (hour-small/1, small/1) follow a turn under
+    # Sonnet 4.5's 1,024-token minimum: not cacheable, counted apart, no miss
+    assert cache["misses"] == 5 and cache["not_cacheable"] == 2
+    assert cache["missed_tokens"] == 3020 * 4 + 3120 == 15200
+    assert cache["extra_cost_usd"] == 15200 * EXTRA_PER_TOKEN == Decimal("0.04104")
 
     agents = rows["agents"]
     assert (agents["input_tokens"], agents["cache_read_tokens"], agents["misses"]) == (11480, 6100, 0)
@@ -95,5 +102,5 @@ def test_cache_by_team(store):
 
 def test_cache_default_grouping_is_team_and_model(store):
     rows = by_key(report(store, "cache"), "team", "model")
-    assert rows["cache", traffic.SONNET]["misses"] == 7
+    assert rows["cache", traffic.SONNET]["misses"] == 5
     assert rows["cache", traffic.GPT4O]["hit_rate"] == Decimal("0.4571")  # 1920 / 4200
