@@ -168,6 +168,18 @@ def _finish(body: dict[str, Any], candidate: dict[str, Any], ex: Exchange) -> No
         ex.finish_reason = FINISH.get(raw)
 
 
+def _merged_grounding(earlier: Any, later: Any) -> Any:
+    """Grounding metadata of two chunks as one: the later's fields, with the search queries
+    of both, so queries one chunk listed are not lost to a later chunk's citations."""
+    if not isinstance(earlier, dict) or not isinstance(later, dict):
+        return later
+    queries = items(earlier, "webSearchQueries") + items(later, "webSearchQueries")
+    merged = earlier | later
+    if queries:
+        merged["webSearchQueries"] = list(dict.fromkeys(q for q in queries if isinstance(q, str)))
+    return merged
+
+
 @dataclass(slots=True)
 class _TextRun:
     """Consecutive streamed text parts of one kind (thought or not), joined as they come."""
@@ -208,7 +220,9 @@ class Fold:
 
     def _candidate(self, candidate: dict[str, Any]) -> None:
         for key, value in candidate.items():
-            if key != "content":
+            if key == "groundingMetadata":
+                self.candidate[key] = _merged_grounding(self.candidate.get(key), value)
+            elif key != "content":
                 self.candidate[key] = value
         for part in items(sub(candidate, "content"), "parts"):
             if isinstance(part, dict):

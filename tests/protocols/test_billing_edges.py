@@ -423,3 +423,24 @@ def test_the_record_prints_every_billing_field():
 def test_served_words_are_short_plain_words(word: Any, want: str | None):
     ex = anthropic(TOP | {"inference_geo": word, "speed": word, "service_tier": word})
     assert (ex.inference_geo, ex.speed, ex.service_tier) == (want, want, want)
+
+
+def test_gemini_stream_keeps_queries_listed_before_the_last_chunk():
+    def chunk(text: str, grounding: dict[str, Any], final: bool = False) -> dict[str, Any]:
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": [{"text": text}]}, "index": 0}
+        candidate["groundingMetadata"] = grounding
+        if final:
+            candidate["finishReason"] = "STOP"
+        usage = {"promptTokenCount": 5, "candidatesTokenCount": 2}
+        return {"candidates": [candidate], "usageMetadata": usage, "modelVersion": "gemini-3-flash-preview"}
+
+    chunks = [
+        chunk("a", {"webSearchQueries": ["q1", "q2"]}),
+        chunk("b", {"webSearchQueries": ["q2", "q3"]}),
+        chunk("c", {"groundingSupports": [{"segment": {"startIndex": 0, "endIndex": 3}}]}, final=True),
+    ]
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode()
+    path = "/v1beta/models/gemini-3-flash-preview:streamGenerateContent?alt=sse"
+    ex = decode_exchange("gemini.generate", response=body, path=path, content_type="text/event-stream")
+    assert ex.complete
+    assert ex.server_tool_uses == {"web_search": 3}
