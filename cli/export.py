@@ -54,8 +54,9 @@ def run(args: argparse.Namespace) -> int:
     from llmtap.cli.store import open_store
 
     settings = settings_module.load(args)
-    pricer = pricing.pricer_for(settings)  # a bad price file fails before the store is opened
+    pricing.pricer_for(settings)  # a bad price file fails before the store is opened
     engine = open_store(settings)
+    pricer = pricing.pricer_for(settings, engine)  # the explicit file, else the store's
     try:
         duck = connect(engine.url.render_as_string(hide_password=False))
         try:
