@@ -444,3 +444,26 @@ def test_gemini_stream_keeps_queries_listed_before_the_last_chunk():
     ex = decode_exchange("gemini.generate", response=body, path=path, content_type="text/event-stream")
     assert ex.complete
     assert ex.server_tool_uses == {"web_search": 3}
+
+
+def test_a_decoder_pickled_before_requested_tiers_still_finishes():
+    import pickle
+
+    from llmtap.protocols import ExchangeDecoder
+
+    body = json.dumps({"id": "r", "status": "completed", "model": "gpt-5.5", "output": []}).encode()
+    decoder = ExchangeDecoder("openai.responses", path="/v1/responses")  # no request body kept
+    decoder.feed(body)
+    decoder.end_response()
+    state = decoder.__getstate__()
+    del state["_requested_tier"]  # as a spool written by the previous version holds it
+    old = ExchangeDecoder.__new__(ExchangeDecoder)
+    old.__setstate__(state)
+    record = old.finish()
+    assert record.decode_error is None and record.service_tier is None
+
+    request = json.dumps({"model": "gpt-5.5", "input": "hi", "service_tier": "flex"}).encode()
+    asked = ExchangeDecoder("openai.responses", request=request, path="/v1/responses")
+    asked.feed(body)
+    asked.end_response()
+    assert pickle.loads(pickle.dumps(asked)).finish().service_tier == "flex"
