@@ -134,6 +134,11 @@ def test_reprice_installs_the_price_file_and_every_command_uses_it(blank: str, t
     assert cost["status"] == "priced" and Decimal(str(cost["total_usd"])) == ONE
     assert Decimal(str(cost["fee_usd"])) == Decimal("0.025")
 
+    done = llmtap("export", "--format", "jsonl", "--db", blank, env=env)
+    assert done.code == 0, done.err
+    exported = [json.loads(line, parse_float=Decimal) for line in done.out.splitlines() if line.strip()]
+    assert [Decimal(str(r["cost_usd"])) for r in exported] == [ONE, ONE]
+
     # traffic imported afterwards is priced with it as it is stored, before any report
     assert llmtap("import", str(_har(tmp_path / "b.har", 2, 1)), "--db", blank, env=env).code == 0
     assert _statuses(blank)[-1] == ("priced", int(ONE * 10**12), 25 * 10**9)
