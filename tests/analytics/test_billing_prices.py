@@ -183,7 +183,7 @@ def test_long_context_call_is_priced_in_its_tier():
     assert cost.total / 250_000 > pico(below, "gemini-2.5-pro", "google") / 199_999
 
 
-def test_audio_tokens_at_the_audio_rate_in_the_long_context_tier():
+def test_audio_tokens_at_the_audio_rate():
     modalities = {"input_audio_tokens": 12_864, "cache_audio_read_tokens": 6_072}
     usage = Canonical(input_tokens=214_380, cache_read_tokens=131_072, output_tokens=3_515, modalities=modalities)
     row = stored(exchange("gemini.generate", "google", "gemini-2.5-flash", usage))
@@ -194,6 +194,72 @@ def test_audio_tokens_at_the_audio_rate_in_the_long_context_tier():
         Usage(input_tokens=214_380, cache_read_tokens=131_072, output_tokens=3_515), "gemini-2.5-flash", "google"
     )
     assert cost.total != text_only  # the audio rate is not the text rate
+
+
+@pytest.mark.parametrize("tier", ["flex", "priority", None])
+@pytest.mark.parametrize("input_tokens", [100_000, 300_000])
+def test_tiers_and_context_combine(tier: str | None, input_tokens: int):
+    """gpt-5.5's flex prices have their own long-context tier (past 272k), its priority
+    prices none: the tier is the one of the prices the context selects."""
+    usage = Canonical(input_tokens=input_tokens, cache_read_tokens=50_000, output_tokens=4_000)
+    row = stored(exchange("openai.responses", "openai", "gpt-5.5", usage, service_tier=tier))
+    genai = Usage(input_tokens=input_tokens, cache_read_tokens=50_000, output_tokens=4_000)
+    context = {"service_tier": tier} if tier else None
+    assert priced(row).total == pico(genai, "gpt-5.5", "openai", context)
+
+
+GEO_FILE = """
+[[price]]
+provider = "google"
+model = "acme-omni-1"
+input_mtok = 1
+cache_read_mtok = 0.25
+input_audio_mtok = 4
+cache_audio_read_mtok = 1
+output_mtok = 8
+
+[[geo]]
+provider = "google"
+model = "acme-omni-*"
+geo = "eu"
+multiplier = 1.25
+
+[[geo]]
+provider = "anthropic"
+model = "claude-sonnet-4-5*"
+geo = "us"
+multiplier = 1.05
+"""
+
+
+def test_price_file_modalities_and_region_multiplier_combine():
+    """A price file's model with audio prices, served in a region its [[geo]] prices at
+    1.25×: every token part, audio included, is 1.25× what its own prices say."""
+    from genai_prices import types
+
+    modalities = {"input_audio_tokens": 3_000, "cache_audio_read_tokens": 1_000}
+    usage = Canonical(input_tokens=10_000, cache_read_tokens=2_000, output_tokens=500, modalities=modalities)
+    row = stored(exchange("gemini.generate", "google", "acme-omni-1", usage, inference_geo="eu"))
+    pricer = Pricer(PriceText("omni.toml", GEO_FILE))
+    price = types.ModelPrice(
+        input_mtok=Decimal(1),
+        cache_read_mtok=Decimal("0.25"),
+        input_audio_mtok=Decimal(4),
+        cache_audio_read_mtok=Decimal(1),
+        output_mtok=Decimal(8),
+    )
+    genai = Usage(input_tokens=10_000, cache_read_tokens=2_000, output_tokens=500, **modalities)
+    # by hand: text 6,000 × $1 + 1,000 × $0.25, audio 2,000 × $4 + 1,000 × $1, output 500 × $8
+    assert price.calc_price(genai)["total_price"] == Decimal("0.01925")
+    cost = priced(row, pricer)
+    assert cost.total == price.calc_price(genai)["total_price"] * PICO * Decimal("1.25")
+    assert cost.detail["multiplier"] == "1.25" and cost.version == pricer.file_version
+    # the file's [[geo]] also replaces the built-in table for the models it names
+    anthropic = Canonical(input_tokens=1_000, output_tokens=100)
+    sonnet = stored(exchange("anthropic.messages", "anthropic", "claude-sonnet-4-5", anthropic, inference_geo="us"))
+    expected = pico(Usage(input_tokens=1_000, output_tokens=100), "claude-sonnet-4-5", "anthropic")
+    assert priced(sonnet, pricer).total == expected * Decimal("1.05")
+    assert priced(sonnet).total == expected  # built in: Sonnet 4.5 keeps the standard rate
 
 
 def test_fast_anthropic_call_at_the_fast_rate():
