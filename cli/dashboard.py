@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     since, until = moment(args.since), moment(args.until)
     settings = settings_module.load(args)
     engine = open_store(settings)
-    pricer = pricer_for(settings)
+    pricer = pricer_for(settings, engine)
     reprice(engine, pricer)
     url = engine.url.render_as_string(hide_password=False)
     label = engine.url.render_as_string(hide_password=True)
