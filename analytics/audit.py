@@ -425,14 +425,15 @@ def _totals(turns: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def cost_shown(priced: list[Decimal], unpriced: int, noun: str = "turn") -> str:
-    """A total over turns as text: `$1.23`, `$1.23 + 2 unpriced turns`, or `unpriced` when
-    no turn has a price (never `$0.00`)."""
+    """A total over turns as text: `$1.23`, `$1.23 + 2 unpriced turns` (`noun` "" leaves
+    the noun out), or `unpriced` when no turn has a price (never `$0.00`)."""
     if not priced:
         return "unpriced" if unpriced else money(0)
     shown = money(sum(priced, Decimal(0)))
     if not unpriced:
         return shown
-    return f"{shown} + {unpriced} unpriced {noun}{'s' if unpriced != 1 else ''}"
+    plural = "s" if unpriced != 1 else ""
+    return f"{shown} + {unpriced} unpriced" + (f" {noun}{plural}" if noun else "")
 
 
 def details(url: str, engine: Engine, ids: list[str], text_limit: int = 2000) -> dict[str, dict[str, Any]]:

@@ -216,7 +216,7 @@ def _log_table(rows: list[dict[str, Any]], zone: Any) -> None:
         "in": _int(sum(row["input_tokens"] or 0 for row in rows)),
         "cached": _int(sum(row["cached_tokens"] or 0 for row in rows)),
         "out": _int(sum(row["output_tokens"] or 0 for row in rows)),
-        "cost": audit.cost_shown(priced, len(rows) - len(priced), noun="exchange") if rows else "",
+        "cost": audit.cost_shown(priced, len(rows) - len(priced), noun="") if rows else "",
     }
     columns = [
         layout.Column(
