@@ -15,6 +15,7 @@ Not responsible for pricing rows (the caller catches stale rows up first), nor f
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from decimal import Decimal
@@ -86,6 +87,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     *((name, MONEY_TYPE) for name, _ in MONEY),
 )
 MONEY_COLUMNS = frozenset(name for name, _ in MONEY)
+_C1 = re.compile("[\x7f-\x9f]")
 
 
 def export_rows(
@@ -96,9 +98,13 @@ def export_rows(
     _conversations(duck)
     for page in exchange_pages(engine, since, until, price=True):
         ids = [row["id"] for row in page]
+        # The ids as one text, split by DuckDB: a Python list is converted value by value,
+        # and each value costs a failed `import numpy` where numpy is not installed.
         found = dict(
             duck.execute(
-                "SELECT id, conversation_id FROM export_conversations WHERE id IN (SELECT unnest($1))", [ids]
+                "SELECT id, conversation_id FROM export_conversations "
+                "WHERE id IN (SELECT unnest(string_split($1, ',')))",
+                [",".join(ids)],
             ).fetchall()
         )
         for row in page:
@@ -171,4 +177,5 @@ def jsonl_line(row: dict[str, Any]) -> str:
     rest = {name: value for name, value in row.items() if name not in MONEY_COLUMNS}
     head = json.dumps(rest, default=json_default, ensure_ascii=False)
     tail = "".join(f', "{name}": {"null" if value is None else decimal_text(value)}' for name, value in money)
-    return json_c1_escaped(head[:-1] + tail + "}")
+    line = head[:-1] + tail + "}"
+    return json_c1_escaped(line) if _C1.search(line) else line  # the search is much the cheaper

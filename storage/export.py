@@ -57,6 +57,35 @@ CANONICAL = (
 )
 
 
+REQUEST_COLUMNS = tuple(c.name for c in exchanges.c if c.name.startswith("request_") and c.name != "request_body_ref")
+# What an export reads of a row: what to_canonical needs and the price. Analysis columns
+# (prefix hashes, raw usage, the price's working) are left in the store: decoding their
+# JSON would be most of an export's time.
+_READ = (
+    *IDENTITY,
+    *TIMINGS,
+    *CANONICAL,
+    *USAGE_COLUMNS.values(),
+    "usage_modalities",
+    "usage_sub",
+    "usage_provenance",
+    "service_tier",
+    "inference_geo",
+    "service_speed",
+    "server_tool_uses",
+    "text",
+    "reasoning_blocks",
+    "server_tool_calls",
+    "error_type",
+    "error_code",
+    "error_message",
+    *REQUEST_COLUMNS,
+    "decode_error",
+    "interrupted",
+)
+_READ_WITH_PRICE = (*_READ, *PRICE.values())
+
+
 @overload
 def utc(value: datetime) -> datetime: ...
 @overload
@@ -85,7 +114,8 @@ def exchange_pages(
     """`exchange_dicts` a page (PAGE rows) at a time."""
     last: tuple[Any, str] | None = None
     while True:
-        query = select(exchanges).order_by(exchanges.c.started_at, exchanges.c.id).limit(PAGE)
+        columns = [exchanges.c[name] for name in (_READ_WITH_PRICE if price else _READ)]
+        query = select(*columns).order_by(exchanges.c.started_at, exchanges.c.id).limit(PAGE)
         if since is not None:
             query = query.where(exchanges.c.started_at >= since)
         if until is not None:
@@ -160,11 +190,7 @@ def to_canonical(row: Any, calls: list[dict[str, Any]]) -> dict[str, Any]:
     if row["error_type"] or row["error_code"] or row["error_message"]:
         error = {"type": row["error_type"], "code": row["error_code"], "message": row["error_message"]}
     out["error"] = error
-    out["request"] = {
-        key.removeprefix("request_"): row[key]
-        for key in row.keys()
-        if key.startswith("request_") and key != "request_body_ref"
-    }
+    out["request"] = {key.removeprefix("request_"): row[key] for key in REQUEST_COLUMNS}
     out["decode_error"] = row["decode_error"]
     out["interrupted"] = row["interrupted"]
     return out
