@@ -374,6 +374,10 @@ def _print_cost(console: Console, cost: dict[str, Any]) -> None:
         lines.append(f"× {detail['multiplier']}")
     if detail.get("context"):
         lines.append("priced for " + json.dumps(detail["context"], default=_json_default, ensure_ascii=False))
+    for key, value in detail.items():  # whatever else the pricer noted
+        if key not in ("parts", "multiplier", "context") and value not in (None, "", [], {}):
+            text = value if isinstance(value, str) else json.dumps(value, default=_json_default, ensure_ascii=False)
+            lines.append(f"{key}: {text}")
     for line in lines:
         console.print(_shown("  " + line))
 

@@ -263,3 +263,21 @@ def test_log_table_keeps_ids_models_and_costs_whole(store, columns):
     priced = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
     total = next(line for line in out.splitlines() if line.startswith("total"))
     assert f"{money(sum(priced))} + {len(rows) - len(priced)} unpriced" in total
+
+
+def test_show_names_the_cost_parts_the_tier_and_the_detail(store, convs):
+    turn = convs["delta"][0]  # served at the priority tier
+    data = run(store, "show", turn.id, "--format", "json")
+    cost = data["cost"]
+    assert cost["service_tier"] == "priority" and cost["status"] == "priced"
+    text = run(store, "show", turn.id, columns=160)
+    section = text[text.index("\ncost\n") : text.index("\ncache\n")]
+    assert "priority" in section
+    for name in ("total_usd", "input_usd", "output_usd"):
+        assert f"{name}  " in section and money(Decimal(str(cost[name]))) in section
+    assert "$0.000000" not in section
+    detail = cost["detail"]  # the pricer's parts, when it kept them (NULL on older rows)
+    if detail is not None:
+        for part in detail["parts"]:
+            line = next(line for line in section.splitlines() if line.strip().startswith(str(part["what"])))
+            assert line.rstrip().endswith(money(Decimal(str(part["total"]))))
