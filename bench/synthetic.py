@@ -329,6 +329,7 @@ class Generator:
     n: int
     seed: int = 7
     stats: Stats = field(default_factory=Stats)
+    days: float = DAYS  # the span the conversations start in, from T0
 
     def __post_init__(self) -> None:
         self.random = random.Random(self.seed)
@@ -342,7 +343,7 @@ class Generator:
             _dumps([{"name": t["name"], "schema": t["input_schema"], "type": "custom"} for t in TOOLS[:n]])
             for n in (1, 2, 3)
         ]
-        self.step = DAYS * 86400 / max(self.n / 4.75, 1)  # seconds between conversation starts
+        self.step = self.days * 86400 / max(self.n / 4.75, 1)  # seconds between conversation starts
 
     def rows(self) -> Iterator[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
         """Chunks of (exchange rows, tool-call rows), n exchanges in all, sorted by time
@@ -596,6 +597,9 @@ class Inserter:
         self.exchange_fix = [(i, _sqlite_time) for i in times] + [(i, _sqlite_bool) for i in flags]
         call_flags = [i for i, c in enumerate(schema.tool_calls.columns) if isinstance(c.type, Boolean)]
         self.call_fix = [(i, _sqlite_bool) for i in call_flags]
+        # JSON the pricer leaves as a dict (cost_detail): text, as SQLAlchemy's JSON type binds it
+        self.json_fix = [(i, _json_text) for i, c in enumerate(schema.exchanges.columns) if c.name in JSON_COLUMNS]
+        self.exchange_fix += self.json_fix
 
     def insert(self, exchanges: list[dict[str, Any]], calls: list[dict[str, Any]]) -> None:
         with self.engine.begin() as connection:
@@ -609,8 +613,11 @@ class Inserter:
         getter = self.getters[table][1]
         values = [getter(row) for row in rows]
         if not self.sqlite:
-            return values
-        fixes = self.exchange_fix if table == "exchanges" else self.call_fix
+            if table != "exchanges":
+                return values
+            fixes = self.json_fix
+        else:
+            fixes = self.exchange_fix if table == "exchanges" else self.call_fix
         out = []
         for value in values:
             value = list(value)
@@ -625,14 +632,19 @@ def _sqlite_time(value: datetime | None) -> str | None:
     return None if value is None else value.strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
+def _json_text(value: Any) -> Any:
+    return value if value is None or isinstance(value, str) else json.dumps(value, default=str)
+
+
 def _sqlite_bool(value: bool | None) -> int | None:
     return None if value is None else int(value)
 
 
-def fill(engines: list[Engine], n: int, pricer: Pricer) -> tuple[Stats, float, float]:
-    """n exchanges into every engine; returns the stats, generate+price seconds, insert seconds."""
+def fill(engines: list[Engine], n: int, pricer: Pricer, days: float = DAYS) -> tuple[Stats, float, float]:
+    """n exchanges over `days` into every engine; returns the stats, generate+price
+    seconds, insert seconds."""
     inserters = [Inserter(engine) for engine in engines]
-    generator = Generator(n)
+    generator = Generator(n, days=days)
     making = inserting = 0.0
     clock = time.perf_counter()
     for exchanges, calls in generator.rows():

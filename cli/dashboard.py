@@ -122,17 +122,24 @@ def _routes(engine, url, label, since, until):
             return missing(exc)
 
     def log_json(rest: str, query: dict[str, str]):
+        def given(name: str) -> str | None:
+            return query.get(name) or None
+
         filters = audit.LogFilters(
+            team=given("team"),
+            model=given("model"),
+            provider=given("provider"),
+            status=given("status"),
+            finish=given("finish"),
+            tool_problem=given("tool_problem"),
+            cache_miss=given("cache_miss"),
+            search=given("search"),
             since=since,
             until=until,
-            **{
-                k: query.get(k) or None
-                for k in ("team", "model", "provider", "status", "finish", "tool_problem", "cache_miss", "search")
-            },
         )
         rows = audit.log(url, engine, filters, limit=data.EXCHANGES_SHOWN)
         details = audit.details(url, engine, [r["id"] for r in rows])
-        out = [{**{k: data._plain(v) for k, v in r.items()}, "detail": details.get(r["id"])} for r in rows]
+        out = [{**{k: data._plain(v, k) for k, v in r.items()}, "detail": details.get(r["id"])} for r in rows]
         return 200, "application/json", json.dumps(out, default=str).encode()
 
     return {"exchange/": exchange, "conversation/": conversation, "log.json": log_json}

@@ -1,48 +1,55 @@
 """The numbers a dashboard shows, gathered from the analytics reports in one DuckDB
 connection, as plain JSON-able values.
 
-Money stays exact until here and leaves as a decimal string (for tables) and a float
-(for chart heights). Not responsible for HTML (see `page.py`).
+Money stays exact until here and leaves as decimal text (`"0.0123"`): the page formats it
+with the CLI's one money format and draws chart heights from it. Past `WEEKS_AFTER_DAYS`
+days the series per day become series per week (a bar a day over a year is a blur and
+its date labels collide). Not responsible for HTML (see `page.py`) nor for formats (the
+totals' text comes from `analytics.render`; the page's own from `format.js`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+import duckdb
+
 from llmtap.analytics import reports
 from llmtap.analytics.duck import connect
+from llmtap.analytics.render import money, percent
 
 MISSES_SHOWN = 200
 PROBLEMS_SHOWN = 200
 EXCHANGES_SHOWN = 500
+CONVERSATIONS_SHOWN = 20
+PROMPT_SHOWN = 80
+WEEKS_AFTER_DAYS = 60
+TEAMS_SHOWN = 8  # series per team over time: the busiest teams, the rest as one
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, column: str = "") -> Any:
     if isinstance(value, Decimal):
-        return float(value)
+        return format(value, "f") if column in reports.MONEY else float(value)
     if isinstance(value, datetime):
         return value.isoformat(sep=" ", timespec="seconds")
     return value
 
 
 def _rows(table: reports.Table) -> list[dict[str, Any]]:
-    return [{k: _plain(v) for k, v in row.items()} for row in table.rows]
-
-
-def _money(value: Any) -> str:
-    return f"{Decimal(str(value)):.6f}" if value is not None else ""
+    return [{k: _plain(v, k) for k, v in row.items()} for row in table.rows]
 
 
 def collect(url: str, since: datetime | None = None, until: datetime | None = None) -> dict[str, Any]:
     """Everything the dashboard draws, for exchanges started in [since, until)."""
-    connection = connect(url, snapshot=True)  # fifteen reports: copy what they read once
+    connection = connect(url, snapshot=True)  # many reports: copy what they read once
     try:
 
-        def run(kind: str, by: list[str] | None = None, listing: bool = False) -> list[dict[str, Any]]:
-            table = reports.run(url, kind, by=by, since=since, until=until, listing=listing, connection=connection)
+        def run(kind: str, by: list[str] | None = None) -> list[dict[str, Any]]:
+            table = reports.run(url, kind, by=by, since=since, until=until, connection=connection)
             return _rows(table)
 
         data: dict[str, Any] = {
@@ -53,55 +60,182 @@ def collect(url: str, since: datetime | None = None, until: datetime | None = No
             "usage_by_day": run("usage", ["day"]),
             "cost_by_team": run("cost", ["team"]),
             "cost_by_day_team": run("cost", ["day", "team"]),
-            "cache_by_day": run("cache", ["day"]),
             "cache_by_team": run("cache", ["team"]),
-            "misses": run("cache", listing=True)[-MISSES_SHOWN:][::-1],
+            "cache_by_day_team": run("cache", ["day", "team"]),
             "finish_by_provider": run("finish", ["provider"]),
             "tools_by_team": run("tools", ["team"]),
-            "problems": run("tools", listing=True)[-PROBLEMS_SHOWN:][::-1],
             "errors_by_provider": run("errors", ["provider"]),
             "errors_by_status": run("errors", ["provider", "status"]),
             "latency_by_model": run("latency", ["model"]),
         }
+        bounds = {"since": _naive(since), "until": _naive(until)}
+        data["misses"], causes = _listing(connection, "cache_misses", bounds, MISSES_SHOWN, "cause")
+        data["miss_causes"] = [{"cause": k, "misses": n} for k, n in sorted(causes.items(), key=lambda c: -c[1])]
+        data["problems"], kinds = _listing(connection, "tool_problems", bounds, PROBLEMS_SHOWN, "status")
+        data["problem_count"] = sum(kinds.values())
+        data["offenders"] = _offenders(connection)
+        data["conversations"], data["conversations_note"] = _conversations(url, connection, since, until)
     finally:
         connection.close()
+    _other_teams(data)
+    data["period"] = _by_period(data)
     data["exchanges"] = recent_exchanges(url, since, until)
     data["totals"] = _totals(data)
-    data["offenders"] = _offenders(data["problems"])
     return data
+
+
+def _naive(moment: datetime | None) -> datetime | None:
+    if moment is not None and moment.tzinfo is not None:
+        return moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+def _listing(
+    connection: duckdb.DuckDBPyConnection, name: str, bounds: dict[str, Any], shown: int, kind: str
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The newest `shown` items of a `--list` report, and how many there are of each
+    `kind`: counted in DuckDB, not by fetching every item (100k+ at 1M exchanges)."""
+    table = f"dashboard_{name}"
+    connection.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {reports.sql(name)}", bounds)
+    counts = dict(connection.execute(f'SELECT "{kind}", count(*) FROM {table} GROUP BY 1').fetchall())
+    result = connection.execute(f"SELECT * FROM {table} ORDER BY started_at DESC, exchange_id DESC LIMIT {shown}")
+    columns = [d[0] for d in result.description]
+    rows = []
+    for values in result.fetchall():
+        row = dict(zip(columns, values, strict=True))
+        rows.append({k: _plain(_dollars(v) if k in reports.MONEY else v, k) for k, v in row.items()})
+    return rows, {str(k): int(v) for k, v in counts.items()}
+
+
+def _dollars(pico: Any) -> Decimal | None:
+    return None if pico is None else Decimal(int(pico)) / reports.PICO
+
+
+def _offenders(connection: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """The tools with the most problems (of the listing `_listing` kept), and which."""
+    found = connection.execute(
+        "SELECT coalesce(tool, '(result without a call)') AS tool, status, count(*) "
+        "FROM dashboard_tool_problems GROUP BY 1, 2"
+    ).fetchall()
+    by_tool: dict[str, dict[str, int]] = defaultdict(dict)
+    for tool, status, n in found:
+        by_tool[tool][status] = int(n)
+    ranked = sorted(by_tool.items(), key=lambda item: (-sum(item[1].values()), item[0]))[:15]
+    return [{"tool": tool, "problems": sum(counts.values()), "statuses": counts} for tool, counts in ranked]
+
+
+def _conversations(
+    url: str, connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The costliest conversations (`llmtap report conversations`), or none and why, on a
+    build whose reports have no such report yet."""
+    if "conversations" not in reports.REPORTS:
+        return [], "Needs `llmtap report conversations`, which this build does not have yet."
+    run: Callable[..., reports.Table] = reports.run
+    table = run(url, "conversations", since=since, until=until, connection=connection, top=CONVERSATIONS_SHOWN)
+    rows = _rows(table)[:CONVERSATIONS_SHOWN]
+    for row in rows:  # a glimpse: `show --conversation` has it all
+        prompt = row.get("first_prompt")
+        if isinstance(prompt, str) and len(prompt) > PROMPT_SHOWN:
+            row["first_prompt"] = prompt[: PROMPT_SHOWN - 1] + "…"
+    return rows, None
+
+
+# -- days or weeks, and the teams they show -----------------------------------------------------
+
+_SERIES = ("usage_by_day", "cost_by_day_team", "cache_by_day_team")
+_PER_TEAM = ("cost_by_day_team", "cache_by_day_team")
+
+
+def _other_teams(data: dict[str, Any]) -> None:
+    """Keep the TEAMS_SHOWN busiest teams (by requests) in the series per team over time
+    and sum the others into one "(N other teams)": 25 lines or legend entries on one
+    chart are a blur."""
+    ranked = sorted(data["usage_by_team"], key=lambda r: (-r["requests"], str(r["team"])))
+    if len(ranked) <= TEAMS_SHOWN + 1:
+        return
+    shown = {r["team"] for r in ranked[:TEAMS_SHOWN]}
+    other = f"({len(ranked) - TEAMS_SHOWN} other teams)"
+    data["teams_ranked"] = [r["team"] for r in ranked]
+    for name in _PER_TEAM:
+        rows = [row if row["team"] in shown else {**row, "team": other} for row in data[name]]
+        data[name] = _summed(rows, lambda row: (row["day"], row["team"]))
+    _hit_rates(data["cache_by_day_team"])
+
+
+def _hit_rates(rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        row["hit_rate"] = round(row["cache_read_tokens"] / row["input_tokens"], 4) if row["input_tokens"] else 0
+
+
+def _by_period(data: dict[str, Any]) -> str:
+    """ "day", or "week" (the series' `day` becomes the Monday of its week, the rows of a
+    week summed) when the days shown span more than WEEKS_AFTER_DAYS."""
+    days = sorted({row["day"] for row in data["usage_by_day"] if row.get("day")})
+    if not days or (date.fromisoformat(days[-1]) - date.fromisoformat(days[0])).days < WEEKS_AFTER_DAYS:
+        return "day"
+    for name in _SERIES:
+        weekly = [{**row, "day": _monday(row["day"])} for row in data[name]]
+        data[name] = _summed(weekly, lambda row: (row["day"], row.get("team")))
+    _hit_rates(data["cache_by_day_team"])
+    return "week"
+
+
+def _monday(day: str) -> str:
+    moment = date.fromisoformat(day)
+    return (moment - timedelta(days=moment.weekday())).isoformat()
+
+
+def _summed(rows: Iterable[dict[str, Any]], key: Callable[[dict[str, Any]], tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """Rows with the same key summed: counts added, money added exactly (None only when
+    every row's is None), rates left for the caller to recompute."""
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        into = out.get(key(row))
+        if into is None:
+            out[key(row)] = dict(row)
+            continue
+        for column, value in row.items():
+            if column in reports.MONEY:
+                into[column] = _add_money(into[column], value)
+            elif isinstance(value, int) and not isinstance(value, bool) and column != "day":
+                into[column] = (into.get(column) or 0) + value
+    return sorted(out.values(), key=lambda r: (r["day"], str(r.get("team"))))
+
+
+def _add_money(a: str | None, b: str | None) -> str | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return format(Decimal(a) + Decimal(b), "f")
 
 
 def _totals(data: dict[str, Any]) -> dict[str, Any]:
     usage = data["usage_by_team"]
     cost = data["cost_by_team"]
-    errors = data["errors_by_provider"]
+    cache = data["cache_by_team"]
     input_tokens = sum(r["input_tokens"] for r in usage)
     cache_read = sum(r["cache_read_tokens"] for r in usage)
+    requests = sum(r["requests"] for r in usage)
+    priced = [Decimal(r["cost_usd"]) for r in cost if r["cost_usd"] is not None]
+    unpriced = sum(r["unpriced"] for r in cost)
+    hit_rate = cache_read / input_tokens if input_tokens else 0
     return {
-        "requests": sum(r["requests"] for r in usage),
+        "requests": requests,
         "teams": len(usage),
         "input_tokens": input_tokens,
         "output_tokens": sum(r["output_tokens"] for r in usage),
         # a team with nothing priced has no cost (None), not $0: it adds nothing here
-        "cost_usd": _money(sum(Decimal(str(r["cost_usd"])) for r in cost if r["cost_usd"] is not None)),
-        "unpriced": sum(r["unpriced"] for r in cost),
+        "cost_usd": format(sum(priced, Decimal(0)), "f") if priced else None,
+        "cost_text": money(sum(priced, Decimal(0))) if priced else ("unpriced" if unpriced else money(0)),
+        "unpriced": unpriced,
         "usage_missing": sum(r["usage_missing"] for r in usage),
-        "hit_rate": round(cache_read / input_tokens, 4) if input_tokens else 0,
-        "misses": len(data["misses"]),
-        "errors": sum(r["errors"] for r in errors),
-        "tool_problems": len(data["problems"]),
+        "hit_rate": round(hit_rate, 4),
+        "hit_rate_text": percent(hit_rate),
+        "misses": sum(r.get("misses") or 0 for r in cache),
+        "not_cacheable": sum(r.get("not_cacheable") or 0 for r in cache),
+        "errors": sum(r["errors"] for r in data["errors_by_provider"]),
+        "tool_problems": data["problem_count"],
     }
-
-
-def _offenders(problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The tools with the most problems, and which."""
-    by_tool: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for problem in problems:
-        by_tool[problem.get("tool") or "(result without a call)"][problem["status"]] += 1
-    rows: list[dict[str, Any]] = [
-        {"tool": tool, "problems": sum(counts.values()), "statuses": dict(counts)} for tool, counts in by_tool.items()
-    ]
-    return sorted(rows, key=lambda r: (-r["problems"], r["tool"]))[:15]
 
 
 def recent_exchanges(url: str, since: datetime | None, until: datetime | None) -> list[dict[str, Any]]:
@@ -115,10 +249,4 @@ def recent_exchanges(url: str, since: datetime | None, until: datetime | None) -
         extra = audit.details(url, engine, [row["id"] for row in rows])
     finally:
         engine.dispose()
-    out = []
-    for row in rows:
-        plain = {k: _plain(v) for k, v in row.items()}
-        plain["cost_usd"] = _money(row["cost_usd"]) if row["cost_usd"] is not None else row["price_status"]
-        plain["detail"] = extra.get(row["id"])
-        out.append(plain)
-    return out
+    return [{**{k: _plain(v, k) for k, v in row.items()}, "detail": extra.get(row["id"])} for row in rows]

@@ -19,6 +19,9 @@ from typing import Any
 
 from jinja2 import Environment, FunctionLoader, select_autoescape
 
+# The page's own scripts, in order: formats and colours, the tables, the charts (which run).
+SCRIPTS = ("format.js", "exchanges.js", "dashboard.js")
+
 
 def _template_source(name: str) -> str:
     return resources.files("llmtap.dashboards").joinpath(name).read_text(encoding="utf-8")
@@ -57,7 +60,7 @@ def render(data: dict[str, Any], *, store: str, live: bool = False, refresh_seco
         live=live,
         refresh_seconds=refresh_seconds,
         css=_template_source("dashboard.css"),
-        dashboard_js=_template_source("dashboard.js"),
+        dashboard_js="\n".join(_template_source(name) for name in SCRIPTS),
         plotly_js=plotly_js(),
         data_json=script_json(data),
     )

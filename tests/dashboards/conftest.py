@@ -47,3 +47,35 @@ def browser():
         instance = playwright.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
         yield instance
         instance.close()
+
+
+SYNTHETIC_ROWS = 3000  # a test-size store: the 1M one is bench/reports.py's
+
+
+@pytest.fixture(scope="session")
+def synthetic_store(tmp_path_factory: pytest.TempPathFactory):
+    """make(days) -> (url, env): SYNTHETIC_ROWS exchanges of bench/synthetic.py's 25 teams
+    spread over `days`, priced, at the schema's head; one store per span per session."""
+    from llmtap.analytics.pricing import Pricer
+    from llmtap.bench.synthetic import fill
+    from llmtap.storage.engine import make_engine
+    from llmtap.storage.migrate import upgrade
+
+    made: dict[float, tuple[str, dict[str, str]]] = {}
+
+    def make(days: float) -> tuple[str, dict[str, str]]:
+        if days not in made:
+            folder = tmp_path_factory.mktemp(f"synthetic-{days:g}d")
+            url = f"sqlite:///{folder / 'store.db'}"
+            engine = make_engine(url)
+            try:
+                upgrade(engine)
+                fill([engine], SYNTHETIC_ROWS, Pricer(), days=days)
+            finally:
+                engine.dispose()
+            env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
+            env.pop("LLMTAP_CONFIG", None)
+            made[days] = (url, env)
+        return made[days]
+
+    return make

@@ -22,8 +22,8 @@ ALL_CHARTS_SETTLED = (  # every chart drawn or marked empty
 )
 
 
-def open_page(browser, url: str):
-    page = browser.new_page()
+def open_page(browser, url: str, viewport: dict[str, int] | None = None):
+    page = browser.new_page(viewport=viewport) if viewport else browser.new_page()
     problems: list[str] = []
     dialogs: list[str] = []
     page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
@@ -191,3 +191,61 @@ def test_served_pages_per_exchange_and_conversation(filled_store, browser):
         process.terminate()
         process.wait(timeout=20)
         process.stderr.close()
+
+
+def test_served_dashboard_keeps_its_marks_after_two_refreshes(filled_store, browser):
+    """Each refresh redraws every chart in place: none goes blank (the bug was a cleared
+    chart node that Plotly.react then diffed against, drawing nothing, with no error)."""
+    url, env = filled_store
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llmtap.cli.main", "dashboard", "--serve", "--port", "0", "--db", url],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        base = re.search(r"(http://127\.0\.0\.1:\d+/)", process.stderr.readline()).group(1)
+        page, problems, dialogs = open_page(browser, base)
+        page.wait_for_function("Number(document.body.getAttribute('data-refreshes') || 0) >= 2", timeout=60000)
+        drawn = page.eval_on_selector_all(".chart", "nodes => nodes.map(n => [n.id, n.getAttribute('data-drawn')])")
+        assert len(drawn) == 10 and [name for name, state in drawn if state != "chart"] == []
+        for name, _ in drawn:
+            marks = page.locator(f"#{name} .trace .point, #{name} .trace path.js-line, #{name} .trace .bars path")
+            assert marks.count() > 0, name
+        assert page.locator("#table-exchanges tbody tr").count() == 49
+        assert problems == [] and dialogs == []
+        page.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        process.stderr.close()
+
+
+def test_page_formats_money_and_percent_as_the_cli_does(browser, tmp_path: Path):
+    """format.js's money() and percent() against analytics.render's, value by value."""
+    import os
+    import random
+    from decimal import Decimal
+
+    from llmtap.analytics.render import money, percent
+
+    env = dict(os.environ, LLMTAP_HOME=str(tmp_path / "home"))
+    output = tmp_path / "empty.html"
+    assert (
+        llmtap("dashboard", "--db", f"sqlite:///{tmp_path / 'e.db'}", "-o", str(output), env=env, process=True).code
+        == 0
+    )
+    page, problems, _ = open_page(browser, output.as_uri())
+    r = random.Random(14)
+    amounts = ["0", "0.00", "1", "0.99996", "0.99994", "1234.5", "1234567.891", "999.995", "0.012345", "0.00045"]
+    amounts += ["-2.5", "-0.0123456", "0.000000000001", "1E-7", "5E+3", "12.345", "0.10005", "0.000000006765"]
+    amounts += [str(Decimal(r.randrange(10**13)).scaleb(-r.randrange(17))) for _ in range(500)]
+    ratios = [0, 1, 0.7467, 0.5, 0.12345, 0.0005, 0.00049, 0.1225, 0.1275, 0.99951, 0.0025, 2 / 3]
+    ratios += [r.random() for _ in range(300)] + [r.randrange(4001) / 4000 for _ in range(300)]
+    shown = page.evaluate(
+        "([a, p]) => [a.map(v => LlmtapFormat.money(v)), p.map(v => LlmtapFormat.percent(v))]", [amounts, ratios]
+    )
+    assert shown[0] == [money(Decimal(a)) for a in amounts]
+    assert shown[1] == [percent(p) for p in ratios]
+    assert problems == []
+    page.close()

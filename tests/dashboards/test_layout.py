@@ -1,0 +1,134 @@
+"""How the dashboard reads at 1, 30 and 365 days of synthetic traffic (25 teams), in a
+real headless Chromium: every chart has marks, no legend covers an axis label, counts
+tick at whole numbers, a year is drawn per week, a category has one colour on every
+chart (errors red, natural stops neutral), the hit rate is a line per team, and every
+cost shown has its `$`. With LLMTAP_SCREENSHOTS=DIR set, each span's page is saved as
+DIR/dashboard-{days}d.png (how docs/ got its pictures).
+
+Not responsible for the corpus store's content or for serving (test_dashboard.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from tests.dashboards.test_dashboard import open_page
+from tests.helpers import llmtap
+
+COUNT_CHARTS = ("chart-miss-causes", "chart-finish", "chart-tools", "chart-errors")
+
+# Each chart's legend box, and every axis label box, in page pixels.
+BOXES = """() => Array.from(document.querySelectorAll('.chart[data-drawn=chart]')).map(node => {
+  const box = el => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const legend = node.querySelector('.legend');
+  const labels = Array.from(node.querySelectorAll('.xtick text, .ytick text, .g-xtitle text, .g-ytitle text'));
+  return { id: node.id, legend: legend ? box(legend.querySelector('.bg') || legend) : null,
+           labels: labels.map(l => [l.textContent, box(l)]),
+           plot: box(node.querySelector('.nsewdrag') || node) };
+})"""
+
+
+def overlap(a: list[float], b: list[float]) -> bool:
+    return a[0] < b[2] - 1 and b[0] < a[2] - 1 and a[1] < b[3] - 1 and b[1] < a[3] - 1
+
+
+@pytest.fixture(scope="module", params=[1, 30, 365], ids=lambda days: f"{days}d")
+def shown(request, synthetic_store, browser, tmp_path_factory):
+    days = request.param
+    url, env = synthetic_store(days)
+    output = tmp_path_factory.mktemp(f"page-{days}d") / "dashboard.html"
+    assert llmtap("dashboard", "--db", url, "-o", str(output), env=env, process=True).code == 0
+    page, problems, dialogs = open_page(browser, output.as_uri(), viewport={"width": 1440, "height": 900})
+    folder = os.environ.get("LLMTAP_SCREENSHOTS")
+    if folder:
+        page.screenshot(path=str(Path(folder) / f"dashboard-{days}d.png"), full_page=True)
+    yield days, page, problems + dialogs
+    page.close()
+
+
+def test_every_chart_has_marks_and_no_errors(shown):
+    _, page, problems = shown
+    drawn = page.eval_on_selector_all(".chart", "nodes => nodes.map(n => [n.id, n.getAttribute('data-drawn')])")
+    assert [name for name, state in drawn if state != "chart"] == []
+    for name, _ in drawn:
+        marks = page.locator(f"#{name} .trace .point, #{name} .trace path.js-line, #{name} .trace .bars path")
+        assert marks.count() > 0, name
+    assert problems == []
+
+
+def test_no_legend_covers_a_label_or_the_plot(shown):
+    days, page, _ = shown
+    for chart in page.evaluate(BOXES):
+        if chart["legend"] is None:
+            continue
+        assert not overlap(chart["legend"], chart["plot"]), (days, chart["id"])
+        covered = [text for text, box in chart["labels"] if overlap(chart["legend"], box)]
+        assert covered == [], (days, chart["id"], covered)
+
+
+def test_counts_tick_at_whole_numbers(shown):
+    _, page, _ = shown
+    for chart in COUNT_CHARTS:
+        ticks = [t.replace(",", "") for t in page.locator(f"#{chart} .ytick text").all_text_contents()]
+        assert ticks and all(re.fullmatch(r"\d+", t) for t in ticks), (chart, ticks)
+        assert len(set(ticks)) == len(ticks), (chart, ticks)
+
+
+def test_a_year_is_drawn_per_week(shown):
+    days, page, _ = shown
+    period = "week" if days > 60 else "day"
+    assert set(page.locator("[data-period]").all_text_contents()) == {period}
+    xs = page.evaluate("() => document.getElementById('chart-tokens-day').data[0].x")
+    assert len(xs) <= (days // 7 + 2 if days > 60 else days + 1)
+
+
+def test_one_colour_per_category_on_every_chart(shown):
+    _, page, _ = shown
+    colours = page.evaluate(
+        """() => Object.fromEntries(['chart-finish', 'chart-tools', 'chart-errors', 'chart-cost-day', 'chart-hit-rate']
+        .map(id => [id, document.getElementById(id).data.map(t => [t.name, t.marker.color])]))"""
+    )
+    finish = dict(colours["chart-finish"])
+    red = ("#d92d20", "#b42318", "#f04438", "#7a271a", "#f97066")
+    if "error" in finish:
+        assert finish["error"] in red
+    assert finish.get("tool_use", "#0e9384") not in red and finish.get("end_turn", "#5b7bb8") not in red
+    assert all(colour in red for _, colour in colours["chart-errors"])  # 4xx and 5xx: shades of red
+    teams_cost, teams_hit = dict(colours["chart-cost-day"]), dict(colours["chart-hit-rate"])
+    assert len(teams_hit) > 1  # one line per team
+    assert {t: teams_cost[t] for t in teams_hit if t in teams_cost} == {
+        t: c for t, c in teams_hit.items() if t in teams_cost
+    }
+
+
+def test_every_cost_has_its_dollar(shown):
+    _, page, _ = shown
+    assert page.locator("[data-total=cost_usd]").text_content().startswith("$")
+    for table, column in (("table-conversations", 1), ("table-exchanges", 11), ("table-misses", 7)):
+        cells = page.locator(f"#{table} tbody td:nth-child({column})").all_text_contents()
+        assert cells, table
+        assert all(c.startswith("$") or c in ("unpriced", "usage_missing", "") for c in cells), (table, cells[:5])
+    ticks = page.locator("#chart-cost-team .ytick text").all_text_contents()
+    assert ticks and all(t.startswith("$") for t in ticks)
+
+
+def test_weeks_and_other_teams_add_up_to_the_total(synthetic_store):
+    """A year per week, the quiet teams summed into one: not a cent or a token lost."""
+    from decimal import Decimal
+
+    from llmtap.dashboards import data
+
+    url, _ = synthetic_store(365)
+    d = data.collect(url)
+    assert d["period"] == "week"
+    assert len({r["team"] for r in d["cost_by_day_team"]}) == data.TEAMS_SHOWN + 1
+    weekly = sum(Decimal(r["cost_usd"]) for r in d["cost_by_day_team"] if r["cost_usd"] is not None)
+    assert weekly == Decimal(d["totals"]["cost_usd"]) > 0
+    assert sum(r["input_tokens"] for r in d["cache_by_day_team"]) == d["totals"]["input_tokens"]
+    assert sum(r["requests"] for r in d["usage_by_day"]) == d["totals"]["requests"]
+    assert all(date.fromisoformat(r["day"]).weekday() == 0 for r in d["usage_by_day"])
