@@ -67,7 +67,7 @@ _MODALITIES = {"AUDIO": "audio", "IMAGE": "image", "VIDEO": "video"}
 # PROVISIONED_THROUGHPUT is prepaid and names no per-token tier).
 # https://cloud.google.com/vertex-ai/generative-ai/docs/reference/rest/v1/GenerateContentResponse#TrafficType
 _TRAFFIC_TIERS = {"ON_DEMAND": "standard", "ON_DEMAND_FLEX": "flex", "ON_DEMAND_PRIORITY": "priority"}
-_GEMINI_MAJOR = re.compile(r"gemini-(\d+)")
+_GEMINI_MAJOR = re.compile(r"gemini-(\d{1,3})(?!\d)")
 
 
 def convert_usage(raw: Any) -> Usage | None:

@@ -467,3 +467,9 @@ def test_a_decoder_pickled_before_requested_tiers_still_finishes():
     asked.feed(body)
     asked.end_response()
     assert pickle.loads(pickle.dumps(asked)).finish().service_tier == "flex"
+
+
+def test_a_hostile_gemini_version_is_a_grounded_prompt_not_a_crash():
+    ex = gemini({"groundingMetadata": {"webSearchQueries": ["a", "b"]}}, "gemini-" + "9" * 5000)
+    assert ex.decode_error is None
+    assert ex.server_tool_uses == {"web_search": 1}
