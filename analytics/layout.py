@@ -45,7 +45,10 @@ class Column:
             floor = max(min(widest, TIME_FLOOR), words)
         else:
             floor = max(min(widest, TEXT_FLOOR), words)
-        room = max(floor, min(natural, TEXT_ROOM)) if self.kind == TEXT else floor
+        # the width a text keeps before an optional column is left out: TEXT_ROOM, or its
+        # longest word (a name is not split inside a word while a column can go instead)
+        longest = max((len(w) for c in self.cells for w in c.plain.split()), default=0)
+        room = max(floor, min(natural, max(TEXT_ROOM, longest))) if self.kind == TEXT else floor
         self.widths = (floor, room, natural)
 
 
@@ -74,12 +77,12 @@ def fit(columns: Sequence[Column], width: int) -> tuple[list[Column], list[int],
         gap = 1  # the last way to fit without cutting: one space between two columns
     widths = [c.widths[2] for c in kept]
     excess = sum(widths) + _chrome(len(kept), gap) - width
-    # shrink times first (the hour goes under the date), then text, then headers over
-    # numbers: one character at a time
-    # from the column with the most room left (a few hundred steps at most)
-    for kinds in ((TIME,), (TEXT,), (WHOLE, NUMBER)):
+    # shrink times first (the hour goes under the date), then text down to its room, then
+    # headers over numbers, then text to its floor: one character at a time from the
+    # column with the most left to give (a few hundred steps at most)
+    for kinds, limit in (((TIME,), 0), ((TEXT,), 1), ((WHOLE, NUMBER), 0), ((TEXT,), 0)):
         while excess > 0:
-            room = [(widths[i] - c.widths[0], i) for i, c in enumerate(kept) if c.kind in kinds]
+            room = [(widths[i] - c.widths[limit], i) for i, c in enumerate(kept) if c.kind in kinds]
             most, index = max(room, default=(0, -1))
             if most <= 0:
                 break
