@@ -122,6 +122,9 @@ def _conversations(duck: duckdb.DuckDBPyConnection) -> None:
 
 def _with_money(row: dict[str, Any], conversation_id: str | None) -> dict[str, Any]:
     price = row.pop("price")
+    if row["usage"] is not None:  # the same keys in every row
+        row["usage"].setdefault("modalities", {})
+        row["usage"].setdefault("sub_usages", [])
     out = {"id": row.pop("id"), "conversation_id": conversation_id, **row}
     out.update({name: price[name.removeprefix("price_")] for name in PRICE_FIELDS})
     priced = price["status"] == "priced"

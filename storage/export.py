@@ -178,8 +178,12 @@ def to_canonical(row: Any, calls: list[dict[str, Any]]) -> dict[str, Any]:
     usage = None
     if row["usage_input_tokens"] is not None:
         usage = {name: row[column] for name, column in USAGE_COLUMNS.items()}
-        usage["modalities"] = row["usage_modalities"] or {}
-        usage["sub_usages"] = row["usage_sub"] or []
+        # only where the payload split them or another model was used (an advisor):
+        # `show` lists every key, and an export fills in the empty ones
+        if row["usage_modalities"]:
+            usage["modalities"] = row["usage_modalities"]
+        if row["usage_sub"]:
+            usage["sub_usages"] = row["usage_sub"]
     out["usage"] = usage
     out["usage_provenance"] = row["usage_provenance"]
     out["text"] = row["text"]
