@@ -56,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_module.load(args)
     pricing.pricer_for(settings)  # a bad price file fails before the store is opened
     engine = open_store(settings)
-    pricer = pricing.pricer_for(settings, engine)  # the explicit file, else the store's
     try:
+        pricer = pricing.pricer_for(settings, engine)  # the explicit file, else the store's
         duck = connect(engine.url.render_as_string(hide_password=False))
         try:
             pricing.catch_up(engine, pricer, duck)
