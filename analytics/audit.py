@@ -12,6 +12,7 @@ Not responsible for rendering (the CLI and the dashboard do) or for storing anyt
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -310,20 +311,25 @@ def _verdicts(url: str, ids: list[str]) -> dict[str, dict[str, Any]]:
             "SELECT exchange_id, cause, message_index, missed_tokens, extra_cost_usd, previous_exchange_id "
             "FROM cache_misses WHERE list_contains($ids, exchange_id)"
         )
-        result = connection.execute(query, {"since": None, "until": None, "ids": ids})
-        out = {}
-        for exchange_id, cause, index, missed, extra, previous in result.fetchall():
-            out[exchange_id] = {
-                "verdict": "miss",
-                "cause": cause,
-                "message_index": index,
-                "missed_tokens": missed,
-                "extra_cost_usd": Decimal(int(extra)) / reports.PICO if extra is not None else None,
-                "previous_exchange_id": previous,
-            }
-        return out
+        return miss_verdicts(connection.execute(query, {"since": None, "until": None, "ids": ids}).fetchall())
     finally:
         connection.close()
+
+
+def miss_verdicts(rows: Iterable[tuple[Any, ...]]) -> dict[str, dict[str, Any]]:
+    """Cache verdicts by exchange id from `cache_misses` rows of (exchange_id, cause,
+    message_index, missed_tokens, extra_cost_usd in pico-dollars, previous_exchange_id)."""
+    out = {}
+    for exchange_id, cause, index, missed, extra, previous in rows:
+        out[exchange_id] = {
+            "verdict": "miss",
+            "cause": cause,
+            "message_index": index,
+            "missed_tokens": missed,
+            "extra_cost_usd": Decimal(int(extra)) / reports.PICO if extra is not None else None,
+            "previous_exchange_id": previous,
+        }
+    return out
 
 
 def _verdict_without_miss(row: Any) -> dict[str, Any]:
@@ -436,17 +442,24 @@ def cost_shown(priced: list[Decimal], unpriced: int, noun: str = "turn") -> str:
     return f"{shown} + {unpriced} unpriced" + (f" {noun}{plural}" if noun else "")
 
 
-def details(url: str, engine: Engine, ids: list[str], text_limit: int = 2000) -> dict[str, dict[str, Any]]:
+def details(
+    url: str,
+    engine: Engine,
+    ids: list[str],
+    text_limit: int = 2000,
+    verdicts: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, dict[str, Any]]:
     """What the dashboard's inline view shows for each of `ids`, gathered in bulk: the
     request's facts, the answer (text clipped), tool calls, usage, cost, cache verdict
-    and the conversation it belongs to. No bodies: `show` has those."""
+    and the conversation it belongs to. No bodies: `show` has those. `verdicts`: the
+    misses among `ids` (`miss_verdicts`) when the caller has listed them already."""
     if not ids:
         return {}
     out: dict[str, dict[str, Any]] = {}
     with engine.connect() as connection:
         rows = connection.execute(select(exchanges).where(exchanges.c.id.in_(ids))).mappings().all()
         calls = tool_calls_by_exchange(connection, ids)
-    verdicts = _verdicts(url, ids)
+    verdicts = _verdicts(url, ids) if verdicts is None else verdicts
     for row in rows:
         canonical = to_canonical(row, calls.get(row["id"], []))
         text = row["text"] or ""

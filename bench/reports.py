@@ -9,8 +9,9 @@ priced by `Pricer.price_rows`), inserted into a fresh database at the schema's h
 Each report is timed as the CLI runs it (`reports.run`: a new DuckDB connection, the
 store attached, the views, the query, the rows in Python), best of R, wall clock and this
 process's CPU (DuckDB's threads included: on a busy machine the CPU column is the steadier
-one). Then the dashboard's way (one connection, a snapshot, every report), and one whole
-`llmtap report` command. Goal: every report under 2 s at 1M exchanges on a 2-core
+one). Then the dashboard's way (one connection, a snapshot, every report), what one dashboard
+render gathers (`data.collect`: the snapshot, its reports and listings, the newest
+exchanges), and one whole `llmtap report` command. Goal: every report under 2 s at 1M exchanges on a 2-core
 machine. Not a timed test: it prints numbers, and exits 0 either way.
 """
 
@@ -38,6 +39,7 @@ from llmtap.analytics import reports
 from llmtap.analytics.pricing import Pricer
 from llmtap.bench.scratch import postgres_reachable
 from llmtap.bench.synthetic import fill
+from llmtap.dashboards import data
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import upgrade
 
@@ -181,6 +183,8 @@ def time_snapshot(url: str) -> list[Timing]:
         out.append(Timing("  then all the reports above", wall, cpu, rows))
     finally:
         connection.close()
+    wall, cpu, shown = best_of(1, lambda: data.collect(url))
+    out.append(Timing("dashboard page data (data.collect)", wall, cpu, len(shown["exchanges"])))
     return out
 
 

@@ -60,7 +60,6 @@ def collect(url: str, since: datetime | None = None, until: datetime | None = No
             "usage_by_day": run("usage", ["day"]),
             "cost_by_team": run("cost", ["team"]),
             "cost_by_day_team": run("cost", ["day", "team"]),
-            "cache_by_team": run("cache", ["team"]),
             "cache_by_day_team": run("cache", ["day", "team"]),
             "finish_by_provider": run("finish", ["provider"]),
             "tools_by_team": run("tools", ["team"]),
@@ -75,11 +74,11 @@ def collect(url: str, since: datetime | None = None, until: datetime | None = No
         data["problem_count"] = sum(kinds.values())
         data["offenders"] = _offenders(connection)
         data["conversations"], data["conversations_note"] = _conversations(url, connection, since, until)
+        data["exchanges"] = _recent(url, connection, since, until)
     finally:
         connection.close()
     _other_teams(data)
     data["period"] = _by_period(data)
-    data["exchanges"] = recent_exchanges(url, since, until)
     data["totals"] = _totals(data)
     return data
 
@@ -212,7 +211,7 @@ def _add_money(a: str | None, b: str | None) -> str | None:
 def _totals(data: dict[str, Any]) -> dict[str, Any]:
     usage = data["usage_by_team"]
     cost = data["cost_by_team"]
-    cache = data["cache_by_team"]
+    cache = data["cache_by_day_team"]  # (a cache pass per report: one is enough for the totals)
     input_tokens = sum(r["input_tokens"] for r in usage)
     cache_read = sum(r["cache_read_tokens"] for r in usage)
     requests = sum(r["requests"] for r in usage)
@@ -238,15 +237,30 @@ def _totals(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def recent_exchanges(url: str, since: datetime | None, until: datetime | None) -> list[dict[str, Any]]:
-    """The newest exchanges as the audit log lists them, with their inline details."""
+def _recent(
+    url: str, connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None
+) -> list[dict[str, Any]]:
+    """The newest exchanges as `llmtap log` lists them (its own SQL), with their inline
+    details: its misses and tool problems are the listings `_listing` made, not a third
+    and fourth pass over the store."""
     from llmtap.analytics import audit
     from llmtap.storage.engine import make_engine
 
+    query = (
+        "WITH cache_misses AS (SELECT * FROM dashboard_cache_misses), "
+        "tool_problems AS (SELECT * FROM dashboard_tool_problems)\n" + reports.sql("log")
+    )
+    params = audit._params(audit.LogFilters(since=since, until=until), EXCHANGES_SHOWN, 0)
+    rows = audit._rows(connection.execute(query, params))
+    ids = [row["id"] for row in rows]
+    misses = connection.execute(
+        "SELECT exchange_id, cause, message_index, missed_tokens, extra_cost_usd, previous_exchange_id "
+        "FROM dashboard_cache_misses WHERE list_contains($ids, exchange_id)",
+        {"ids": ids},
+    ).fetchall()
     engine = make_engine(url)
     try:
-        rows = audit.log(url, engine, audit.LogFilters(since=since, until=until), limit=EXCHANGES_SHOWN)
-        extra = audit.details(url, engine, [row["id"] for row in rows])
+        extra = audit.details(url, engine, ids, verdicts=audit.miss_verdicts(misses))
     finally:
         engine.dispose()
     return [{**{k: _plain(v, k) for k, v in row.items()}, "detail": extra.get(row["id"])} for row in rows]
