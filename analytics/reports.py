@@ -188,16 +188,36 @@ class Table:
         return [c for c in self.columns if c in self.dimensions or c in metrics]
 
 
+# The minimum cacheable prompt length per model, in tokens, first match wins (Anthropic:
+# https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching; Gemini context
+# caching: 1,024 for Flash, 4,096 for Pro). A prefix under it cannot be cached: such a
+# would-be miss is `not_cacheable` (SPEC §5). One table for both cache queries: `$minimums`
+# (a VALUES CTE, for the few rows of --list) and `$minimum_case` (a CASE on
+# `served_model`, for the grouped report, which looks it up on its would-be misses only).
+MINIMUM_CACHEABLE = (
+    ("%opus-4-5%", 4096),
+    ("%opus-4-6%", 4096),
+    ("%haiku-4-5%", 4096),
+    ("%sonnet-4-6%", 2048),
+    ("%opus-4-7%", 2048),
+    ("claude-3-haiku%", 2048),
+    ("claude-3-5-haiku%", 2048),
+    ("claude%", 1024),
+    ("gemini%pro%", 4096),
+    ("gemini%", 1024),
+    ("%", 1024),
+)
+
+
 @cache
 def sql(name: str) -> str:
-    """One report's SQL text, by name (package data, so it works from an installed wheel).
-    `$minimums` (the cache reports' table of minimum cacheable lengths) is spliced in."""
-    text = _file(name)
-    return text.replace("$minimums", _file("cache_minimums")) if "$minimums" in text else text
-
-
-def _file(name: str) -> str:
-    return resources.files("llmtap.analytics").joinpath("sql", f"{name}.sql").read_text()
+    """One report's SQL text, by name (package data, so it works from an installed wheel),
+    with the table of minimum cacheable lengths spliced in where it is asked for."""
+    text = resources.files("llmtap.analytics").joinpath("sql", f"{name}.sql").read_text()
+    values = ", ".join(f"('{p}', {t}, {i})" for i, (p, t) in enumerate(MINIMUM_CACHEABLE))
+    case = " ".join(f"WHEN served_model ILIKE '{p}' THEN {t}" for p, t in MINIMUM_CACHEABLE)
+    text = text.replace("$minimums", f"minimums(pattern, tokens, priority) AS (VALUES {values})")
+    return text.replace("$minimum_case", f"CASE {case} END")
 
 
 def zone(name: str | None) -> ZoneInfo:

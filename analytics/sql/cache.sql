@@ -36,23 +36,18 @@ WITH turns AS (
         ORDER BY started_at, id
     )
 ),
-$minimums,
--- the minimum of each model (a handful of rows), joined instead of looked up per request
-model_minimum AS (
-    SELECT served_model, arg_min(tokens, priority) AS minimum
-    FROM (SELECT DISTINCT served_model FROM turns WHERE served_model IS NOT NULL) AS m
-    JOIN minimums ON served_model ILIKE pattern
-    GROUP BY served_model
-),
 scored AS (
     SELECT *,
-        candidate AND coalesce(prev_input >= minimum, true) AS missed,
-        candidate AND prev_input < minimum AS not_cacheable
+        candidate AND NOT coalesce(under_minimum, false) AS missed,
+        candidate AND coalesce(under_minimum, false) AS not_cacheable
     FROM (
-        SELECT turns.*, model_minimum.minimum,
+        SELECT turns.*,
             prev_input > 0 AND gap_s <= 3600 AND usage_cache_read_input_tokens < 0.05 * prev_input AS candidate,
-            greatest(least(prev_input, usage_input_tokens) - usage_cache_read_input_tokens, 0) AS would_read
-        FROM turns LEFT JOIN model_minimum USING (served_model)
+            greatest(least(prev_input, usage_input_tokens) - usage_cache_read_input_tokens, 0) AS would_read,
+            -- the model's minimum cacheable length, looked up for the would-be misses only
+            CASE WHEN prev_input > 0 AND usage_cache_read_input_tokens < 0.05 * prev_input
+                THEN prev_input < $minimum_case END AS under_minimum
+        FROM turns
         WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
     ) AS t
 )
