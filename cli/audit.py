@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import secrets
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -97,17 +99,32 @@ def _positive(value: str) -> int:
 
 
 def _json_default(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return float(value)
     if isinstance(value, datetime):
         return value.isoformat()
     return str(value)
 
 
 def _json(value: Any, indent: int | None = None) -> str:
+    """JSON text of `value`, money (`Decimal`) as a number with its exact digits: each
+    Decimal goes in as a string with an unguessable mark and comes out as its bare digits
+    (json.dumps has no hook for a number it does not know)."""
     from llmtap.analytics.render import json_c1_escaped
 
-    return json_c1_escaped(json.dumps(value, default=_json_default, ensure_ascii=False, indent=indent))
+    mark = f"\x00{secrets.token_hex(8)}:"
+    text = json.dumps(_marked(value, mark), default=_json_default, ensure_ascii=False, indent=indent)
+    quoted = json.dumps(mark)[1:-1]
+    text = re.sub(re.escape('"' + quoted) + r'(-?[0-9.E+-]+)"', r"\1", text)
+    return json_c1_escaped(text)
+
+
+def _marked(value: Any, mark: str) -> Any:
+    if isinstance(value, Decimal):
+        return mark + format(value.normalize(), "f") if value else mark + "0"
+    if isinstance(value, dict):
+        return {key: _marked(item, mark) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_marked(item, mark) for item in value]
+    return value
 
 
 def _shown(value: Any, *, lines: bool = False, style: str = "") -> Text:

@@ -15,6 +15,8 @@ SELECT
     sum(cost_cache_read_pico) AS cache_read_cost_usd,
     sum(cost_cache_write_pico) AS cache_write_cost_usd,
     sum(cost_output_pico) AS output_cost_usd,
+    -- per-use fees of server tools (web search, …); rows priced before fees were kept add 0
+    sum(CASE WHEN cost_total_pico IS NOT NULL THEN coalesce(cost_fee_pico, 0) END) AS fee_cost_usd,
     count(*) FILTER (WHERE price_status = 'priced') AS priced,
     count(*) FILTER (WHERE price_status = 'unpriced') AS unpriced,
     -- of those, the ones whose host was neither a provider's nor a configured upstream
