@@ -116,7 +116,8 @@ def _conversations(duck: duckdb.DuckDBPyConnection) -> None:
     conversation may start before the exported period), kept in DuckDB's memory, sorted
     by id so each page's look-up reads few blocks."""
     duck.execute(
-        f"CREATE OR REPLACE TEMP TABLE export_conversations AS SELECT * FROM ({sql('conversation_ids')}) ORDER BY id"
+        "CREATE OR REPLACE TEMP TABLE export_conversations AS "
+        f"SELECT id, conversation_id FROM ({sql('conversation_ids')}) ORDER BY id"
     )
 
 

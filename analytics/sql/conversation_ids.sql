@@ -3,29 +3,29 @@
 -- first message, where each request starts at most one hour after the one before it
 -- ended; a longer gap starts a new conversation, so two separate runs never merge because
 -- they start with the same prompt. An exchange without a first message (no request
--- decoded) is a conversation of its own. Columns: id, conversation_id.
+-- decoded) is a conversation of its own. Columns: every column of `exchanges` and
+-- conversation_id (a consumer names the ones it reads; DuckDB reads only those).
 -- Used as a CTE by the reports that need it and by `export`; the exchanges it reads are
 -- all of them, whatever period a report shows (a conversation may start before it).
 WITH keyed AS (
-    SELECT id, started_at, coalesce(ended_at, started_at) AS ended,
+    SELECT *, coalesce(ended_at, started_at) AS conversation_end_,
         -- one 64-bit key per thread, as in cache_misses.sql
         CASE WHEN first_message_hash IS NOT NULL THEN
-            hash(coalesce(key_fingerprint, 'team:' || team), model, first_message_hash) END AS thread
+            hash(coalesce(key_fingerprint, 'team:' || team), model, first_message_hash) END AS conversation_thread_
     FROM exchanges
 ),
 starts AS (
-    SELECT id, started_at, thread,
-        thread IS NULL
-            OR lag(ended) OVER w IS NULL
-            OR epoch(started_at) - epoch(lag(ended) OVER w) > 3600 AS starts
+    SELECT *,
+        conversation_thread_ IS NULL
+            OR lag(conversation_end_) OVER w IS NULL
+            OR epoch(started_at) - epoch(lag(conversation_end_) OVER w) > 3600 AS conversation_starts_
     FROM keyed
-    WINDOW w AS (PARTITION BY thread ORDER BY started_at, id)
+    WINDOW w AS (PARTITION BY conversation_thread_ ORDER BY started_at, id)
 )
-SELECT
-    id,
-    CASE WHEN thread IS NULL THEN id ELSE
-        last_value(CASE WHEN starts THEN id END IGNORE NULLS) OVER (
-            PARTITION BY thread ORDER BY started_at, id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+SELECT * EXCLUDE (conversation_end_, conversation_thread_, conversation_starts_),
+    CASE WHEN conversation_thread_ IS NULL THEN id ELSE
+        last_value(CASE WHEN conversation_starts_ THEN id END IGNORE NULLS) OVER (
+            PARTITION BY conversation_thread_ ORDER BY started_at, id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
         )
     END AS conversation_id
 FROM starts

@@ -2,30 +2,31 @@
 -- to this query as the CTE `conversation_ids`), one row per conversation with a turn in
 -- the since/until window, its sums over every turn (the turns outside the window too: a
 -- conversation is billed whole). conversation_id is the first exchange's id; team and
--- model are the first exchange's. cost_usd (pico-dollars here) sums the priced turns and
--- is NULL when none is priced; unpriced counts the turns without a price. Highest cost
--- first, the unpriced after the priced, then by tokens. first_body_ref (the first
+-- model are the first exchange's (no join: the identity query carries the columns, and
+-- DuckDB reads only the ones used). cost_usd (pico-dollars here) sums the priced turns
+-- and is NULL when none is priced; unpriced counts the turns without a price. Highest
+-- cost first, the unpriced after the priced, then by tokens. first_body_ref (the first
 -- request's stored body, when bodies were kept) is for the caller, which reads the first
 -- prompt of the rows it keeps.
 SELECT
-    c.conversation_id,
-    arg_min(e.team, (e.started_at, e.id)) AS team,
-    arg_min(coalesce(e.model, e.model_requested), (e.started_at, e.id)) AS model,
+    conversation_id,
+    max(team) FILTER (WHERE id = conversation_id) AS team,
+    max(coalesce(model, model_requested)) FILTER (WHERE id = conversation_id) AS model,
     count(*) AS turns,
-    coalesce(sum(e.usage_input_tokens), 0) AS input_tokens,
-    coalesce(sum(e.usage_cache_read_input_tokens), 0) AS cache_read_tokens,
-    coalesce(sum(e.usage_output_tokens), 0) AS output_tokens,
-    sum(e.cost_total_pico) AS cost_usd,
-    count(*) FILTER (WHERE e.price_status = 'unpriced') AS unpriced,
-    count(*) FILTER (WHERE e.usage_input_tokens IS NULL) AS usage_missing,
-    min(e.started_at) AS started_at,
-    max(coalesce(e.ended_at, e.started_at)) AS ended_at,
-    arg_min(e.request_body_ref, (e.started_at, e.id)) AS first_body_ref,
-    arg_min(e.protocol, (e.started_at, e.id)) AS first_protocol
-FROM exchanges AS e JOIN conversation_ids AS c USING (id)
-GROUP BY c.conversation_id
+    coalesce(sum(usage_input_tokens), 0) AS input_tokens,
+    coalesce(sum(usage_cache_read_input_tokens), 0) AS cache_read_tokens,
+    coalesce(sum(usage_output_tokens), 0) AS output_tokens,
+    sum(cost_total_pico) AS cost_usd,
+    count(*) FILTER (WHERE price_status = 'unpriced') AS unpriced,
+    count(*) FILTER (WHERE usage_input_tokens IS NULL) AS usage_missing,
+    min(started_at) AS started_at,
+    max(coalesce(ended_at, started_at)) AS ended_at,
+    max(request_body_ref) FILTER (WHERE id = conversation_id) AS first_body_ref,
+    max(protocol) FILTER (WHERE id = conversation_id) AS first_protocol
+FROM conversation_ids
+GROUP BY conversation_id
 HAVING count(*) FILTER (
-    WHERE ($since IS NULL OR e.started_at >= $since) AND ($until IS NULL OR e.started_at < $until)
+    WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
 ) > 0
-ORDER BY cost_usd DESC NULLS LAST, input_tokens + output_tokens DESC, started_at, c.conversation_id
+ORDER BY cost_usd DESC NULLS LAST, input_tokens + output_tokens DESC, started_at, conversation_id
 LIMIT $top
