@@ -101,6 +101,13 @@
     return axis;
   }
 
+  // A bar a period wide (less a gap): Plotly guesses widths from the spacing of the bars,
+  // and one day alone has none (a hairline).
+  function periodBars(d, traces) {
+    var width = (d.period === "week" ? 7 : 1) * DAY_MS * 0.8;
+    return traces.map(function (t) { return Object.assign(t, { width: t.x.map(function () { return width; }) }); });
+  }
+
   function iso(ms) { return new Date(ms).toISOString().slice(0, 19).replace("T", " "); }
 
   // -- traces -------------------------------------------------------------------------------
@@ -160,7 +167,7 @@
     function teamOrder(name) { var i = ranked.indexOf(name); return i < 0 ? ranked.length : i; }
     var tokensTeam = stackedTokens(d.usage_by_team, "team", true);
     draw("chart-tokens-team", tokensTeam, { yaxis: countAxis(tokensTeam) });
-    var tokensDay = stackedTokens(d.usage_by_day, "day", false);
+    var tokensDay = periodBars(d, stackedTokens(d.usage_by_day, "day", false));
     draw("chart-tokens-day", tokensDay, { xaxis: period, yaxis: countAxis(tokensDay) });
     draw("chart-cost-team", [{
       type: "bar", name: "cost",
@@ -172,10 +179,10 @@
       }),
       hovertemplate: "%{x}: %{customdata}<extra></extra>",
     }], { showlegend: false, yaxis: MONEY_AXIS });
-    draw("chart-cost-day", series(d.cost_by_day_team, "day", "team", null, "team", {
+    draw("chart-cost-day", periodBars(d, series(d.cost_by_day_team, "day", "team", null, "team", {
       rawX: true, value: function (r) { return Number(r.cost_usd) || 0; },
       text: function (r) { return money(r.cost_usd); }, trace: { hovertemplate: MONEY_HOVER }, order: teamOrder,
-    }), { xaxis: period, yaxis: MONEY_AXIS });
+    })), { xaxis: period, yaxis: MONEY_AXIS });
     draw("chart-hit-rate", series(d.cache_by_day_team, "day", "team", "hit_rate", "team", {
       rawX: true, line: true, order: teamOrder,
       trace: { type: "scatter", mode: "lines+markers", hovertemplate: "%{customdata}<extra>%{fullData.name}</extra>" },

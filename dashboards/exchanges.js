@@ -15,12 +15,15 @@ var LlmtapExchanges = (function () {
     if (value === null || value === undefined) { return ""; }
     if (typeof value === "number") {
       if (/rate|share/.test(column)) { return F.percent(value); }
+      if (/_ms$/.test(column)) { return F.count(Math.round(value)); }
       return F.count(value);
     }
     if (typeof value === "boolean") { return value ? "yes" : "no"; }
     if (typeof value === "object") { return JSON.stringify(value); }
     return String(value);
   }
+
+  var WRAPPED = ["detail", "statuses", "first_prompt", "problems"];
 
   // columns: [key, heading, flag(row) -> bool (shown as bad), link(row) -> href or null]
   function fill(id, rows, columns) {
@@ -56,6 +59,7 @@ var LlmtapExchanges = (function () {
           td.textContent = text;
         }
         if (typeof value === "number" || /usd/.test(c[0])) { td.className = "num"; }
+        if (WRAPPED.indexOf(c[0]) >= 0) { td.classList.add("wrap"); }  // prose wraps: ids never get cut
         if (c[2] && c[2](r)) { td.classList.add("bad"); }
       });
     });
@@ -91,10 +95,11 @@ var LlmtapExchanges = (function () {
 
   // -- the exchange table, its filters and the inline detail view -------------------------
 
-  var EXCHANGE_COLUMNS = [["started_at", "when (UTC)"], ["team", "team"], ["key_last4", "key"], ["protocol", "protocol"],
+  // the id early and the prose (problems, which wraps) last: a narrow window cuts no id
+  var EXCHANGE_COLUMNS = [["started_at", "when (UTC)"], ["id", "id"], ["team", "team"], ["key_last4", "key"],
     ["model", "model"], ["status", "status", function (r) { return r.status >= 400; }], ["finish_reason", "finish"],
     ["input_tokens", "in"], ["cached_tokens", "cached"], ["output_tokens", "out"], ["cost_usd", "cost"],
-    ["duration_ms", "ms"], ["problems", "problems", function (r) { return !!r.problems; }], ["id", "id"]];
+    ["duration_ms", "ms"], ["problems", "problems", function (r) { return !!r.problems; }]];
   var FILTERS = ["team", "model", "provider", "finish"];
   var current = [];
 

@@ -144,7 +144,7 @@ def test_exchange_rows_open_details_and_conversations(filled_store, browser, tmp
     rows = page.locator("#table-exchanges tbody tr")
     assert 0 < rows.count() < 49
     assert all(
-        HOSTILE_TEAM == text for text in page.locator("#table-exchanges tbody td:nth-child(2)").all_text_contents()
+        HOSTILE_TEAM == text for text in page.locator("#table-exchanges tbody td:nth-child(3)").all_text_contents()
     )
     page.select_option("select[name=team]", "")
     page.select_option("select[name=tool_problem]", "any")
@@ -182,6 +182,12 @@ def test_served_pages_per_exchange_and_conversation(filled_store, browser):
         page.goto(base + href)
         assert page.locator("h2", has_text="Who").count() == 1
         page.click("text=The conversation this exchange belongs to")
+        assert page.locator("#table-conversation tbody tr").count() >= 1
+        page.goto(base)
+        page.wait_for_function(ALL_CHARTS_SETTLED, timeout=30000)
+        link = page.locator("#table-conversations tbody a").first  # the costliest conversation
+        assert link.get_attribute("href").startswith("conversation/")
+        link.click()
         assert page.locator("#table-conversation tbody tr").count() >= 1
         with pytest.raises(urllib.error.HTTPError):
             urllib.request.urlopen(base + "exchange/nope", timeout=30)

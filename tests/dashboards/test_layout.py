@@ -85,6 +85,9 @@ def test_a_year_is_drawn_per_week(shown):
     assert set(page.locator("[data-period]").all_text_contents()) == {period}
     xs = page.evaluate("() => document.getElementById('chart-tokens-day').data[0].x")
     assert len(xs) <= (days // 7 + 2 if days > 60 else days + 1)
+    for chart in ("chart-tokens-day", "chart-cost-day"):  # a bar per period, never a hairline
+        widths = [box["width"] for box in (bar.bounding_box() for bar in page.locator(f"#{chart} .bars path").all())]
+        assert widths and min(w for w in widths if w > 0) > 3, (chart, min(widths))
 
 
 def test_one_colour_per_category_on_every_chart(shown):
@@ -109,7 +112,12 @@ def test_one_colour_per_category_on_every_chart(shown):
 def test_every_cost_has_its_dollar(shown):
     _, page, _ = shown
     assert page.locator("[data-total=cost_usd]").text_content().startswith("$")
-    for table, column in (("table-conversations", 1), ("table-exchanges", 11), ("table-misses", 7)):
+    for table, heading in (
+        ("table-conversations", "cost"),
+        ("table-exchanges", "cost"),
+        ("table-misses", "extra cost"),
+    ):
+        column = page.locator(f"#{table} thead th").all_text_contents().index(heading) + 1
         cells = page.locator(f"#{table} tbody td:nth-child({column})").all_text_contents()
         assert cells, table
         assert all(c.startswith("$") or c in ("unpriced", "usage_missing", "") for c in cells), (table, cells[:5])
