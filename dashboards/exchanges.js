@@ -229,7 +229,10 @@ var LlmtapExchanges = (function () {
         ["arguments", c.arguments_raw]]);
     });
     pairs(body, "Usage", Object.keys(info.usage || {}).map(function (k) { return [k, info.usage[k]]; }));
-    pairs(body, "Cost", Object.keys(info.cost || {}).map(function (k) { return [k, info.cost[k]]; }));
+    pairs(body, "Cost", Object.keys(info.cost || {}).map(function (k) {
+      var v = info.cost[k];
+      return [k, /_usd$/.test(k) && v !== null && v !== undefined ? F.money(v) : v];
+    }));
     pairs(body, "Cache", Object.keys(info.cache || {}).map(function (k) { return [k, info.cache[k]]; }));
     var page = document.getElementById("detail-page");
     page.hidden = !window.LLMTAP_LIVE;

@@ -156,6 +156,8 @@ def test_exchange_rows_open_details_and_conversations(filled_store, browser, tmp
     assert page.locator("#detail").is_visible()
     sections = page.locator("#detail-body h3").all_text_contents()
     assert {"Who and when", "Request", "Answer", "Usage", "Cost", "Cache"} <= set(sections)
+    total = page.locator("#detail-body dt", has_text="total_usd").locator("xpath=following-sibling::dd[1]")
+    assert total.text_content().startswith("$")
     assert "Paris" in page.locator("#detail-body pre").first.text_content()
     page.click("#detail-conversation")
     assert page.locator("#table-conversation tbody tr").count() >= 1
