@@ -19,6 +19,8 @@ from typing import Any
 
 from jinja2 import Environment, FunctionLoader, select_autoescape
 
+from llmtap.analytics.render import money
+
 # The page's own scripts, in order: formats and colours, the tables, the charts (which run).
 SCRIPTS = ("format.js", "exchanges.js", "dashboard.js")
 
@@ -35,6 +37,8 @@ def environment() -> Environment:
     )
     # Values shown through `tojson` (times, money) print as their text.
     env.policies["json.dumps_kwargs"] = {"default": str, "ensure_ascii": False}
+    # Money as the CLI shows it (`$1,234.56`; `unpriced` where there is no price).
+    env.filters["money"] = lambda value: money(value, missing="unpriced")
     return env
 
 
