@@ -27,6 +27,7 @@ from llmtap.addon.attribution import REFUSED_KEY, Attribution
 from llmtap.addon.tee import ExchangeMeta, PendingExchange, StreamTee
 from llmtap.addon.websocket import WebSocketSessions
 from llmtap.protocols import route
+from llmtap.protocols.exchange import SERVED_TIER_HEADER
 from llmtap.protocols.routing import may_be_json_object, websocket_protocol
 from llmtap.storage.ingest import retry_after
 from llmtap.storage.secrets import Literals, request_secrets
@@ -42,7 +43,10 @@ HELD_KEY = "llmtap_held"  # a small whole body left to mitmproxy (not streamed),
 SWITCH_INTERVAL = 0.001  # seconds; see `Recorder.running`
 HOLD_LIMIT = 64 * 1024  # the largest Content-Length body left to mitmproxy rather than streamed
 DEFAULT_KEEP = 32 * 1024 * 1024  # raw response bytes kept per exchange in body mode `full`
-_WANTED = frozenset((b"content-type", b"content-encoding", b"content-length", b"retry-after", b"retry-after-ms"))
+_SERVED_TIER = SERVED_TIER_HEADER.encode()
+_WANTED = frozenset(
+    (b"content-type", b"content-encoding", b"content-length", b"retry-after", b"retry-after-ms", _SERVED_TIER)
+)
 
 
 def _headers(fields: tuple[tuple[bytes, bytes], ...]) -> dict[bytes, str]:
@@ -216,6 +220,7 @@ class Recorder:
         meta.content_type = found.get(b"content-type")
         meta.content_encoding = found.get(b"content-encoding")
         meta.retry_after_s = retry_after(found.get(b"retry-after"), found.get(b"retry-after-ms"))
+        meta.served_tier = found.get(_SERVED_TIER)
         if not response.stream and _whole(found, self.hold_limit):  # (stream_large_bodies may have said stream)
             flow.metadata[HELD_KEY] = True
             return

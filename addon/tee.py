@@ -74,6 +74,7 @@ class ExchangeMeta:
     retry_after_s: float | None = None
     content_type: str | None = None
     content_encoding: str | None = None
+    served_tier: str | None = None  # the `x-gemini-service-tier` response header, as sent
     raw_chunks: list[bytes] | None = field(default=None)  # kept only for body mode `full`
     # mitmproxy's header fields as they were forwarded (body mode `full` only): redacted
     # into `request_headers` on the writer's thread, never stored as they are.
@@ -95,6 +96,7 @@ class ExchangeMeta:
             content_type=self.content_type,
             content_encoding=self.content_encoding,
             provider=self.provider,
+            served_tier=self.served_tier,
         )
 
     def __reduce__(self) -> tuple[Any, ...]:

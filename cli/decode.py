@@ -13,6 +13,8 @@ from pathlib import Path
 
 from llmtap.cli.errors import UsageError
 from llmtap.protocols import PROTOCOLS, decode_exchange, route
+from llmtap.protocols.common import tier_word
+from llmtap.protocols.exchange import SERVED_TIER_HEADER, SERVED_TIER_PROTOCOLS
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -30,6 +32,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--content-type", help="response Content-Type")
     parser.add_argument("--content-encoding", help="response Content-Encoding (gzip, br, zstd, deflate)")
     parser.add_argument("--protocol", choices=PROTOCOLS, help="override protocol detection")
+    parser.add_argument(
+        "--served-tier",
+        type=_tier,
+        metavar="WORD",
+        help=f"the response's {SERVED_TIER_HEADER} header (standard, flex, priority): the tier "
+        "Gemini served, recorded ahead of what the body or the request says (Gemini paths only)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -41,6 +50,13 @@ def _status(value: str) -> int:
     if not 100 <= status <= 599:
         raise argparse.ArgumentTypeError(f"not an HTTP status: {value!r}")
     return status
+
+
+def _tier(value: str) -> str:
+    word = tier_word(value)
+    if word is None:
+        raise argparse.ArgumentTypeError(f"not a service tier: {value!r}")
+    return word
 
 
 def _read(path: str | None, what: str) -> bytes | None:
@@ -59,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
     protocol = args.protocol or route("POST", args.path)
     if protocol is None:
         raise UsageError(f"{args.path!r} is not a path of a supported LLM API (see --protocol)")
+    if args.served_tier is not None and protocol not in SERVED_TIER_PROTOCOLS:
+        raise UsageError(f"--served-tier is Gemini's {SERVED_TIER_HEADER} header; {protocol} has no such header")
     exchange = decode_exchange(
         protocol,
         response=response,
@@ -68,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         status=args.status,
         content_type=args.content_type,
         content_encoding=args.content_encoding,
+        served_tier=args.served_tier,
     )
     json.dump(exchange.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
     sys.stdout.write("\n")

@@ -7,6 +7,11 @@ Then it applies, once for every protocol, the finish-reason rules SPEC §2 state
 of them. It never raises: whatever goes wrong becomes the record's `decode_error`.
 `decode_exchange` does the same for a whole body at once.
 
+The one response header a record needs is passed in as a word, not as headers: Gemini
+states the tier it served in `x-gemini-service-tier` (`SERVED_TIER_HEADER`; Priority and
+Flex fall back to standard quietly), so a caller that has the response headers passes
+that header's value as `served_tier`.
+
 Not responsible for where the bytes come from (proxy, HAR, file), where records go, or
 any one protocol's rules (its `Translator` module has them).
 """
@@ -24,7 +29,7 @@ from llmtap.protocols import (
     openai_responses,
 )
 from llmtap.protocols.canonical import ApiError, Exchange
-from llmtap.protocols.common import new_budget, parse_json
+from llmtap.protocols.common import new_budget, parse_json, tier_word
 from llmtap.protocols.content import ContentDecoder
 from llmtap.protocols.contract import Fold, Folded, Translator
 from llmtap.protocols.errors import DecodeError
@@ -41,6 +46,12 @@ TRANSLATORS: Mapping[str, Translator] = {
     gemini_generate.PROTOCOL: gemini_generate,
     gemini_interactions.PROTOCOL: gemini_interactions,
 }
+
+# The response header Gemini states its served tier in (`standard`, `flex`, `priority`):
+# https://ai.google.dev/gemini-api/docs/priority-inference. Only the Gemini protocols
+# take it; it outranks the body's own statement and the requested tier.
+SERVED_TIER_HEADER = "x-gemini-service-tier"
+SERVED_TIER_PROTOCOLS = frozenset((gemini_generate.PROTOCOL, gemini_interactions.PROTOCOL))
 
 # A non-streamed body is buffered to be parsed at the end; past this it is not decoded.
 MAX_JSON_BODY = 64 * 1024 * 1024
@@ -62,8 +73,12 @@ class ExchangeDecoder:
         content_type: str | None = None,
         content_encoding: str | None = None,
         provider: str | None = None,
+        served_tier: str | None = None,
         max_json_body: int = MAX_JSON_BODY,
     ) -> None:
+        """`served_tier` is the value of the response's `x-gemini-service-tier` header, if
+        it had one: the served tier of a Gemini exchange when it is a short plain word;
+        ignored for every other protocol."""
         self.module: Translator = TRANSLATORS[protocol]
         self.ex = Exchange(protocol=protocol, provider=provider or provider_for(protocol, host))
         self.ex.status = status
@@ -82,6 +97,7 @@ class ExchangeDecoder:
         self._cut_tail = False
         self._request = request  # decoded in finish(), off the path bytes travel
         self._requested_tier: str | None = None
+        self._served_tier = tier_word(served_tier) if protocol in SERVED_TIER_PROTOCOLS else None
         self._ended = False
         try:
             self._content: ContentDecoder | None = ContentDecoder(content_encoding)
@@ -98,6 +114,7 @@ class ExchangeDecoder:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state.setdefault("_requested_tier", None)  # pickled before requested tiers were kept
+        state.setdefault("_served_tier", None)  # pickled before the served-tier header was read
         self.__dict__.update(state)
         self.module = TRANSLATORS[self.ex.protocol]
 
@@ -310,6 +327,8 @@ class ExchangeDecoder:
             ex.usage_provenance = "missing"
         if ex.model is None:
             ex.model = ex.model_requested
+        if self._served_tier is not None:
+            ex.service_tier = self._served_tier  # the header says what was served, ahead of the body
         if ex.service_tier is None:
             ex.service_tier = self._requested_tier  # what was asked, when nothing says what was served
         try:
@@ -349,6 +368,7 @@ def decode_exchange(
     content_type: str | None = None,
     content_encoding: str | None = None,
     provider: str | None = None,
+    served_tier: str | None = None,
 ) -> Exchange:
     """Decode one whole exchange; the same steps as feeding `ExchangeDecoder` in one chunk."""
     decoder = ExchangeDecoder(
@@ -360,6 +380,7 @@ def decode_exchange(
         content_type=content_type,
         content_encoding=content_encoding,
         provider=provider,
+        served_tier=served_tier,
     )
     decoder.feed(response)
     return decoder.finish()

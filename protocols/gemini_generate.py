@@ -121,8 +121,8 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
         ex.model = body["modelVersion"]
     ex.usage_raw = body.get("usageMetadata")
     ex.usage = convert_usage(body.get("usageMetadata"))
-    # The served tier, where the usage states it (it also rides the `x-gemini-service-tier`
-    # response header, which the decoder does not see).
+    # The served tier, where the usage states it (the `x-gemini-service-tier` response
+    # header outranks it: `ExchangeDecoder` applies that one).
     ex.service_tier = _TRAFFIC_TIERS.get(str(sub(body, "usageMetadata").get("trafficType")))
     candidates = [c for c in items(body, "candidates") if isinstance(c, dict)]
     candidate = min(candidates, key=lambda c: count(c.get("index")) or 0) if candidates else {}

@@ -1,7 +1,9 @@
 """The simulated provider's Gemini answers: generateContent (JSON), streamGenerateContent
 (SSE with `alt=sse`, else a streamed JSON array) and Interactions (JSON or SSE, steps
 shape), with implicit prefix caching from 1,024 tokens and thinking tokens billed as
-output.
+output. A generateContent request that asks for a `service_tier` is told the tier it was
+served in the `x-gemini-service-tier` header: the one asked for, or `standard` when the
+last user message holds `[tier-fallback]` (Priority and Flex falling back, as they do).
 
 Not responsible for deciding what to answer (see `plan`), for routing requests here (see
 `provider`, which this module never imports) or for serving HTTP (see `upstream`).
@@ -17,6 +19,9 @@ from llmtap.simulator.prompt_cache import PromptCache
 from llmtap.simulator.upstream import Reply, sse_chunks
 from llmtap.simulator.wire_common import CHUNK_DELAY, SseEvent, json_reply, sse_reply, tokens, words
 
+SERVED_TIER_HEADER = "x-gemini-service-tier"
+TIER_FALLBACK = "[tier-fallback]"  # in the last user message: a requested tier is served as standard
+
 
 def _last_user(contents: list[Any]) -> tuple[str, bool]:
     for content in reversed(contents):
@@ -28,9 +33,19 @@ def _last_user(contents: list[Any]) -> tuple[str, bool]:
     return "", False
 
 
+def _served_tier(body: dict[str, Any], last_user: str) -> list[tuple[str, str]]:
+    """The served-tier header for a request that asked for a tier; none otherwise."""
+    asked = body.get("service_tier", body.get("serviceTier"))
+    if not isinstance(asked, str) or not asked:
+        return []
+    return [(SERVED_TIER_HEADER, "standard" if TIER_FALLBACK in last_user else asked.lower())]
+
+
 def generate(cache: PromptCache, body: dict[str, Any], model: str, method: str, sse: bool, serial: int) -> Reply:
     contents = body.get("contents") or []
-    plan = plan_for(*_last_user(contents))
+    last_user, tool_result = _last_user(contents)
+    plan = plan_for(last_user, tool_result)
+    tier_headers = _served_tier(body, last_user)
     if plan.error:
         return json_reply(
             {
@@ -69,7 +84,7 @@ def generate(cache: PromptCache, body: dict[str, Any], model: str, method: str, 
     head = {"modelVersion": model, "responseId": f"demo-gem-{serial:06d}"}
     if method == "generateContent":
         whole = {"content": {"role": "model", "parts": final_parts}, "finishReason": "STOP", "index": 0}
-        return json_reply({"candidates": [whole], "usageMetadata": usage, **head})
+        return json_reply({"candidates": [whole], "usageMetadata": usage, **head}, headers=tier_headers)
     pieces = []
     for index, parts in enumerate(chunks):
         candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
@@ -82,10 +97,17 @@ def generate(cache: PromptCache, body: dict[str, Any], model: str, method: str, 
         pieces.append(piece)
     if sse:
         body_bytes = b"".join(b"data: " + json.dumps(p).encode() + b"\r\n\r\n" for p in pieces)
-        return Reply(content_type="text/event-stream", chunks=sse_chunks(body_bytes), delay=CHUNK_DELAY)
+        return Reply(
+            content_type="text/event-stream", chunks=sse_chunks(body_bytes), delay=CHUNK_DELAY, headers=tier_headers
+        )
     array = [("[" if i == 0 else ",\r\n") + json.dumps(p) for i, p in enumerate(pieces)]
     array[-1] += "]"
-    return Reply(content_type="application/json; charset=UTF-8", chunks=[a.encode() for a in array], delay=CHUNK_DELAY)
+    return Reply(
+        content_type="application/json; charset=UTF-8",
+        chunks=[a.encode() for a in array],
+        delay=CHUNK_DELAY,
+        headers=tier_headers,
+    )
 
 
 def _chunks(plan: Plan, thinking: bool) -> list[list[dict[str, Any]]]:

@@ -15,6 +15,7 @@ from datetime import datetime
 from urllib.parse import unquote
 
 from llmtap.protocols import decode_exchange, route
+from llmtap.protocols.exchange import SERVED_TIER_HEADER
 from llmtap.storage.hosts import UNVERIFIED_HOST, provider_host
 from llmtap.storage.ids import capture_id
 from llmtap.storage.record import Recorded
@@ -123,6 +124,7 @@ def to_record(
         status=http.status,
         content_type=content_type,
         content_encoding=http.header("content-encoding", "response") if http.response_encoded else None,
+        served_tier=http.header(SERVED_TIER_HEADER, "response"),
     )
     if http.interrupted and not exchange.interrupted:
         exchange.interrupted = http.interrupted

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, exists, func, select, update
 
 from llmtap.protocols import ExchangeDecoder
+from llmtap.protocols.exchange import SERVED_TIER_PROTOCOLS
 from llmtap.storage import bodies as blobs
 from llmtap.storage.export import utc
 from llmtap.storage.record import Recorded
@@ -136,6 +137,9 @@ def _reprocess_row(connection: Any, row: Any) -> int:
             load_blob(connection, row["request_body_ref"]), lambda h: load_blob(connection, h)
         )
     response = load_blob(connection, row["response_body_ref"])
+    # No response headers are stored: a Gemini row's tier may have come from the served-tier
+    # header, which the bodies cannot say again. The stored tier stands in for that header.
+    served_tier = row["service_tier"] if row["protocol"] in SERVED_TIER_PROTOCOLS else None
     decoder = ExchangeDecoder(
         row["protocol"],
         request=request,
@@ -144,6 +148,7 @@ def _reprocess_row(connection: Any, row: Any) -> int:
         status=row["status"],
         content_type=row["response_content_type"],
         provider=row["provider"],
+        served_tier=served_tier,
     )
     decoder.feed(response)
     exchange = decoder.finish(interrupted=row["interrupted"])
