@@ -32,14 +32,16 @@ DIMENSIONS = {
     "provider": "coalesce(provider, '(unknown)')",
     "model": "coalesce(model, model_requested, '(unknown)')",
     "day": "strftime(started_at, '%Y-%m-%d')",
+    "hour": "strftime(started_at, '%Y-%m-%d %H:00')",
     "key": "coalesce('…' || key_last4 || ' ' || left(key_fingerprint, 8), '(no key)')",
     "protocol": "protocol",
     "status": "coalesce(CAST(status AS VARCHAR), '(none)')",
     "tier": "coalesce(service_tier, '(not stated)')",
 }
-# `--by day` in another zone than UTC: the day of the UTC instant's wall time there (ICU).
+# `--by day`/`hour` in another zone than UTC: the UTC instant's wall time there (ICU).
 _DAY_IN_ZONE = "strftime((started_at AT TIME ZONE 'UTC') AT TIME ZONE {zone}, '%Y-%m-%d')"
-GROUPED = ("team", "provider", "model", "day", "key", "protocol", "tier")
+_HOUR_IN_ZONE = "strftime((started_at AT TIME ZONE 'UTC') AT TIME ZONE {zone}, '%Y-%m-%d %H:00')"
+GROUPED = ("team", "provider", "model", "day", "hour", "key", "protocol", "tier")
 MONEY = (
     "cost_usd",
     "input_cost_usd",
@@ -217,6 +219,7 @@ def sql(name: str) -> str:
     values = ", ".join(f"('{p}', {t}, {i})" for i, (p, t) in enumerate(MINIMUM_CACHEABLE))
     case = " ".join(f"WHEN served_model ILIKE '{p}' THEN {t}" for p, t in MINIMUM_CACHEABLE)
     text = text.replace("$minimums", f"minimums(pattern, tokens, priority) AS (VALUES {values})")
+    text = text.replace("$largest_minimum", str(max(tokens for _, tokens in MINIMUM_CACHEABLE)))
     return text.replace("$minimum_case", f"CASE {case} END")
 
 
@@ -243,7 +246,9 @@ def build(report: Report, by: list[str], tz: str = "UTC") -> str:
     positions = [str(i + 1) for i in range(len(by))]
     known = dict(DIMENSIONS)
     if zone(tz).key != "UTC":  # a key zoneinfo found: letters, digits, / _ + - only
-        known["day"] = _DAY_IN_ZONE.format(zone="'" + zone(tz).key.replace("'", "''") + "'")
+        quoted = "'" + zone(tz).key.replace("'", "''") + "'"
+        known["day"] = _DAY_IN_ZONE.format(zone=quoted)
+        known["hour"] = _HOUR_IN_ZONE.format(zone=quoted)
     text = Template(sql(report.name)).safe_substitute(
         dims="".join(f"{known[name]} AS {_ident(name)},\n    " for name in by),
         names="".join(f"{n},\n    " for n in names),
@@ -309,7 +314,7 @@ def run(
     tz: str = "UTC",
 ) -> Table:
     """Report `kind` as rows. `top` limits the rows of `conversations` (the others ignore
-    it); `tz` is the zone `--by day` counts days in."""
+    it); `tz` is the zone `--by day` and `--by hour` count in."""
     report = REPORTS[kind]
     if top is not None and top < 1:
         raise ReportError("--top takes a positive number")

@@ -14,7 +14,6 @@
 WITH turns AS (
     SELECT
         $dims
-        model AS served_model,
         started_at,
         usage_input_tokens,
         usage_cache_read_input_tokens,
@@ -22,6 +21,11 @@ WITH turns AS (
         rate_input_pico,
         rate_cache_read_pico,
         CASE WHEN takes_part THEN lag(usage_input_tokens) OVER w END AS prev_input,
+        -- the model (one per conversation) where the minimum may matter: only a previous
+        -- request under the largest minimum could be under its model's, so the window
+        -- carries a model string for those few rows and NULL for the rest
+        CASE WHEN takes_part THEN
+            lag(CASE WHEN usage_input_tokens < $largest_minimum THEN model END) OVER w END AS served_model,
         CASE WHEN takes_part THEN epoch(started_at) - epoch(lag(coalesce(ended_at, started_at)) OVER w) END AS gap_s
     FROM (
         SELECT *,
