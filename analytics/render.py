@@ -268,11 +268,16 @@ def price_footer_lines(footer: dict[str, Any]) -> list[str]:
     lines = [f"prices: {'; '.join(versions)}" if versions else "prices: none used (nothing was priced)"]
     for entry in footer.get("unpriced_models") or []:
         lines.append(
-            f"unpriced: {entry['model']} — {entry['requests']:,} requests, "
+            f"unpriced: {entry['model']} — {_count(entry['requests'], 'request')}, "
             f"{entry['input_tokens']:,} input and {entry['output_tokens']:,} output tokens, not in the total"
         )
     if footer.get("unverified_host"):
         lines.append(f"of those, {footer['unverified_host']:,} went to an unverified host (never priced)")
     if footer.get("usage_missing"):
-        lines.append(f"usage missing: {footer['usage_missing']:,} exchanges without usage, not priced (not $0)")
+        missing = _count(footer["usage_missing"], "exchange")
+        lines.append(f"usage missing: {missing} without usage, not priced (not $0)")
     return lines
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}" + ("" if number == 1 else "s")

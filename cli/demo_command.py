@@ -56,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
         render.as_rich(
             table, f"llmtap report {kind} --by {','.join(by)}", console, table.compact(reports.REPORTS[kind].table)
         )
+        if kind == "cost":  # which prices, and what is not in the total, as `report cost` says
+            for line in render.price_footer_lines(reports.price_footer(db_url)):
+                console.print(render.shown(line))
     misses = reports.run(db_url, "cache", listing=True).rows
     problems_found = reports.run(db_url, "tools", listing=True).rows
     dashboard = folder / "llmtap-dashboard.html"

@@ -53,7 +53,7 @@ def test_cost_totals_and_footer(store, convs):
     tokens_in = sum(t.exchange.usage.input_tokens for t in beta)
     tokens_out = sum(t.exchange.usage.output_tokens for t in beta)
     assert f"unpriced: {UNPRICED} — 2 requests, {tokens_in:,} input and {tokens_out:,} output tokens" in footer
-    assert "usage missing: 1 exchanges" in footer
+    assert "usage missing: 1 exchange without usage" in footer
 
 
 def test_cache_table_shows_percentages_and_recomputes_the_total_rate(store):
