@@ -5,7 +5,7 @@ Before a report that reads prices (cost, cache), exchanges stored without a pric
 (imported, or recorded while no pricer ran) or under another price file are priced at
 their own dates. `--list` lists single items (cache misses, tool-call
 problems) as JSON objects. An empty store says so. A table ends with a totals row, and
-`cost`'s names the price versions used and the unpriced models; times and `--by day` are
+`cost`'s names the price versions used and the unpriced models; times, `--by day` and `--by hour` are
 in `--tz` (UTC unless asked).
 """
 
@@ -30,7 +30,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Reports over the recorded exchanges, computed by DuckDB over the store.",
     )
     parser.add_argument("kind", choices=KINDS, metavar="KIND", help=", ".join(KINDS))
-    parser.add_argument("--by", help="comma-separated: team, provider, model, day, key, protocol, tier")
+    parser.add_argument("--by", help="comma-separated: team, provider, model, day, hour, key, protocol, tier")
     parser.add_argument(
         "--since",
         help="ISO date/time or age (7d): exchanges started at or after (conversations: with a turn at or after)",
@@ -39,7 +39,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--top", type=_positive, default=20, metavar="N", help="conversations: the N costliest (default 20)"
     )
-    parser.add_argument("--tz", metavar="ZONE", help="IANA time zone of times and of --by day (default UTC)")
+    parser.add_argument("--tz", metavar="ZONE", help="IANA time zone of times and of --by day/hour (default UTC)")
     parser.add_argument("--format", choices=("table", "json", "csv"), default="table")
     parser.add_argument("--list", action="store_true", help="single items: cache misses, tool-call problems")
     parser.add_argument("--prices", metavar="FILE", help="local price file (TOML) overriding or adding models")
@@ -115,8 +115,8 @@ def _show(args: argparse.Namespace, table, empty: bool, label: str, zone, footer
         console = render.make_console()
         columns = table.compact(reports.REPORTS[args.kind].table)
         title = f"llmtap report {args.kind}"
-        if "day" in table.dimensions:
-            title += f" (days in {zone.key})"
+        if "day" in table.dimensions or "hour" in table.dimensions:
+            title += f" ({'hours' if 'hour' in table.dimensions else 'days'} in {zone.key})"
         optional = () if args.list else reports.REPORTS[args.kind].optional
         render.as_rich(table, title, console, columns, zone=zone, optional=optional)
         if footer is not None:

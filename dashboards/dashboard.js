@@ -85,26 +85,57 @@
 
   var MONEY_AXIS = { rangemode: "tozero", tickprefix: "$", separatethousands: true };
 
-  var DAY_MS = 86400000;
+  var HOUR_MS = 3600000;
+  var DAY_MS = 24 * HOUR_MS;
+  var PERIOD_MS = { hour: HOUR_MS, day: DAY_MS, week: 7 * DAY_MS };
+  var HOVER = { hour: "%b %-d, %Y %H:%M UTC", day: "%b %-d, %Y", week: "week of %b %-d, %Y" };
+
+  // A period's key (`2026-12-01`, or `2026-12-01 13:00` per hour; UTC) as epoch ms.
+  function periodStart(key) {
+    var text = String(key);
+    return Date.parse(text.length > 10 ? text.replace(" ", "T") + ":00Z" : text + "T00:00:00Z");
+  }
 
   // Dates, with the range spelled out: a date axis left to itself over one day zooms to
   // milliseconds (ticks at "23:59:59.9995").
   function periodAxis(d) {
-    var week = d.period === "week";
-    var axis = { type: "date", hoverformat: week ? "week of %b %-d, %Y" : "%b %-d, %Y" };
-    var days = d.usage_by_day.map(function (r) { return Date.parse(r.day + "T00:00:00Z"); }).filter(isFinite);
-    if (!days.length) { return axis; }
-    var half = (week ? 7 : 1) * DAY_MS / 2;
-    var first = Math.min.apply(null, days), last = Math.max.apply(null, days);
+    var period = PERIOD_MS[d.period] ? d.period : "day";
+    var axis = { type: "date", hoverformat: HOVER[period] };
+    var starts = d.usage_by_day.map(function (r) { return periodStart(r.day); }).filter(isFinite);
+    if (!starts.length) { return axis; }
+    var half = PERIOD_MS[period] / 2;
+    var first = Math.min.apply(null, starts), last = Math.max.apply(null, starts);
     axis.range = [iso(first - half), iso(last + half)];
-    if (!week && last - first <= 14 * DAY_MS) { axis.dtick = DAY_MS; axis.tickformat = "%b %-d"; }
+    if (period === "hour") {  // a tick every 1, 2, 3, 6 or 12 hours: a dozen at most
+      var hours = (last - first) / HOUR_MS + 1;
+      var step = [1, 2, 3, 6, 12].filter(function (h) { return hours / h <= 12; })[0] || 24;
+      hourTicks(axis, first, last, step);
+    } else if (period === "day" && last - first <= 14 * DAY_MS) {
+      axis.dtick = DAY_MS; axis.tickformat = "%b %-d";
+    }
     return axis;
   }
 
+  // Ticks on whole hours of the day (00, 06, 12, … for a step of 6), each "HH:00", the
+  // first and each midnight with the date under it: Plotly's own labels put a long first
+  // one ("00:00 Oct 4, 2026") that turns them all sideways; a date under every tick is noise.
+  var MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+  function hourTicks(axis, first, last, step) {
+    var vals = [], text = [];
+    var at = Math.ceil(first / (step * HOUR_MS)) * step * HOUR_MS;
+    for (; at <= last; at += step * HOUR_MS) {
+      var when = new Date(at), hh = String(when.getUTCHours()).padStart(2, "0") + ":00";
+      var dated = !vals.length || when.getUTCHours() < step;
+      vals.push(iso(at));
+      text.push(dated ? hh + "<br>" + MONTHS[when.getUTCMonth()] + " " + when.getUTCDate() : hh);
+    }
+    axis.tickmode = "array"; axis.tickvals = vals; axis.ticktext = text;
+  }
+
   // A bar a period wide (less a gap): Plotly guesses widths from the spacing of the bars,
-  // and one day alone has none (a hairline).
+  // and one period alone has none (a hairline).
   function periodBars(d, traces) {
-    var width = (d.period === "week" ? 7 : 1) * DAY_MS * 0.8;
+    var width = (PERIOD_MS[d.period] || DAY_MS) * 0.8;
     return traces.map(function (t) { return Object.assign(t, { width: t.x.map(function () { return width; }) }); });
   }
 

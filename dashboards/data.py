@@ -2,10 +2,13 @@
 connection, as plain JSON-able values.
 
 Money stays exact until here and leaves as decimal text (`"0.0123"`): the page formats it
-with the CLI's one money format and draws chart heights from it. Past `WEEKS_AFTER_DAYS`
-days the series per day become series per week (a bar a day over a year is a blur and
-its date labels collide). Not responsible for HTML (see `page.py`) nor for formats (the
-totals' text comes from `analytics.render`; the page's own from `format.js`).
+with the CLI's one money format and draws chart heights from it. The series over time
+are per hour when the traffic shown spans at most `HOURS_UP_TO` (a bar a day over a day
+is one fat bar), per day up to `WEEKS_AFTER_DAYS` days, per week past that (a bar a day
+over a year is a blur and its date labels collide); whichever, the key the page reads is
+`day` (a date, or `YYYY-MM-DD HH:00` per hour, in UTC) and `period` names which. Not
+responsible for HTML (see `page.py`) nor for formats (the totals' text comes from
+`analytics.render`; the page's own from `format.js`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ EXCHANGES_SHOWN = 500
 CONVERSATIONS_SHOWN = 20
 PROMPT_SHOWN = 80
 WEEKS_AFTER_DAYS = 60
+HOURS_UP_TO = timedelta(days=2)
 TEAMS_SHOWN = 8  # series per team over time: the busiest teams, the rest as one
 
 
@@ -52,15 +56,23 @@ def collect(url: str, since: datetime | None = None, until: datetime | None = No
             table = reports.run(url, kind, by=by, since=since, until=until, connection=connection)
             return _rows(table)
 
+        hourly = _hourly(connection, since, until)
+
+        def over_time(kind: str, *by: str) -> list[dict[str, Any]]:
+            """Rows of `kind` per day (or per hour), their period in `day` either way."""
+            if not hourly:
+                return run(kind, ["day", *by])
+            return [{"day": row.pop("hour"), **row} for row in run(kind, ["hour", *by])]
+
         data: dict[str, Any] = {
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "since": since.isoformat() if since else None,
             "until": until.isoformat() if until else None,
             "usage_by_team": run("usage", ["team"]),
-            "usage_by_day": run("usage", ["day"]),
+            "usage_by_day": over_time("usage"),
             "cost_by_team": run("cost", ["team"]),
-            "cost_by_day_team": run("cost", ["day", "team"]),
-            "cache_by_day_team": run("cache", ["day", "team"]),
+            "cost_by_day_team": over_time("cost", "team"),
+            "cache_by_day_team": over_time("cache", "team"),
             "finish_by_provider": run("finish", ["provider"]),
             "tools_by_team": run("tools", ["team"]),
             "errors_by_provider": run("errors", ["provider"]),
@@ -78,9 +90,21 @@ def collect(url: str, since: datetime | None = None, until: datetime | None = No
     finally:
         connection.close()
     _other_teams(data)
-    data["period"] = _by_period(data)
+    data["period"] = "hour" if hourly else _by_period(data)
     data["totals"] = _totals(data)
     return data
+
+
+def _hourly(connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> bool:
+    """Whether the exchanges shown span at most HOURS_UP_TO, first to last start: the
+    min and max of the snapshot's `started_at`, not a pass of its own over the rows."""
+    bounds = {"since": _naive(since), "until": _naive(until)}
+    first, last = connection.execute(
+        "SELECT min(started_at), max(started_at) FROM exchanges "
+        "WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)",
+        bounds,
+    ).fetchone() or (None, None)
+    return first is not None and last - first <= HOURS_UP_TO
 
 
 def _naive(moment: datetime | None) -> datetime | None:
@@ -140,7 +164,7 @@ def _conversations(
     return rows, None
 
 
-# -- days or weeks, and the teams they show -----------------------------------------------------
+# -- hours, days or weeks, and the teams they show -----------------------------------------------------
 
 _SERIES = ("usage_by_day", "cost_by_day_team", "cache_by_day_team")
 _PER_TEAM = ("cost_by_day_team", "cache_by_day_team")

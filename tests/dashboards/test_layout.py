@@ -1,9 +1,9 @@
 """How the dashboard reads at 1, 30 and 365 days of synthetic traffic (25 teams), in a
 real headless Chromium: every chart has marks, no legend covers an axis label, counts
-tick at whole numbers, a year is drawn per week, a category has one colour on every
-chart (errors red, natural stops neutral), the hit rate is a line per team, and every
-cost shown has its `$`. With LLMTAP_SCREENSHOTS=DIR set, each span's page is saved as
-DIR/dashboard-{days}d.png (how docs/ got its pictures).
+tick at whole numbers, a day is drawn per hour (whole-hour ticks) and a year per week, a
+category has one colour on every chart (errors red, natural stops neutral), the hit rate
+is a line per team, and every cost shown has its `$`. With LLMTAP_SCREENSHOTS=DIR set,
+each span's page is saved as DIR/dashboard-{days}d.png (how docs/ got its pictures).
 
 Not responsible for the corpus store's content or for serving (test_dashboard.py).
 """
@@ -21,6 +21,7 @@ from tests.dashboards.test_dashboard import open_page
 from tests.helpers import llmtap
 
 COUNT_CHARTS = ("chart-miss-causes", "chart-finish", "chart-tools", "chart-errors")
+TIME_CHARTS = ("chart-tokens-day", "chart-cost-day", "chart-hit-rate")
 
 # Each chart's legend box, and every axis label box, in page pixels.
 BOXES = """() => Array.from(document.querySelectorAll('.chart[data-drawn=chart]')).map(node => {
@@ -81,10 +82,10 @@ def test_counts_tick_at_whole_numbers(shown):
 
 def test_a_year_is_drawn_per_week(shown):
     days, page, _ = shown
-    period = "week" if days > 60 else "day"
+    period = "week" if days > 60 else "day" if days > 2 else "hour"
     assert set(page.locator("[data-period]").all_text_contents()) == {period}
     xs = page.evaluate("() => document.getElementById('chart-tokens-day').data[0].x")
-    assert len(xs) <= (days // 7 + 2 if days > 60 else days + 1)
+    assert 1 < len(xs) <= {"week": days // 7 + 2, "day": days + 1, "hour": days * 24 + 1}[period]
     for chart in ("chart-tokens-day", "chart-cost-day"):  # a bar per period, never a hairline
         widths = [box["width"] for box in (bar.bounding_box() for bar in page.locator(f"#{chart} .bars path").all())]
         assert widths and min(w for w in widths if w > 0) > 3, (chart, min(widths))
@@ -140,3 +141,65 @@ def test_weeks_and_other_teams_add_up_to_the_total(synthetic_store):
     assert sum(r["input_tokens"] for r in d["cache_by_day_team"]) == d["totals"]["input_tokens"]
     assert sum(r["requests"] for r in d["usage_by_day"]) == d["totals"]["requests"]
     assert all(date.fromisoformat(r["day"]).weekday() == 0 for r in d["usage_by_day"])
+
+
+def test_hours_add_up_to_the_total(synthetic_store):
+    """A day per hour: the keys are UTC hours, and not a cent or a token lost."""
+    from decimal import Decimal
+
+    from llmtap.dashboards import data
+
+    url, _ = synthetic_store(1)
+    d = data.collect(url)
+    assert d["period"] == "hour"
+    for name in ("usage_by_day", "cost_by_day_team", "cache_by_day_team"):
+        assert d[name] and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:00", r["day"]) for r in d[name]), name
+        assert all("hour" not in r for r in d[name]), name
+    assert len({r["day"] for r in d["usage_by_day"]}) > 12
+    hourly = sum(Decimal(r["cost_usd"]) for r in d["cost_by_day_team"] if r["cost_usd"] is not None)
+    assert hourly == Decimal(d["totals"]["cost_usd"]) > 0
+    assert sum(r["input_tokens"] for r in d["cache_by_day_team"]) == d["totals"]["input_tokens"]
+    assert sum(r["requests"] for r in d["usage_by_day"]) == d["totals"]["requests"]
+
+
+def test_a_day_is_drawn_per_hour(shown, synthetic_store):
+    """At one day, each time chart has a bar (or point) per hour with traffic, as
+    `report usage --by hour` counts them, and hour ticks a person can read."""
+    days, page, _ = shown
+    if days > 2:
+        pytest.skip("per day or per week past 2 days")
+    url, env = synthetic_store(days)
+    result = llmtap("report", "usage", "--by", "hour", "--format", "json", "--db", url, env=env)
+    assert result.code == 0, result.err
+    hours = {r["hour"] for r in result.json()}
+    assert len(hours) > 1
+    for chart in TIME_CHARTS:
+        xs = page.evaluate(f"() => document.getElementById('{chart}').data.flatMap(t => t.x)")
+        assert set(xs) == hours, chart
+        ticks = page.locator(f"#{chart} .xtick text").all_text_contents()
+        assert len(ticks) > 2, (chart, ticks)
+        # "00:00" over "Dec 1" (two lines, one text) first and at midnight, then "06:00", …:
+        # whole hours, never seconds or less
+        assert all(re.fullmatch(r"\d\d:00([A-Z][a-z]{2} \d{1,2})?", t) for t in ticks), (chart, ticks)
+        assert re.fullmatch(r"\d\d:00[A-Z][a-z]{2} \d{1,2}", ticks[0]), (chart, ticks)
+        assert len(set(ticks)) == len(ticks), (chart, ticks)
+    for chart in ("chart-tokens-day", "chart-cost-day"):  # a column of bars per hour, each visibly wide
+        boxes = [box for box in (bar.bounding_box() for bar in page.locator(f"#{chart} .bars path").all()) if box]
+        drawn = [box for box in boxes if box["width"] > 0]
+        assert drawn and min(box["width"] for box in drawn) > 3, chart
+        assert len({round(box["x"]) for box in drawn}) == len(hours), chart
+
+
+def test_the_period_follows_the_span_shown(synthetic_store):
+    """Two days out of thirty are drawn per hour, three per day: the span is that of the
+    exchanges shown (`--since`/`--until`), not of the store."""
+    from datetime import datetime, timedelta
+
+    from llmtap.dashboards import data
+
+    url, _ = synthetic_store(30)
+    middle = datetime.fromisoformat(data.collect(url)["usage_by_day"][15]["day"])
+    two = data.collect(url, since=middle, until=middle + timedelta(days=2))
+    assert two["period"] == "hour" and len(two["usage_by_day"]) > 24
+    assert min(r["day"] for r in two["usage_by_day"]) >= middle.strftime("%Y-%m-%d %H:00")
+    assert data.collect(url, since=middle, until=middle + timedelta(days=3))["period"] == "day"
