@@ -4,6 +4,7 @@ reads or writes ~/.llmtap or follows the caller's llmtap settings."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,12 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"{missing}: the tests need the project's corpus (tests/corpus/)") from None
     if not found:
         raise pytest.UsageError(f"the corpus at {CORPUS} holds no cases")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # A pytest-xdist worker starts with COLUMNS=80 and LINES=24 in its environment, which
+        # the CLI would take for a terminal's width: the tests see the CLI as a pipe sees it,
+        # as in one process; a test that wants a width sets COLUMNS itself.
+        for name in ("COLUMNS", "LINES"):
+            os.environ.pop(name, None)
 
 
 # Folders (and files) whose tests run real processes end to end: `pytest -m "not slow"`
