@@ -197,9 +197,7 @@ def _price(where: str, index: int, entry: dict[str, Any]) -> PriceEntry:
 def _fee(where: str, index: int, entry: dict[str, Any]) -> FeeEntry:
     label = f"[[fee]] #{index}"
     naming = _naming(where, label, entry, model_required=False)
-    unknown = set(entry) - {"provider", "model", "kind", "usd_per_1k"}
-    if unknown:
-        raise PriceFileError(f"{where}: {label}: unknown key {sorted(unknown)[0]!r}")
+    _known_keys(where, label, entry, {"provider", "model", "kind", "usd_per_1k"})
     kind = entry.get("kind")
     if kind not in FEE_KINDS:
         raise PriceFileError(f"{where}: {label}: kind must be one of {', '.join(FEE_KINDS)}")
@@ -211,12 +209,17 @@ def _fee(where: str, index: int, entry: dict[str, Any]) -> FeeEntry:
 def _geo(where: str, index: int, entry: dict[str, Any]) -> GeoEntry:
     label = f"[[geo]] #{index}"
     naming = _naming(where, label, entry, model_required=False)
-    unknown = set(entry) - {"provider", "model", "geo", "multiplier"}
-    if unknown:
-        raise PriceFileError(f"{where}: {label}: unknown key {sorted(unknown)[0]!r}")
+    _known_keys(where, label, entry, {"provider", "model", "geo", "multiplier"})
     geo = entry.get("geo")
     if not isinstance(geo, str) or not geo:
         raise PriceFileError(f'{where}: {label}: give the served region as geo (e.g. "us")')
     if "multiplier" not in entry:
         raise PriceFileError(f"{where}: {label}: give a multiplier (e.g. 1.1)")
     return GeoEntry(naming, geo, _money(where, label, "multiplier", entry["multiplier"]))
+
+
+def _known_keys(where: str, label: str, entry: dict[str, Any], known: set[str]) -> None:
+    """A key the entry does not know is refused, not ignored (a typo would price wrongly)."""
+    unknown = set(entry) - known
+    if unknown:
+        raise PriceFileError(f"{where}: {label}: unknown key {sorted(unknown)[0]!r}")
