@@ -15,7 +15,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from llmtap import migrations
@@ -68,12 +68,28 @@ def _known(revision: str) -> bool:
         return False
 
 
+def _foreign_keys(connection: Connection, *, on: bool) -> None:
+    connection.exec_driver_sql(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
+    connection.commit()
+
+
 def _run(engine: Engine, action: Callable[[Config], None]) -> None:
     config = alembic_config()
     try:
-        with engine.begin() as connection:
-            config.attributes["connection"] = connection
-            action(config)
+        with engine.connect() as connection:
+            # SQLite's batch mode rebuilds a table (copy, drop, rename): with foreign keys
+            # on, dropping `exchanges` would cascade into `tool_calls` and delete its rows.
+            # The pragma is a no-op inside a transaction, so it is set before one begins.
+            sqlite = connection.dialect.name == "sqlite"
+            if sqlite:
+                _foreign_keys(connection, on=False)
+            try:
+                with connection.begin():
+                    config.attributes["connection"] = connection
+                    action(config)
+            finally:
+                if sqlite:
+                    _foreign_keys(connection, on=True)
     except (SQLAlchemyError, CommandError) as exc:  # CommandError: e.g. an unknown revision
         raise StoreError(f"migration failed: {_first_line(exc)}") from None
 

@@ -103,6 +103,13 @@ exchanges = Table(
     Column("inference_geo", String(16), nullable=True),
     Column("service_speed", String(16), nullable=True),
     Column("server_tool_uses", JSONType, nullable=True),
+    # agent traffic (SPEC §2, §5): a request that asks for no generation; the session id
+    # the client states; the conversation's explicit identity (session or response chain,
+    # NULL where only the prefix rule can tell); a background response's last known state
+    Column("warmup", Boolean, nullable=False, server_default=text("false")),
+    Column("client_session_id", String(255), nullable=True),
+    Column("thread_key", String(32), nullable=True),
+    Column("background_state", String(16), nullable=True),
     Column("text", Text, nullable=True),
     Column("text_truncated", Boolean, nullable=False, server_default=text("false")),
     Column("refusal", Text, nullable=True),
@@ -194,6 +201,7 @@ tool_calls = Table(
     Column("valid_json", Boolean, nullable=False),
     Column("status", String(24), nullable=False),
     Column("status_detail", Text, nullable=True),
+    Column("kind", String(16), nullable=False, server_default="function"),  # function | custom
     Index("ix_tool_calls_call_id", "call_id"),
     Index("ix_tool_calls_status", "status"),
 )
@@ -219,7 +227,7 @@ body_refs = Table(
 # What the reports, the audit log and the dashboard read through DuckDB (analytics/duck.py
 # points its views here); migration 0003 made these tables with these columns, 0005 added
 # `price_reason` (reports list why an exchange is unpriced), 0006 `service_tier` (--by
-# tier) and `cost_fee_pico`.
+# tier) and `cost_fee_pico`, 0007 `warmup`, `thread_key` and the tool calls' `kind`.
 EXCHANGE_FACT_COLUMNS = (
     "id", "team", "key_fingerprint", "key_last4", "started_at", "ended_at", "ttfb_ms", "ttft_ms",
     "duration_ms", "protocol", "provider", "status", "complete", "model", "model_requested",
@@ -230,9 +238,9 @@ EXCHANGE_FACT_COLUMNS = (
     "request_message_count", "tools_hash", "system_hash", "first_message_hash", "message_hashes",
     "request_body_ref", "price_status", "price_version", "price_reason", "cost_input_pico", "cost_cache_read_pico",
     "cost_cache_write_pico", "cost_output_pico", "cost_total_pico", "rate_input_pico", "rate_cache_read_pico",
-    "service_tier", "cost_fee_pico",
+    "service_tier", "cost_fee_pico", "warmup", "thread_key",
 )  # fmt: skip
-TOOL_CALL_FACT_COLUMNS = ("exchange_id", "position", "call_id", "name", "status", "status_detail", "valid_json")
+TOOL_CALL_FACT_COLUMNS = ("exchange_id", "position", "call_id", "name", "status", "status_detail", "valid_json", "kind")
 
 
 def _facts(name: str, source: Table, columns: tuple[str, ...]) -> Table:
