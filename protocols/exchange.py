@@ -1,7 +1,8 @@
 """One exchange, decoded incrementally: request facts, then response bytes as they arrive.
 
 `ExchangeDecoder` takes raw response chunks (still content-encoded), undoes the encoding,
-frames them (SSE, streamed JSON array, or one JSON document), feeds the protocol's fold,
+frames them (SSE, streamed JSON array, AWS event-stream, or one JSON document), feeds the
+protocol's fold,
 and at `finish()` decodes the folded body through the same path a JSON response takes.
 Then it applies, once for every protocol, the finish-reason rules SPEC §2 states for all
 of them. It never raises: whatever goes wrong becomes the record's `decode_error`.
@@ -23,6 +24,7 @@ from typing import Any
 
 from llmtap.protocols import (
     anthropic_messages,
+    bedrock_converse,
     gemini_generate,
     gemini_interactions,
     openai_chat,
@@ -33,8 +35,10 @@ from llmtap.protocols.common import new_budget, parse_json, tier_word
 from llmtap.protocols.content import ContentDecoder
 from llmtap.protocols.contract import Fold, Folded, Translator
 from llmtap.protocols.errors import DecodeError
+from llmtap.protocols.eventstream import CONTENT_TYPE as EVENTSTREAM_TYPE
+from llmtap.protocols.eventstream import EventMessage, EventStreamDecoder, exception_fields, payload_event, prelude_ok
 from llmtap.protocols.jsonarray import JSONArraySplitter
-from llmtap.protocols.routing import provider_for
+from llmtap.protocols.routing import path_model, provider_for
 from llmtap.protocols.sse import SSEDecoder, SSEEvent
 from llmtap.protocols.toolcheck import check_tool_calls
 
@@ -45,6 +49,7 @@ TRANSLATORS: Mapping[str, Translator] = {
     openai_responses.PROTOCOL: openai_responses,
     gemini_generate.PROTOCOL: gemini_generate,
     gemini_interactions.PROTOCOL: gemini_interactions,
+    bedrock_converse.PROTOCOL: bedrock_converse,
 }
 
 # The response header Gemini states its served tier in (`standard`, `flex`, `priority`):
@@ -57,6 +62,7 @@ SERVED_TIER_PROTOCOLS = frozenset((gemini_generate.PROTOCOL, gemini_interactions
 MAX_JSON_BODY = 64 * 1024 * 1024
 _SNIFF_SSE = (b"event:", b"data:", b":", b"id:", b"retry:")
 _SNIFF_BYTES = max(map(len, _SNIFF_SSE))
+_PRELUDE_BYTES = 12  # an AWS event-stream frame's prelude, whose CRC tells it apart
 
 
 class ExchangeDecoder:
@@ -80,7 +86,7 @@ class ExchangeDecoder:
         it had one: the served tier of a Gemini exchange when it is a short plain word;
         ignored for every other protocol."""
         self.module: Translator = TRANSLATORS[protocol]
-        self.ex = Exchange(protocol=protocol, provider=provider or provider_for(protocol, host))
+        self.ex = Exchange(protocol=protocol, provider=provider or provider_for(protocol, host, path))
         self.ex.status = status
         self._path = path
         self._content_type = (content_type or "").lower()
@@ -90,6 +96,8 @@ class ExchangeDecoder:
         self._mode: str | None = None
         self._sse: SSEDecoder | None = None
         self._array: JSONArraySplitter | None = None
+        self._frames: EventStreamDecoder | None = None
+        self._stream_error: ApiError | None = None  # an event-stream exception message
         self._body = bytearray()
         self._too_big = False
         self._broken = False
@@ -115,6 +123,8 @@ class ExchangeDecoder:
     def __setstate__(self, state: dict[str, Any]) -> None:
         state.setdefault("_requested_tier", None)  # pickled before requested tiers were kept
         state.setdefault("_served_tier", None)  # pickled before the served-tier header was read
+        state.setdefault("_frames", None)  # pickled before event-stream framing was read
+        state.setdefault("_stream_error", None)
         self.__dict__.update(state)
         self.module = TRANSLATORS[self.ex.protocol]
 
@@ -142,7 +152,8 @@ class ExchangeDecoder:
             self._fail(exc)
         except Exception as exc:  # a translator bug must not lose the record
             self._fail(DecodeError(f"internal error decoding the request: {exc!r}", "request"))
-        self.ex.model_requested = self.module.requested_model(body or {}, self._path)
+        # A cloud route's body names no model: the path's model id or deployment does (SPEC §1).
+        self.ex.model_requested = self.module.requested_model(body or {}, self._path) or path_model(self._path)
         self.ex.model = self.ex.model_requested
 
     # -- response ------------------------------------------------------------------------
@@ -209,8 +220,8 @@ class ExchangeDecoder:
     def _frame(self, data: bytes, final: bool = False) -> None:
         if self._mode is None:
             self._body += data
-            if len(self._body.lstrip()) < _SNIFF_BYTES and not final:
-                return  # too few bytes yet to tell SSE from JSON, however the chunks fell
+            if not final and self._undecided():
+                return  # too few bytes yet to tell the framing, however the chunks fell
             data, self._body = bytes(self._body), bytearray()
             self._choose_mode(data)
         if self._mode == "sse":
@@ -226,13 +237,46 @@ class ExchangeDecoder:
                 self._event(parse_json(element, f"element {self.ex.events}"), "")
             if final and self._array.pending:
                 self._cut_tail = True
+        elif self._mode == "eventstream":
+            assert self._frames is not None
+            for message in self._frames.decode(data):
+                self._aws_message(message)
+            if final and self._frames.pending:
+                self._cut_tail = True
         else:
             self._buffer(data)
+
+    def _undecided(self) -> bool:
+        if EVENTSTREAM_TYPE in self._content_type:
+            return False
+        if not self._content_type and self._body[:1] == b"\x00":
+            return len(self._body) < _PRELUDE_BYTES  # binary: an event-stream prelude, maybe
+        return len(self._body.lstrip()) < _SNIFF_BYTES
+
+    def _aws_message(self, message: EventMessage) -> None:
+        """One event-stream message: an exception is the record's error (the stream ends
+        with it); an event goes to the fold, a bad one recorded and the rest still read."""
+        where = f"event {self.ex.events}"
+        if message.message_type in ("exception", "error"):
+            self.ex.events += 1
+            if self._stream_error is None:
+                self._stream_error = ApiError(*exception_fields(message))
+            return
+        try:
+            obj, name = payload_event(message, where)
+        except DecodeError as exc:
+            self.ex.events += 1
+            self._fail(exc)
+            return
+        self._event(obj, name)
 
     def _choose_mode(self, head: bytes) -> None:
         streaming_path = ":streamGenerateContent" in self._path or ":streamgeneratecontent" in self._path
         start = head.lstrip()[:8]
-        if "text/event-stream" in self._content_type or (not self._content_type and start.startswith(_SNIFF_SSE)):
+        if EVENTSTREAM_TYPE in self._content_type or (not self._content_type and prelude_ok(head)):
+            self._mode = "eventstream"
+            self._frames = EventStreamDecoder()
+        elif "text/event-stream" in self._content_type or (not self._content_type and start.startswith(_SNIFF_SSE)):
             self._mode = "sse"
             self._sse = SSEDecoder()
         elif streaming_path and "alt=sse" not in self._path and start.startswith(b"["):
@@ -279,8 +323,10 @@ class ExchangeDecoder:
 
     def _decode_body(self) -> None:
         ex = self.ex
-        if self._mode in ("sse", "array", "messages"):
+        if self._mode in ("sse", "array", "messages", "eventstream"):
             self._decode(self.fold.result())
+            if self._stream_error is not None and ex.error is None:
+                ex.error = self._stream_error
             ex.complete = self.fold.complete and not self._cut_tail
             if self._cut_tail and ex.interrupted is None:
                 ex.interrupted = "stream ended inside an event"

@@ -2,17 +2,20 @@
 
 Never from the host alone: OpenAI-compatible servers run anywhere, and a known host also
 serves count_tokens, model lists and batches, which are not generations. Also names the
-`provider` of an exchange from its host.
+`provider` of an exchange from its host, or for the cloud routes (Bedrock, Vertex AI's
+Anthropic models, Azure OpenAI) from the path, and the model a cloud path names.
 
 Not responsible for decoding: it only tells which translator applies.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote
 
 PROTOCOLS = (
     "anthropic.messages",
@@ -20,6 +23,7 @@ PROTOCOLS = (
     "openai.responses",
     "gemini.generate",
     "gemini.interactions",
+    "bedrock.converse",
 )
 
 _ANTHROPIC = re.compile(r"/v1/messages$")
@@ -27,6 +31,17 @@ _CHAT = re.compile(r"/chat/completions$")
 _RESPONSES = re.compile(r"/responses$")
 _GEMINI = re.compile(r"/models/[^/:]+:(?:stream)?[gG]enerateContent$")
 _INTERACTIONS = re.compile(r"/v1(?:beta|alpha)?/interactions$")
+# Standalone compaction: https://platform.openai.com/docs/api-reference/responses/compact
+_COMPACT = re.compile(r"/v1/responses/compact$")
+# The clouds (SPEC §1). Bedrock: https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModel.html
+# and API_runtime_Converse.html; the model id is URL-encoded in the path (`%3A` for `:`).
+_BEDROCK_INVOKE = re.compile(r"/model/(?P<model>[^/]+)/invoke(?:-with-response-stream)?$")
+_BEDROCK_CONVERSE = re.compile(r"/model/(?P<model>[^/]+)/converse(?:-stream)?$")
+# Vertex AI's Claude: https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/use-claude
+_VERTEX_ANTHROPIC = re.compile(r"/publishers/anthropic/models/(?P<model>[^/:]+):(?:stream)?[rR]awPredict$")
+# Azure OpenAI: https://learn.microsoft.com/en-us/azure/ai-foundry/openai/reference
+_AZURE_DEPLOYMENT = re.compile(r"/openai/deployments/(?P<model>[^/]+)/")
+_AZURE_PATH = re.compile(r"/openai/(?:deployments/[^/]+/|v1/)?(?:chat/completions|responses)(?:/compact)?$")
 
 
 def _is(body: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> bool:
@@ -65,6 +80,20 @@ def _responses(body: dict[str, Any]) -> bool:
     )
 
 
+def _cloud_anthropic(body: dict[str, Any]) -> bool:
+    # Bedrock's InvokeModel and Vertex's rawPredict serve other makers' models too (Llama's
+    # `prompt`, Mistral's `messages`); an Anthropic body there names its `anthropic_version`
+    # (required: `bedrock-2023-05-31`, `vertex-2023-10-16`) and carries no model.
+    # https://docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages.html
+    return _is(body, "anthropic_version", str) and _is(body, "messages", list)
+
+
+def _converse(body: dict[str, Any]) -> bool:
+    # https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html:
+    # `messages`, or only `promptVariables` when the model id is a managed prompt's ARN
+    return _is(body, "messages", list) or _is(body, "promptVariables", dict)
+
+
 def _gemini(body: dict[str, Any]) -> bool:
     # https://ai.google.dev/api/generate-content: `contents` is required (a list; a single
     # Content object is taken too, as some clients send it)
@@ -84,6 +113,7 @@ _SHAPES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "openai.responses": _responses,
     "gemini.generate": _gemini,
     "gemini.interactions": _interactions,
+    "bedrock.converse": _converse,
 }
 # What a JSON object's bytes may start with: a byte-order mark, whitespace, `{`.
 _OBJECT_START = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*\{")
@@ -92,13 +122,20 @@ _KNOWN_HOSTS = (
     ("api.anthropic.com", "anthropic"),
     ("api.openai.com", "openai"),
     ("googleapis.com", "google"),
+    # Azure OpenAI and Azure AI Foundry resources: RESOURCE.openai.azure.com, …
+    ("openai.azure.com", "azure"),
+    ("cognitiveservices.azure.com", "azure"),
+    ("services.ai.azure.com", "azure"),
 )
+# bedrock-runtime.us-east-1.amazonaws.com, bedrock-runtime-fips.us-gov-west-1.amazonaws.com
+_BEDROCK_HOST = re.compile(r"bedrock-runtime(?:-fips)?\.[a-z0-9-]+\.amazonaws\.com")
 _DEFAULT_PROVIDER = {
     "anthropic.messages": "anthropic",
     "openai.chat": "openai",
     "openai.responses": "openai",
     "gemini.generate": "google",
     "gemini.interactions": "google",
+    "bedrock.converse": "aws",
 }
 
 
@@ -115,7 +152,10 @@ def route(method: str, path: str, body: bytes | dict[str, Any] | None = None) ->
     protocol = protocol_for_path(path)
     if protocol is None or body is None:
         return protocol
-    return protocol if has_shape(protocol, _parse(body)) else None
+    parsed = _parse(body)
+    if _cloud_anthropic_path(path):
+        return protocol if isinstance(parsed, dict) and (not parsed or _cloud_anthropic(parsed)) else None
+    return protocol if has_shape(protocol, parsed) else None
 
 
 def has_shape(protocol: str, body: Any) -> bool:
@@ -135,9 +175,13 @@ def may_be_json_object(body: bytes | None) -> bool:
 
 def protocol_for_path(path: str) -> str | None:
     """The protocol a POST to this path would speak, ignoring the query string."""
-    bare = path.split("?", 1)[0].split("#", 1)[0].rstrip("/")
-    if _ANTHROPIC.search(bare):
+    bare = _bare(path)
+    if _ANTHROPIC.search(bare) or _cloud_anthropic_path(path):
         return "anthropic.messages"
+    if _BEDROCK_CONVERSE.search(bare):
+        return "bedrock.converse"
+    if _COMPACT.search(bare):
+        return "openai.responses"
     if _CHAT.search(bare):
         return "openai.chat"
     if _RESPONSES.search(bare):
@@ -149,23 +193,80 @@ def protocol_for_path(path: str) -> str | None:
     return None
 
 
+def _bare(path: str) -> str:
+    return path.split("?", 1)[0].split("#", 1)[0].rstrip("/")
+
+
+def _cloud_anthropic_path(path: str) -> bool:
+    bare = _bare(path)
+    return _BEDROCK_INVOKE.search(bare) is not None or _VERTEX_ANTHROPIC.search(bare) is not None
+
+
+def path_model(path: str) -> str | None:
+    """The model a cloud path names, URL-decoded: Bedrock's `{modelId}`, Vertex's Claude
+    `{model}`, an Azure deployment's name; None for any other path. SPEC §1: where the
+    body names no model, this is `model_requested`."""
+    bare = _bare(path)
+    for pattern in (_BEDROCK_INVOKE, _BEDROCK_CONVERSE, _VERTEX_ANTHROPIC, _AZURE_DEPLOYMENT):
+        match = pattern.search(bare)
+        if match:
+            return unquote(match.group("model")) or None
+    return None
+
+
+def _cloud_provider(path: str, local: bool) -> str | None:
+    """The cloud a path belongs to. Bedrock's and Vertex's Claude paths and Azure's
+    deployment paths are their own; `/openai/v1/…` is Azure's only on a host that names
+    nobody else (Groq serves the same path on api.groq.com), as is an `api-version`
+    query, which only Azure asks for."""
+    bare = _bare(path)
+    if _BEDROCK_INVOKE.search(bare) or _BEDROCK_CONVERSE.search(bare):
+        return "aws"
+    if _VERTEX_ANTHROPIC.search(bare):
+        return "google"
+    if _AZURE_DEPLOYMENT.search(bare):
+        return "azure"
+    if local and (_AZURE_PATH.search(bare) or "api-version=" in path.partition("?")[2]):
+        return "azure"
+    return None
+
+
 def websocket_protocol(path: str) -> str | None:
     """OpenAI Responses WebSocket mode opens a GET upgrade on the same path."""
     return "openai.responses" if protocol_for_path(path) == "openai.responses" else None
 
 
-def provider_for(protocol: str, host: str | None) -> str:
-    """`anthropic`, `openai`, `google`, or the host's name for compatible servers."""
-    if not host:
-        return _DEFAULT_PROVIDER[protocol]
-    name = host.lower().split("@")[-1]
+def provider_for(protocol: str, host: str | None, path: str = "") -> str:
+    """`anthropic`, `openai`, `google`, `aws`, `azure`, or the host's name for compatible
+    servers. A provider's host names it; else a cloud route's path does (a reverse
+    listener or a test upstream on 127.0.0.1 serves Bedrock's paths too)."""
+    name = (host or "").lower().split("@")[-1]
     name = name.rsplit(":", 1)[0] if name.count(":") == 1 else name
+    name = name.rstrip(".")
+    if _BEDROCK_HOST.fullmatch(name):
+        return "aws"
     for suffix, provider in _KNOWN_HOSTS:
         if name == suffix or name.endswith("." + suffix):
             return provider
+    cloud = _cloud_provider(path, local=_nameless(name))
+    if cloud is not None:
+        return cloud
+    if not name:
+        return _DEFAULT_PROVIDER[protocol]
     if protocol.startswith("gemini."):
         return "google"
     return name
+
+
+def _nameless(name: str) -> bool:
+    """No host, `localhost`, or an IP address: a host that names no provider."""
+    if not name or name == "localhost" or name.startswith("["):
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _parse(body: bytes | dict[str, Any]) -> Any:
