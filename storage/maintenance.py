@@ -17,6 +17,7 @@ from sqlalchemy import Engine, delete, exists, func, select, update
 from llmtap.protocols import ExchangeDecoder
 from llmtap.protocols.exchange import SERVED_TIER_PROTOCOLS
 from llmtap.storage import bodies as blobs
+from llmtap.storage import threads
 from llmtap.storage.export import utc
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import rows_for
@@ -132,8 +133,9 @@ def reprocess(engine: Engine, progress: Callable[[int], None] | None = None) -> 
 
 def _reprocess_row(connection: Any, row: Any) -> int:
     request = None
+    headers: list[tuple[str, str]] = []
     if row["request_body_ref"]:
-        request, _ = blobs.join_request(
+        request, headers = blobs.join_request(
             load_blob(connection, row["request_body_ref"]), lambda h: load_blob(connection, h)
         )
     response = load_blob(connection, row["response_body_ref"])
@@ -152,9 +154,18 @@ def _reprocess_row(connection: Any, row: Any) -> int:
     )
     decoder.feed(response)
     exchange = decoder.finish(interrupted=row["interrupted"])
-    record = Recorded(exchange=exchange, started_at=row["started_at"], id=row["id"])
+    # who and the kept headers: the session id and the conversation it names (threads.py)
+    record = Recorded(
+        exchange=exchange,
+        started_at=row["started_at"],
+        id=row["id"],
+        team=row["team"],
+        key_fingerprint=row["key_fingerprint"],
+        request_headers=headers,
+    )
     fresh_rows = rows_for(record, row["body_mode"])
     fresh = fresh_rows.exchanges[0]
+    threads.reprocessed(connection, fresh, row["thread_key"])
     keep = {"id", "dedupe_key", "body_mode", "request_body_ref", "response_body_ref"}
     changes = {
         key: value
