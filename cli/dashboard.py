@@ -66,11 +66,15 @@ def run(args: argparse.Namespace) -> int:
 def _serve(args, engine, pricer, url, label, since, until) -> int:
     from llmtap.analytics.reprice import reprice
     from llmtap.dashboards import data, page
+    from llmtap.dashboards.freshness import Fresh, store_mark
     from llmtap.dashboards.serve import make_server
+
+    # gathered again only when the store changed: at 1M exchanges a gathering takes seconds
+    fresh = Fresh(lambda: data.collect(url, since, until), lambda: store_mark(engine))
 
     def collect():
         reprice(engine, pricer)  # price what arrived since the last poll
-        return data.collect(url, since, until)
+        return fresh()
 
     try:
         server = make_server(
