@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ServerToolCall, ToolSpec, Usage
+from llmtap.protocols.canonical import ApiError, Exchange, FinishReason, RequestFacts, ServerToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
     KeptText,
     api_error,
@@ -137,7 +137,11 @@ def _served(raw: Any, ex: Exchange) -> None:
 def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTRAS) -> None:
     """Fill `ex` from a Message (or an error body), streamed-and-folded or not."""
     if body.get("type") == "error" or "error" in body:
-        ex.error = api_error(body.get("error"))
+        ex.error = _error(body.get("error"))
+    elif "content" not in body and isinstance(body.get("message"), str):
+        # Bedrock's error body names no type (its `x-amzn-ErrorType` header does):
+        # https://docs.aws.amazon.com/bedrock/latest/APIReference/CommonErrors.html
+        ex.error = api_error({"message": body["message"]})
     ex.response_id = body.get("id") if isinstance(body.get("id"), str) else None
     if isinstance(body.get("model"), str):
         ex.model = body["model"]
@@ -169,6 +173,15 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
     raw_finish = body.get("stop_reason")
     ex.finish_reason_raw = raw_finish if isinstance(raw_finish, str) else None
     ex.finish_reason = FINISH.get(raw_finish) if isinstance(raw_finish, str) else None
+
+
+def _error(error: Any) -> ApiError | None:
+    """Anthropic's `{type, message}`; on Vertex AI a Google error `{code, message, status}`,
+    whose `status` (`RESOURCE_EXHAUSTED`) is its type."""
+    found = api_error(error)
+    if found is not None and found.type is None and isinstance(error, dict) and isinstance(error.get("status"), str):
+        found.type = error["status"]
+    return found
 
 
 class Fold:

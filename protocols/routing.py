@@ -32,13 +32,17 @@ _RESPONSES = re.compile(r"/responses$")
 _GEMINI = re.compile(r"/models/[^/:]+:(?:stream)?[gG]enerateContent$")
 _INTERACTIONS = re.compile(r"/v1(?:beta|alpha)?/interactions$")
 # Standalone compaction: https://platform.openai.com/docs/api-reference/responses/compact
-_COMPACT = re.compile(r"/v1/responses/compact$")
+_COMPACT = re.compile(r"/responses/compact$")
 # The clouds (SPEC §1). Bedrock: https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModel.html
 # and API_runtime_Converse.html; the model id is URL-encoded in the path (`%3A` for `:`).
 _BEDROCK_INVOKE = re.compile(r"/model/(?P<model>[^/]+)/invoke(?:-with-response-stream)?$")
 _BEDROCK_CONVERSE = re.compile(r"/model/(?P<model>[^/]+)/converse(?:-stream)?$")
-# Vertex AI's Claude: https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/use-claude
-_VERTEX_ANTHROPIC = re.compile(r"/publishers/anthropic/models/(?P<model>[^/:]+):(?:stream)?[rR]awPredict$")
+# Vertex AI's Claude: https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/use-claude;
+# its token counting is the model `count-tokens` on the same verb, never a generation:
+# https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/count-tokens
+_VERTEX_ANTHROPIC = re.compile(
+    r"/publishers/anthropic/models/(?P<model>(?!count-tokens(?:@|:))[^/:]+):(?:stream)?[rR]awPredict$"
+)
 # Azure OpenAI: https://learn.microsoft.com/en-us/azure/ai-foundry/openai/reference
 _AZURE_DEPLOYMENT = re.compile(r"/openai/deployments/(?P<model>[^/]+)/")
 _AZURE_PATH = re.compile(r"/openai/(?:deployments/[^/]+/|v1/)?(?:chat/completions|responses)(?:/compact)?$")

@@ -68,7 +68,7 @@ def _content_text(content: Any) -> str:
 
 def transcript(protocol: str, body: dict[str, Any]) -> Transcript:
     out = Transcript()
-    if protocol == "anthropic.messages":
+    if protocol in ("anthropic.messages", "bedrock.converse"):  # Converse: the same system and messages
         out.system = _content_text(body.get("system"))
         out.messages = [(str(m.get("role")), _content_text(m.get("content"))) for m in _dicts(body.get("messages"))]
     elif protocol == "openai.chat":

@@ -35,6 +35,8 @@ PROVIDER_PATTERNS = re.compile(
     r"[a-z0-9-]+-aiplatform\.googleapis\.com"  # Vertex AI: us-central1-aiplatform.googleapis.com
     r"|bedrock-runtime(?:-fips)?\.[a-z0-9-]+\.amazonaws\.com"  # Bedrock: bedrock-runtime.us-east-1.amazonaws.com
     r"|[a-z0-9-]+\.openai\.azure\.com"  # Azure OpenAI: RESOURCE.openai.azure.com
+    r"|[a-z0-9-]+\.cognitiveservices\.azure\.com"  # Azure AI services: RESOURCE.cognitiveservices.azure.com
+    r"|[a-z0-9-]+\.services\.ai\.azure\.com"  # Azure AI Foundry: RESOURCE.services.ai.azure.com
 )
 
 

@@ -1,14 +1,19 @@
--- Prompt-cache misses (SPEC §5). A conversation is the run of requests of one key (else
--- team) and model that share their first message, each at most one hour after the one
--- before it ended (the identity of conversation_ids.sql); a request that continues one
--- yet reads (almost) nothing from cache — under 5% of the previous request's input — is
--- a miss. One whose previous request is under the model's minimum cacheable length
+-- Prompt-cache misses (SPEC §5). A request is compared with the previous one of its
+-- line: the requests of one conversation (conversation_ids.sql) that share model and
+-- first message. With a thread_key (a client's session, a response chain) the line is
+-- (thread_key, model, first message), at any gap: a session's main thread, its subagents
+-- and its side calls are lines of their own, and two sessions never share one. Without,
+-- it is the prefix rule's run: one key (else team), model and first message, each at most
+-- one hour after the one before it ended. The first request of a line is never a miss
+-- (so neither is a conversation's first). A request that continues a line yet reads
+-- (almost) nothing from cache — under 5% of the previous request's input — is a miss. One whose previous request is under the model's minimum cacheable length
 -- could not have read anything whatever else changed: it is `not_cacheable`, listed with
 -- cause below_minimum, missed_tokens and extra_cost_usd 0 (it is no miss that costs
 -- money; `report cache` counts it apart). Any other miss's cause is the first that
 -- applies, in this order: tools_changed, system_changed,
 -- message_edited (message_index: the first message that differs, 0-based, system prompt
--- excluded), ttl_expired (gap since the previous request ended beyond its TTL: 5 minutes,
+-- excluded, among the messages both requests have: a request whose messages are the
+-- start of the earlier one's, or continue them, edited none), ttl_expired (gap since the previous request ended beyond its TTL: 5 minutes,
 -- 1 hour or 24 hours where asked), no_breakpoint (an Anthropic request, or the one before
 -- it, without cache_control); else unexplained. missed_tokens is what a hit would have
 -- read (the previous request's input, less what was read); extra_cost_usd (pico-dollars
@@ -20,10 +25,11 @@ base AS (
            tools_hash, system_hash, message_hashes, request_cache_breakpoints AS breakpoints,
            request_cache_ttl AS ttl, usage_input_tokens AS input_tokens,
            usage_cache_read_input_tokens AS cache_read, rate_input_pico, rate_cache_read_pico,
-           -- One 64-bit key per conversation: sorting on it costs a fraction of sorting on
-           -- three strings. (A collision is as unlikely as one of first_message_hash, itself
-           -- a 64-bit digest.)
-           hash(coalesce(key_fingerprint, 'team:' || team), model, first_message_hash) AS conversation
+           -- One 64-bit key per line: sorting on it costs a fraction of sorting on three
+           -- strings. (A collision is as unlikely as one of first_message_hash, itself a
+           -- 64-bit digest; a thread_key, `s…` or `r…`, never equals a key fingerprint.)
+           hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model, first_message_hash) AS conversation,
+           thread_key IS NOT NULL AS threaded
     FROM exchanges
     WHERE first_message_hash IS NOT NULL AND usage_input_tokens IS NOT NULL
       AND coalesce(status, 0) < 400
@@ -44,7 +50,8 @@ seq AS (
 missed AS (
     SELECT * FROM seq
     WHERE prev_id IS NOT NULL AND prev_input > 0 AND cache_read < 0.05 * prev_input
-      AND epoch(started_at) - epoch(prev_end) <= 3600  -- a longer gap starts a new conversation
+      -- without a thread_key, a longer gap starts a new conversation
+      AND (threaded OR epoch(started_at) - epoch(prev_end) <= 3600)
       AND ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
 ),
 -- The minimum per model that missed (a handful of rows), joined instead of looked up per miss.
@@ -61,10 +68,11 @@ compared AS (
             -- list is where this one's starts (the same text up to its closing bracket)
             WHEN starts_with(cm_text, rtrim(pm_text, ']'))
                  AND substr(cm_text, length(rtrim(pm_text, ']')) + 1, 1) IN (',', ']') THEN NULL
-            -- else the first message that differs, 0-based
+            -- else the first message that differs, 0-based, among those both have (NULL
+            -- when this request's messages are the start of the earlier one's)
             ELSE list_position(
                 list_transform(
-                    generate_series(1, len(CAST(pm_text AS VARCHAR[]))),
+                    generate_series(1, least(len(CAST(pm_text AS VARCHAR[])), len(CAST(cm_text AS VARCHAR[])))),
                     i -> coalesce(CAST(pm_text AS VARCHAR[])[i] = CAST(cm_text AS VARCHAR[])[i], false)
                 ),
                 false
@@ -88,7 +96,7 @@ SELECT
         WHEN first_diff >= 0 THEN 'message_edited'
         WHEN epoch(started_at) - epoch(prev_end) >
              CASE prev_ttl WHEN '1h' THEN 3600 WHEN '24h' THEN 86400 ELSE 300 END THEN 'ttl_expired'
-        WHEN protocol = 'anthropic.messages'
+        WHEN protocol IN ('anthropic.messages', 'bedrock.converse')  -- caching needs explicit breakpoints
              AND (coalesce(breakpoints, 0) = 0 OR coalesce(prev_breakpoints, 0) = 0) THEN 'no_breakpoint'
         ELSE 'unexplained'
     END AS cause,
