@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ServerToolCall, ToolSpec, Usage
+from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ServerToolCall, ToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
     KeptText,
     api_error,
@@ -32,6 +32,7 @@ from llmtap.protocols.common import (
     tool_call_from_object,
 )
 from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
+from llmtap.protocols.partial_args import PartialArgs
 
 PROTOCOL = "gemini.generate"
 
@@ -126,9 +127,10 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
     ex.service_tier = _TRAFFIC_TIERS.get(str(sub(body, "usageMetadata").get("trafficType")))
     candidates = [c for c in items(body, "candidates") if isinstance(c, dict)]
     candidate = min(candidates, key=lambda c: count(c.get("index")) or 0) if candidates else {}
+    parts, extras = _parts(candidate, extras)
     text = KeptText(new_budget())
     in_thought = False
-    for part in items(sub(candidate, "content"), "parts"):
+    for position, part in enumerate(parts):
         if not isinstance(part, dict):
             continue
         thought = part.get("thought") is True
@@ -140,8 +142,7 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
         if isinstance(part.get("text"), str):
             text.add(part["text"])
         elif isinstance(part.get("functionCall"), dict):
-            call = part["functionCall"]
-            ex.tool_calls.append(tool_call_from_object(call.get("id"), call.get("name"), call.get("args")))
+            ex.tool_calls.append(_tool_call(part["functionCall"], extras.raw_arguments.get(position)))
         elif "executableCode" in part:
             ex.server_tool_calls.append(ServerToolCall(type="code_execution"))
     ex.text = text.value()
@@ -155,6 +156,33 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
     if sub(candidate, "urlContextMetadata"):
         ex.server_tool_calls.append(ServerToolCall(type="url_context"))
     _finish(body, candidate, ex)
+
+
+def _parts(candidate: dict[str, Any], extras: FoldExtras) -> tuple[list[Any], FoldExtras]:
+    """The candidate's parts, with calls streamed in pieces assembled: a fold has done that
+    already, but a JSON body (or one a client saved from a stream) may still hold them."""
+    parts = items(sub(candidate, "content"), "parts")
+    if not any(_streams_call(part) for part in parts):
+        return parts, extras
+    fold = Fold(new_budget())
+    for part in parts:
+        if isinstance(part, dict):
+            fold._part(part)
+    assembled, raw_arguments, truncated = fold.assembled_parts()
+    return assembled, FoldExtras(truncated=extras.truncated or truncated, raw_arguments=raw_arguments)
+
+
+def _tool_call(call: dict[str, Any], raw: str | None) -> ToolCall:
+    """A `functionCall`; `raw` is the text of streamed pieces that made no JSON object."""
+    if raw is None:
+        return tool_call_from_object(call.get("id"), call.get("name"), call.get("args"))
+    return ToolCall(
+        id=_str_or_none(call.get("id")),
+        name=_str_or_none(call.get("name")),
+        arguments=None,
+        arguments_raw=raw,
+        valid_json=False,
+    )
 
 
 def _finish(body: dict[str, Any], candidate: dict[str, Any], ex: Exchange) -> None:
@@ -188,12 +216,59 @@ class _TextRun:
     thought: bool
 
 
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _streams_call(part: Any) -> bool:
+    """Whether a part is a piece of a call streamed in parts (Gemini 3 `partialArgs`)."""
+    call = sub(part, "functionCall")
+    return "partialArgs" in call or call.get("willContinue") is True
+
+
+class _StreamedCall:
+    """One function call that arrives over several `functionCall` parts: it opens with
+    `{name, willContinue: true}`, its `partialArgs` pieces follow, and a part without
+    `willContinue` (often an empty `functionCall {}`) closes it.
+    https://cloud.google.com/vertex-ai/generative-ai/docs/multimodal/function-calling"""
+
+    __slots__ = ("part", "call", "pieces")
+
+    def __init__(self, part: dict[str, Any], call: dict[str, Any], budget: list[int]) -> None:
+        self.part = part  # the opening part (its thoughtSignature stays with the call)
+        self.call = {k: call[k] for k in ("id", "name", "args") if k in call}
+        self.pieces = PartialArgs(budget)
+        self.more(call)
+
+    def more(self, call: dict[str, Any]) -> None:
+        if "id" not in self.call and isinstance(call.get("id"), str):
+            self.call["id"] = call["id"]
+        args = call.get("args")
+        if isinstance(args, dict) and args is not self.call.get("args"):
+            base = self.call.get("args")
+            self.call["args"] = (base if isinstance(base, dict) else {}) | args
+        for piece in items(call, "partialArgs"):
+            self.pieces.add(piece)
+
+    def result(self) -> tuple[dict[str, Any], str | None]:
+        """The call as one complete part, and its raw text when its pieces make no object."""
+        call = dict(self.call)
+        raw = None
+        if self.pieces.entries:
+            args, raw = self.pieces.assemble(call.get("args"))
+            call.pop("args", None)
+            if args is not None:
+                call["args"] = args
+        return {k: v for k, v in self.part.items() if k != "functionCall"} | {"functionCall": call}, raw
+
+
 class Fold:
     """Folds stream chunks (SSE events or array elements) into one response."""
 
     def __init__(self, budget: list[int]) -> None:
         self.head: dict[str, Any] = {}
-        self.parts: list[dict[str, Any] | _TextRun] = []
+        self.parts: list[dict[str, Any] | _TextRun | _StreamedCall] = []
+        self.open_call: _StreamedCall | None = None  # a streamed call still taking pieces
         self.budget = budget
         self.candidate: dict[str, Any] = {}
         self.usage: Any = None
@@ -243,20 +318,51 @@ class Fold:
                 self.parts.append(run)
             self.saw_token = self.saw_token or not thought
             return
+        call = part.get("functionCall")
+        if isinstance(call, dict) and (self.open_call is not None or _streams_call(part) or not call):
+            self._call_piece(part, call)
+            return
         self.parts.append(part)
         self.saw_token = self.saw_token or "functionCall" in part
+
+    def _call_piece(self, part: dict[str, Any], call: dict[str, Any]) -> None:
+        """A `functionCall` part of a call streamed in pieces: a named one opens a call
+        (closing any still open), the others add to the open one; one without
+        `willContinue` closes it. A closer with no call open closes nothing."""
+        if "name" in call or (self.open_call is None and ("partialArgs" in call or "args" in call)):
+            self.open_call = _StreamedCall(part, call, self.budget)
+            self.parts.append(self.open_call)
+            self.saw_token = True
+        elif self.open_call is not None:
+            self.open_call.more(call)
+        if call.get("willContinue") is not True:
+            self.open_call = None
 
     def end_marker(self) -> None:
         """Gemini streams have no `[DONE]`; the chunk with `finishReason` is the last."""
 
-    def result(self) -> Folded:
+    def assembled_parts(self) -> tuple[list[dict[str, Any]], dict[int, str], bool]:
+        """The parts so far as a JSON response holds them (text runs joined, streamed calls
+        assembled), the raw text of calls whose pieces make no object (by position), and
+        whether the kept-text budget cut anything."""
         parts: list[dict[str, Any]] = []
+        raw_arguments: dict[int, str] = {}
         for part in self.parts:
             if isinstance(part, _TextRun):
                 self.truncated = self.truncated or part.text.truncated
                 parts.append({"text": part.text.value(), "thought": part.thought})
+            elif isinstance(part, _StreamedCall):
+                self.truncated = self.truncated or part.pieces.truncated
+                whole, raw = part.result()
+                if raw is not None:
+                    raw_arguments[len(parts)] = raw
+                parts.append(whole)
             else:
                 parts.append(part)
+        return parts, raw_arguments, self.truncated
+
+    def result(self) -> Folded:
+        parts, raw_arguments, truncated = self.assembled_parts()
         candidate = dict(self.candidate)
         candidate["content"] = {"role": "model", "parts": parts}
         body: dict[str, Any] = dict(self.head)
@@ -264,7 +370,7 @@ class Fold:
         body["usageMetadata"] = self.usage
         if self.error is not None:
             body["error"] = self.error
-        return Folded(body, FoldExtras(truncated=self.truncated))
+        return Folded(body, FoldExtras(truncated=truncated, raw_arguments=raw_arguments))
 
 
 def requested_model(body: dict[str, Any], path: str) -> str | None:
