@@ -77,13 +77,18 @@ class Usage:
 
 @dataclass(slots=True)
 class ToolCall:
-    """A call of a client-side tool. `arguments_raw` is exactly what the model produced."""
+    """A call of a client-side tool. `arguments_raw` is exactly what the model produced.
+
+    `kind` is `function` (JSON arguments) or `custom` (a free-form tool such as a Responses
+    `custom` tool: its input text is `arguments_raw`, `arguments` is None and `valid_json`
+    False, and it is checked against its declared grammar, never as JSON)."""
 
     id: str | None
     name: str | None
     arguments: dict[str, Any] | None
     arguments_raw: str
     valid_json: bool
+    kind: str = "function"
     # Set by `toolcheck`: valid, truncated, unknown_tool, invalid_json, args_lost,
     # schema_violation (SPEC §5), with a sentence saying why when not valid.
     status: str = "valid"
@@ -108,7 +113,12 @@ class ApiError:
 
 @dataclass(slots=True)
 class ToolSpec:
-    """A tool the request declared: its name and the JSON Schema of its arguments."""
+    """A tool the request declared: its name and the JSON Schema of its arguments.
+
+    A `custom` tool (Responses) has no JSON Schema: its `schema` is the declared input
+    format as sent (`{"type": "grammar", "syntax": "lark" | "regex", "definition": …}` or
+    `{"type": "text"}`), or None. A tool declared inside a namespace is named
+    `namespace.tool`."""
 
     name: str
     schema: dict[str, Any] | None = None
@@ -170,6 +180,9 @@ class Exchange:
     tool_calls: list[ToolCall] = field(default_factory=list)
     server_tool_calls: list[ServerToolCall] = field(default_factory=list)
     error: ApiError | None = None
+    # A request that asked for no generation (Responses `generate: false`, as Codex sends
+    # to warm a connection): recorded and billed, left out of finish and latency shares.
+    warmup: bool = False
     request: RequestFacts | None = None
     events: int = 0
     # What was served, as far as it changes the price (SPEC §2, §5): the service tier the

@@ -291,7 +291,9 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
     lead = 0
     while lead < len(messages) and messages[lead].get("role") in _SYSTEM_ROLES:
         lead += 1
-    system = messages[:lead]
+    # Every system / developer message is an instruction (SPEC §2 `request`): the leading
+    # ones and any later one count in the system size and the system hash.
+    system = [m for m in messages if m.get("role") in _SYSTEM_ROLES]
     facts.system_chars = sum(json_size(m.get("content") or "") for m in system)
     for message in messages:
         _scan_message(facts, message)

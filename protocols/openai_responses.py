@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ServerToolCall, ToolSpec, Usage
+from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ServerToolCall, ToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
     KeptText,
     api_error,
@@ -71,6 +71,14 @@ _SERVER_TOOL_TYPES = (
     "image_generation",
     "mcp",
 )
+# Request fields kept as params; `generate: false` asks for no output (a warmup).
+_PARAMS = ("temperature", "top_p", "store", "truncation", "service_tier", "prompt_cache_retention", "text", "generate")
+# Input items that declare tools (Codex sends its tools in one, and no top-level `tools`).
+_TOOL_ITEMS = ("additional_tools",)
+_MAX_NAMESPACE_DEPTH = 4
+# Roles of the instructions the model gets before the conversation: with `instructions`,
+# the system size and the system hash (SPEC §2).
+_SYSTEM_ROLES = ("system", "developer")
 
 
 def convert_usage(raw: Any) -> Usage | None:
@@ -113,6 +121,7 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
     ex.text = text.value()
     ex.text_truncated = text.truncated or extras.truncated
     ex.refusal = "".join(refusals) or None
+    ex.warmup = ex.request is not None and ex.request.params.get("generate") is False
     _finish(body, ex)
 
 
@@ -134,9 +143,17 @@ def _decode_item(item: dict[str, Any], ex: Exchange, text: KeptText, refusals: l
             tool_call_from_text(item.get("call_id"), item.get("name"), raw if isinstance(raw, str) else "")
         )
     elif kind == "custom_tool_call":
+        # Free-form input text, not JSON: checked against the tool's declared format.
         raw = item.get("input")
         ex.tool_calls.append(
-            tool_call_from_text(item.get("call_id"), item.get("name"), raw if isinstance(raw, str) else "")
+            ToolCall(
+                id=text_of(item.get("call_id")),
+                name=text_of(item.get("name")),
+                arguments=None,
+                arguments_raw=raw if isinstance(raw, str) else "",
+                valid_json=False,
+                kind="custom",
+            )
         )
     elif kind in _CLIENT_ACTION_ITEMS:
         action = item.get("action", item.get("operation"))
@@ -278,35 +295,69 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         if isinstance(body.get("previous_response_id"), str)
         else None,
         thinking=reasoning if isinstance(reasoning, dict) else None,
-        params={
-            k: body[k]
-            for k in ("temperature", "top_p", "store", "truncation", "service_tier", "prompt_cache_retention", "text")
-            if k in body
-        },
+        params={k: body[k] for k in _PARAMS if k in body},
     )
     if facts.params.get("prompt_cache_retention") == "24h":
         facts.cache_ttl = "24h"
-    tools = [t for t in items(body, "tools") if isinstance(t, dict)]
-    for tool in tools:
-        kind = str(tool.get("type") or "function")
-        if kind in _SERVER_TOOL_TYPES or kind.startswith(("web_search", "code_interpreter")):
-            facts.server_tools.append(kind)
-        else:
-            schema = tool.get("parameters") if isinstance(tool.get("parameters"), dict) else None
-            facts.tools.append(ToolSpec(name=str(tool.get("name") or kind), schema=schema, type=kind))
-    instructions = body.get("instructions")
-    facts.system_chars = json_size(instructions) if instructions else 0
     entries = body.get("input")
     if isinstance(entries, str):
         entries = [{"role": "user", "content": entries}]
-    for entry in entries if isinstance(entries, list) else []:
-        if isinstance(entry, dict):
-            _scan_entry(facts, entry)
-            facts.message_hashes.append(stable_hash(without_cache_markers(entry)))
-            facts.message_chars.append(json_size(entry.get("content", entry.get("output", entry.get("arguments", "")))))
-    facts.tools_hash = stable_hash(tools)
-    facts.system_hash = stable_hash(instructions or "")
+    entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    groups = [items(body, "tools"), *(items(e, "tools") for e in entries if e.get("type") in _TOOL_ITEMS)]
+    for group in groups:
+        for tool in group:
+            _declare(facts, tool, None, 0)
+    instructions = body.get("instructions")
+    system: list[Any] = []
+    for entry in entries:
+        if entry.get("type") in _TOOL_ITEMS:
+            continue  # declares tools; not a message of any role
+        _scan_entry(facts, entry)
+        if entry.get("role") in _SYSTEM_ROLES and entry.get("type", "message") == "message":
+            system.append(without_cache_markers(entry))
+        facts.message_hashes.append(stable_hash(without_cache_markers(entry)))
+        facts.message_chars.append(json_size(entry.get("content", entry.get("output", entry.get("arguments", "")))))
+    facts.system_chars = (json_size(instructions) if instructions else 0) + sum(
+        _text_chars(m.get("content")) for m in system
+    )
+    # Hashes as before for requests without item-declared tools or system messages, so
+    # stored records compare alike with new ones.
+    facts.tools_hash = stable_hash(groups[0] if len(groups) == 1 else groups)
+    facts.system_hash = stable_hash([instructions or "", *system] if system else instructions or "")
     return facts
+
+
+def _declare(facts: RequestFacts, tool: Any, namespace: str | None, depth: int) -> None:
+    """One declared tool into the facts; a `namespace` entry declares its tools as
+    `namespace.tool` (its calls name the bare tool and carry `namespace` beside it)."""
+    if not isinstance(tool, dict):
+        return
+    kind = str(tool.get("type") or "function")
+    name = str(tool.get("name") or kind)
+    qualified = f"{namespace}.{name}" if namespace else name
+    if kind == "namespace":
+        if depth < _MAX_NAMESPACE_DEPTH:
+            for child in items(tool, "tools"):
+                _declare(facts, child, qualified, depth + 1)
+    elif kind in _SERVER_TOOL_TYPES or kind.startswith(("web_search", "code_interpreter")):
+        facts.server_tools.append(kind)
+    elif kind == "custom":
+        declared = tool.get("format")
+        facts.tools.append(ToolSpec(name=qualified, schema=declared if isinstance(declared, dict) else None, type=kind))
+    else:
+        schema = tool.get("parameters") if isinstance(tool.get("parameters"), dict) else None
+        facts.tools.append(ToolSpec(name=qualified, schema=schema, type=kind))
+
+
+def _text_chars(content: Any) -> int:
+    """The characters of a message's text: a string, or its parts' `text`."""
+    if isinstance(content, str):
+        return len(content)
+    total = 0
+    for part in content if isinstance(content, list) else []:
+        text = part.get("text") if isinstance(part, dict) else None
+        total += len(text) if isinstance(text, str) else json_size(part)
+    return total
 
 
 def _scan_entry(facts: RequestFacts, entry: dict[str, Any]) -> None:
