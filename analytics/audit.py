@@ -26,6 +26,7 @@ from llmtap.analytics.duck import connect
 from llmtap.analytics.render import money
 from llmtap.protocols.transcript import transcript
 from llmtap.storage import bodies as blobs
+from llmtap.storage import threads
 from llmtap.storage.export import TIMINGS, to_canonical, tool_calls_by_exchange, utc
 from llmtap.storage.maintenance import load_blob
 from llmtap.storage.schema import exchanges
@@ -53,7 +54,9 @@ class LogFilters:
 
 
 SORTS = ("started", "cost", "tokens")
-CONVERSATION_GAP_S = 3600  # a longer gap starts a new conversation (SPEC §5, conversation_ids.sql)
+# Without a thread_key, a longer gap starts a new conversation (SPEC §5, conversation_ids.sql);
+# a session or response chain (thread_key) is one conversation whatever its gaps.
+CONVERSATION_GAP_S = 3600
 
 
 def _query(name: str, needs: tuple[str, ...] = ("cache_misses", "tool_problems")) -> str:
@@ -178,6 +181,7 @@ def show(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
             "key_last4": row["key_last4"],
             "client_addr": row["client_addr"],
             "source": row["source"],
+            "session_id": row["client_session_id"],  # a client's own session id (storage/threads.py)
         },
         "when": {key: canonical[key] for key in TIMINGS},
         "where": {
@@ -342,19 +346,37 @@ def _verdict_without_miss(row: Any) -> dict[str, Any]:
 
 
 def conversation(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
-    """Every exchange of the conversation `exchange_id` belongs to, oldest first."""
+    """Every exchange of the conversation `exchange_id` belongs to, oldest first: the
+    identity of conversation_ids.sql (its thread_key, else the prefix rule)."""
     exchange_id = resolve(engine, exchange_id)
     with engine.connect() as connection:
         row = connection.execute(
             select(
-                exchanges.c.first_message_hash, exchanges.c.key_fingerprint, exchanges.c.team, exchanges.c.model
+                exchanges.c.first_message_hash,
+                exchanges.c.key_fingerprint,
+                exchanges.c.team,
+                exchanges.c.model,
+                exchanges.c.thread_key,
+                exchanges.c.client_session_id,
             ).where(exchanges.c.id == exchange_id)
         ).one()
-        if row.first_message_hash is None:
+        if row.thread_key is not None:
+            # a session or response chain: all of it, whatever the gaps (the scope, key
+            # or team, is part of the key)
+            ids = list(
+                connection.execute(
+                    select(exchanges.c.id)
+                    .where(exchanges.c.thread_key == row.thread_key)
+                    .order_by(exchanges.c.started_at, exchanges.c.id)
+                ).scalars()
+            )
+        elif row.first_message_hash is None:
             ids = [exchange_id]
         else:
             query = select(exchanges.c.id).where(
-                exchanges.c.first_message_hash == row.first_message_hash, exchanges.c.model == row.model
+                exchanges.c.first_message_hash == row.first_message_hash,
+                exchanges.c.model == row.model,
+                exchanges.c.thread_key.is_(None),  # the prefix rule leaves sessions and chains out
             )
             if row.key_fingerprint:
                 query = query.where(exchanges.c.key_fingerprint == row.key_fingerprint)
@@ -370,7 +392,18 @@ def conversation(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
     verdicts = _verdicts(url, ids)
     for turn in turns:
         turn["cache"] = verdicts.get(turn["id"], {"verdict": "hit" if turn["cache_read_tokens"] else "no cache read"})
-    return {"exchange_id": exchange_id, "turns": turns, "totals": _totals(turns)}
+    return {"exchange_id": exchange_id, "identity": _identity(row), "turns": turns, "totals": _totals(turns)}
+
+
+def _identity(row: Any) -> dict[str, Any]:
+    """How the conversation was told (SPEC §5): `session` (the id a client sent), `chain`
+    (a Responses previous_response_id chain) or `prefix` (key or team, model, first
+    message, gaps of at most an hour)."""
+    key = row.thread_key
+    if key is None:
+        return {"rule": "prefix", "session_id": None}
+    rule = "session" if key.startswith(threads.SESSION_PREFIX) else "chain"
+    return {"rule": rule, "session_id": row.client_session_id if rule == "session" else None}
 
 
 def _run_of(thread: Any, exchange_id: str) -> list[str]:
@@ -483,6 +516,8 @@ def details(
                 for k, v in (verdicts.get(row["id"]) or _verdict_without_miss(row)).items()
             },
             "timing": {k: canonical[k] for k in ("ttfb_ms", "ttft_ms", "duration_ms")},
-            "conversation": f"{who}|{row['model']}|{row['first_message_hash']}" if row["first_message_hash"] else None,
+            "conversation": f"thread:{row['thread_key']}"
+            if row.get("thread_key")
+            else (f"{who}|{row['model']}|{row['first_message_hash']}" if row["first_message_hash"] else None),
         }
     return out

@@ -477,4 +477,10 @@ def _print_conversation(data: dict[str, Any], zone: Any) -> None:
         )
         for header, cells, kind, justify, total in spec
     ]
-    render.print_fitted(render.make_console(), f"conversation of {data['exchange_id']}", columns)
+    identity = data.get("identity") or {}
+    told = {"session": "client session", "chain": "response chain", "prefix": "same first message"}
+    title = f"conversation of {data['exchange_id']}"
+    if identity.get("rule") in told:
+        title += f" ({told[identity['rule']]}"
+        title += f" {identity['session_id']})" if identity.get("session_id") else ")"
+    render.print_fitted(render.make_console(), title, columns)

@@ -1,7 +1,8 @@
 -- Prompt-cache efficiency per group: hit rate = cache_read / input (SPEC §5), and the
 -- misses with what they cost. A miss is the rule of cache_misses.sql (which also names
--- each miss's cause, for --list): a request continuing a conversation — one key (else
--- team), one model, the same first message, at most one hour after the previous request
+-- each miss's cause, for --list): a request continuing a line of its conversation — one
+-- thread_key (session or response chain; else one key, else team), one model, the same
+-- first message, and without a thread_key at most one hour after the previous request
 -- ended (the identity of conversation_ids.sql); error responses and exchanges without
 -- usage take no part — that reads under 5% of the previous request's input from cache.
 -- A would-be miss whose previous request is under the model's minimum cacheable length
@@ -26,17 +27,19 @@ WITH turns AS (
         -- carries a model string for those few rows and NULL for the rest
         CASE WHEN takes_part THEN
             lag(CASE WHEN usage_input_tokens < $largest_minimum THEN model END) OVER w END AS served_model,
-        CASE WHEN takes_part THEN epoch(started_at) - epoch(lag(coalesce(ended_at, started_at)) OVER w) END AS gap_s
+        CASE WHEN takes_part THEN epoch(started_at) - epoch(lag(coalesce(ended_at, started_at)) OVER w) END AS gap_s,
+        thread_key IS NOT NULL AS threaded  -- a session or chain goes on after any gap
     FROM (
         SELECT *,
             first_message_hash IS NOT NULL AND usage_input_tokens IS NOT NULL
                 AND coalesce(status, 0) < 400 AS takes_part
         FROM exchanges
     ) AS e
-    -- one 64-bit key per conversation (see cache_misses.sql); the others share one partition
+    -- one 64-bit key per line of a conversation (see cache_misses.sql); the others share
+    -- one partition. A thread_key (`s…`/`r…`) never equals a key fingerprint or `team:…`.
     WINDOW w AS (
         PARTITION BY CASE WHEN takes_part THEN
-            hash(coalesce(key_fingerprint, 'team:' || team), model, first_message_hash) END
+            hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model, first_message_hash) END
         ORDER BY started_at, id
     )
 ),
@@ -46,7 +49,7 @@ scored AS (
         candidate AND coalesce(under_minimum, false) AS not_cacheable
     FROM (
         SELECT turns.*,
-            prev_input > 0 AND gap_s <= 3600 AND usage_cache_read_input_tokens < 0.05 * prev_input AS candidate,
+            prev_input > 0 AND (threaded OR gap_s <= 3600) AND usage_cache_read_input_tokens < 0.05 * prev_input AS candidate,
             greatest(least(prev_input, usage_input_tokens) - usage_cache_read_input_tokens, 0) AS would_read,
             -- the model's minimum cacheable length, looked up for the would-be misses only
             CASE WHEN prev_input > 0 AND usage_cache_read_input_tokens < 0.05 * prev_input

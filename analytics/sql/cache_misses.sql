@@ -6,14 +6,16 @@
 -- it is the prefix rule's run: one key (else team), model and first message, each at most
 -- one hour after the one before it ended. The first request of a line is never a miss
 -- (so neither is a conversation's first). A request that continues a line yet reads
--- (almost) nothing from cache — under 5% of the previous request's input — is a miss. One whose previous request is under the model's minimum cacheable length
+-- (almost) nothing from cache — under 5% of the previous request's input — is a miss.
+-- One whose previous request is under the model's minimum cacheable length
 -- could not have read anything whatever else changed: it is `not_cacheable`, listed with
 -- cause below_minimum, missed_tokens and extra_cost_usd 0 (it is no miss that costs
 -- money; `report cache` counts it apart). Any other miss's cause is the first that
 -- applies, in this order: tools_changed, system_changed,
 -- message_edited (message_index: the first message that differs, 0-based, system prompt
 -- excluded, among the messages both requests have: a request whose messages are the
--- start of the earlier one's, or continue them, edited none), ttl_expired (gap since the previous request ended beyond its TTL: 5 minutes,
+-- start of the earlier one's, or continue them, edited none), ttl_expired (gap since the
+-- previous request ended beyond its TTL: 5 minutes,
 -- 1 hour or 24 hours where asked), no_breakpoint (an Anthropic request, or the one before
 -- it, without cache_control); else unexplained. missed_tokens is what a hit would have
 -- read (the previous request's input, less what was read); extra_cost_usd (pico-dollars

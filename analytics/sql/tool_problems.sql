@@ -1,37 +1,45 @@
 -- Tool-call problems (SPEC §5): every call whose status is not `valid` (the status was
 -- set at record time against the JSON Schema the same request declared; listed whether or
--- not the exchange belongs to a conversation), and the checks across a conversation (one
--- key, else team, and model, sharing the first message): duplicate_id (an id a call
--- already used), missing_result (the next request continues the conversation — it
--- carries more messages — yet lacks the result of a call; a restart of the same task is
--- not a continuation),
--- orphan_result (a request carries a result for an id that neither an earlier response
--- nor the request's own history holds; reported at the first request that carries it,
--- not again at every later one that repeats the history).
+-- not the exchange belongs to a conversation), and the checks across a conversation (the
+-- identity of conversation_ids.sql: one thread_key — a client's session or a Responses
+-- previous_response_id chain — else one key, else team, and model, sharing the first
+-- message): duplicate_id (an id a call already used in the conversation), missing_result
+-- (the next request of the same line — the same conversation, model and first message —
+-- continues it — it carries more messages — yet lacks the result of a call; a restart of
+-- the same task is not a continuation), orphan_result (a request carries a result for an
+-- id that neither an earlier response of the conversation nor the request's own history
+-- holds; reported at the first request that carries it, not again at every later one
+-- that repeats the history). A follow-up that names a previous response carries only the
+-- new tool output: the referenced response is earlier in its conversation, so its calls
+-- are the ones the output answers. A session or chain whose first exchange the store
+-- never saw (the proxy started mid-way) reports no orphan at its first exchange.
 -- One pass over the store; the JSON lists of ids are parsed only where there are calls
 -- or results.
 WITH turns AS (
     SELECT id, team, started_at, request_tool_result_ids, request_tool_call_ids,
-           coalesce(request_message_count, 0) AS messages,
-           -- one 64-bit key per conversation, NULL without a first message (no request
-           -- body): such an exchange is in no conversation (see cache_misses.sql)
+           coalesce(request_message_count, 0) AS messages, thread_key IS NOT NULL AS threaded,
+           -- one 64-bit key per line (see cache_misses.sql), NULL without a first message
+           -- (no request body): such an exchange is in no line
            CASE WHEN first_message_hash IS NOT NULL THEN
-               hash(coalesce(key_fingerprint, 'team:' || team), model, first_message_hash) END AS conversation
+               hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model, first_message_hash) END AS line,
+           -- and per conversation: the thread, else the line
+           CASE WHEN thread_key IS NOT NULL THEN hash(thread_key)
+                WHEN first_message_hash IS NOT NULL THEN
+                    hash(coalesce(key_fingerprint, 'team:' || team), model, first_message_hash) END AS conversation
     FROM exchanges
 ),
 conv AS (
-    SELECT id, team, started_at, conversation, request_tool_result_ids, request_tool_call_ids, messages,
-           CASE WHEN conversation IS NOT NULL THEN lead(id) OVER w END AS next_id,
-           CASE WHEN conversation IS NOT NULL THEN lead(messages) OVER w END AS next_messages,
-           CASE WHEN conversation IS NOT NULL THEN lead(request_tool_result_ids) OVER w END AS next_results,
-           CASE WHEN conversation IS NOT NULL THEN lag(request_tool_result_ids) OVER w END AS earlier_results,
-           row_number() OVER w AS turn
+    SELECT id, team, started_at, conversation, threaded, request_tool_result_ids, request_tool_call_ids, messages,
+           CASE WHEN line IS NOT NULL THEN lead(id) OVER w END AS next_id,
+           CASE WHEN line IS NOT NULL THEN lead(messages) OVER w END AS next_messages,
+           CASE WHEN line IS NOT NULL THEN lead(request_tool_result_ids) OVER w END AS next_results,
+           CASE WHEN line IS NOT NULL THEN lag(request_tool_result_ids) OVER w END AS earlier_results
     FROM turns
-    WINDOW w AS (PARTITION BY conversation ORDER BY started_at, id)
+    WINDOW w AS (PARTITION BY line ORDER BY started_at, id)
 ),
 calls AS (
     SELECT t.exchange_id, t.position, t.call_id, t.name, t.status, t.status_detail,
-           c.team, c.started_at, c.conversation, c.next_id, c.next_results, c.turn, c.messages, c.next_messages
+           c.team, c.started_at, c.conversation, c.next_id, c.next_results, c.messages, c.next_messages
     FROM tool_calls AS t JOIN conv AS c ON c.id = t.exchange_id
 ),
 invalid AS (
@@ -42,7 +50,8 @@ duplicate AS (
     SELECT exchange_id, team, name AS tool, call_id, 'duplicate_id' AS status,
            'the id was already used by an earlier call of this conversation' AS detail, started_at
     FROM (
-        SELECT *, row_number() OVER (PARTITION BY conversation, call_id ORDER BY turn, position) AS seen
+        SELECT *,
+            row_number() OVER (PARTITION BY conversation, call_id ORDER BY started_at, exchange_id, position) AS seen
         FROM calls WHERE call_id IS NOT NULL AND conversation IS NOT NULL
     ) AS numbered
     WHERE seen > 1
@@ -55,7 +64,7 @@ missing AS (
       AND NOT list_contains(CAST(coalesce(next_results, '[]') AS VARCHAR[]), call_id)
 ),
 carried AS (  -- the requests that carry tool results, with their lists parsed
-    SELECT id, team, started_at, conversation, turn,
+    SELECT id, team, started_at, conversation, threaded,
            CAST(request_tool_result_ids AS VARCHAR[]) AS results,
            CAST(coalesce(request_tool_call_ids, '[]') AS VARCHAR[]) AS history,
            CAST(coalesce(earlier_results, '[]') AS VARCHAR[]) AS earlier
@@ -72,7 +81,13 @@ orphan AS (
       AND NOT list_contains(c.earlier, r.result_id)
       AND NOT EXISTS (
           SELECT 1 FROM calls AS k
-          WHERE k.conversation = c.conversation AND k.call_id = r.result_id AND k.turn < c.turn)
+          WHERE k.conversation = c.conversation AND k.call_id = r.result_id
+            AND (k.started_at < c.started_at OR (k.started_at = c.started_at AND k.exchange_id < c.id)))
+      -- a session or chain seen from its first exchange on (see above)
+      AND (NOT c.threaded OR EXISTS (
+          SELECT 1 FROM conv AS e
+          WHERE e.conversation = c.conversation
+            AND (e.started_at < c.started_at OR (e.started_at = c.started_at AND e.id < c.id))))
 )
 SELECT exchange_id, team, tool, call_id, status, detail, started_at
 FROM (
