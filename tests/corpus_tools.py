@@ -1,6 +1,7 @@
-"""The project's corpus (tests/corpus/) and what the tests make of it: a HAR file of every
-case with a team and a planted key per entry (and the per-team sums it must import to),
-and transport variants of every case (gzip, br, CRLF framing, cut mid-stream).
+"""The project's corpora (tests/corpus/, and tests/corpus_next/ with the cloud routes) and
+what the tests make of them: a HAR file of every case with a team and a planted key per
+entry (and the per-team sums it must import to), and transport variants of every case
+(gzip, br, CRLF framing, cut mid-stream or, for AWS event-stream bodies, mid-frame).
 
 Also a command, for .ci/run and by hand:
     python -m tests.corpus_tools har [CORPUS] --out FILE.har     (prints the sums as JSON)
@@ -27,8 +28,10 @@ import brotli
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 CORPUS = Path(os.environ.get("LLMTAP_CORPUS", TESTS / "corpus"))
-# The team's shared corpus, when the checkout has it beside it (the project keeps a copy).
+CORPUS_NEXT = Path(os.environ.get("LLMTAP_CORPUS_NEXT", TESTS / "corpus_next"))
+# The team's shared corpora, when the checkout has them beside it (the project keeps copies).
 SHARED_CORPUS = ROOT.parent / "shared" / "corpus"
+SHARED_CORPUS_NEXT = ROOT.parent / "shared" / "corpus-next"
 
 USAGE_KEYS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens")
 TEAMS = ("alpha", "beta", "gamma")
@@ -43,6 +46,14 @@ PLANTED_KEYS = {
     "gemini.generate": ("x-goog-api-key", "AIzaHARLEAKCANARY00000000000000000000000"),
     "gemini.interactions": ("x-goog-api-key", "AIzaHARLEAKCANARY00000000000000000000000"),
 }
+# A cloud's own key, for the protocols it carries: a Bedrock API key is a bearer token
+# (`ABSK…`), an Azure OpenAI key rides `api-key`.
+PLANTED_CLOUD_KEYS = {
+    "aws": ("authorization", "Bearer ABSKHARLEAKCANARY000000000000000000000000000000"),
+    "azure": ("api-key", "HARLEAKCANARY0000000000000000000000000000"),
+}
+# `framing` of a case whose body is binary frames, not text lines (corpus-next README).
+EVENTSTREAM = "aws-eventstream"
 
 
 def case_folders(root: Path = CORPUS) -> list[Path]:
@@ -66,17 +77,26 @@ def read_case(folder: Path) -> tuple[dict[str, Any], bytes, bytes | None]:
 # -- a HAR of the corpus ------------------------------------------------------------------
 
 
-def _har_content(body: bytes, mime: str) -> dict[str, Any]:
-    try:
-        return {"size": len(body), "mimeType": mime, "text": body.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {"size": len(body), "mimeType": mime, "text": base64.b64encode(body).decode(), "encoding": "base64"}
+def _har_content(body: bytes, mime: str, binary: bool = False) -> dict[str, Any]:
+    """A HAR `content`: text as text, and binary frames (or bytes that are not UTF-8) as
+    base64 with `encoding: base64`, as HAR 1.2 keeps them."""
+    if not binary:
+        try:
+            return {"size": len(body), "mimeType": mime, "text": body.decode("utf-8")}
+        except UnicodeDecodeError:
+            pass
+    return {"size": len(body), "mimeType": mime, "text": base64.b64encode(body).decode(), "encoding": "base64"}
+
+
+def planted_key(case: dict[str, Any]) -> tuple[str, str]:
+    """The (header, value) of the fake key a case's HAR entry carries."""
+    return PLANTED_CLOUD_KEYS.get(case.get("provider") or "") or PLANTED_KEYS[case["protocol"]]
 
 
 def har_entry(case: dict[str, Any], body: bytes, request: bytes | None, team: str, started: datetime) -> dict[str, Any]:
     """One HAR 1.2 entry as a browser or proxy export holds it, with the team header and
     the protocol's planted key."""
-    key_header, key = PLANTED_KEYS[case["protocol"]]
+    key_header, key = planted_key(case)
     sent = request if request is not None else b"{}"
     mime = case.get("content_type") or "application/json"
     return {
@@ -103,7 +123,7 @@ def har_entry(case: dict[str, Any], body: bytes, request: bytes | None, team: st
             "httpVersion": "HTTP/1.1",
             "headers": [{"name": "content-type", "value": mime}],
             "cookies": [],
-            "content": _har_content(body, mime),
+            "content": _har_content(body, mime, binary=case.get("framing") == EVENTSTREAM),
             "redirectURL": "",
             "headersSize": -1,
             "bodySize": len(body),
@@ -142,13 +162,41 @@ CUT_AT = 0.6
 def variants_of(case: dict[str, Any], body: bytes) -> Iterator[tuple[str, dict[str, Any], bytes]]:
     """(suffix, case.json, body) of each way the same exchange may reach the recorder: gzip
     and br on the wire; for SSE streams, CRLF line ends and the stream cut at 60 % of its
-    bytes (no crash, not complete, no finish reason; everything else may differ)."""
+    bytes (no crash, not complete, no finish reason; everything else may differ). An AWS
+    event-stream body is binary frames: no line ends to change, and its cut falls inside
+    a frame."""
     yield "gzip", case | {"content_encoding": "gzip"}, gzip.compress(body)
     yield "br", case | {"content_encoding": "br"}, brotli.compress(body)
-    if case["streamed"] and b"data:" in body:
+    cut = case | {"cut": True, "expect": case["expect"] | {"finish_reason": None}}
+    if case.get("framing") == EVENTSTREAM:
+        yield "cut", cut, body[: cut_inside_a_frame(body, CUT_AT)]
+    elif case["streamed"] and b"data:" in body:
         yield "crlf", case, body.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
-        cut = case | {"cut": True, "expect": case["expect"] | {"finish_reason": None}}
         yield "cut", cut, body[: int(len(body) * CUT_AT)]
+
+
+def frame_ends(body: bytes) -> list[int]:
+    """Where each AWS event-stream message of `body` ends: its prelude's first 4 bytes
+    are the whole message's length (big-endian). Stops at a length that does not fit."""
+    ends, at = [], 0
+    while at + 12 <= len(body):
+        length = int.from_bytes(body[at : at + 4], "big")
+        if length < 16 or at + length > len(body):
+            break
+        at += length
+        ends.append(at)
+    return ends
+
+
+def cut_inside_a_frame(body: bytes, fraction: float) -> int:
+    """A length near `fraction` of `body` that ends strictly inside a frame (the middle
+    of the frame that holds that point), so a decoder sees a partial message."""
+    start = 0
+    for end in frame_ends(body):
+        if end > len(body) * fraction:
+            return start + max(1, (end - start) // 2)
+        start = end
+    return max(1, int(len(body) * fraction))
 
 
 def write_variants(corpus: Path, out: Path) -> list[Path]:
@@ -170,7 +218,7 @@ def write_variants(corpus: Path, out: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.corpus_tools", description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=["har", "variants"])
-    parser.add_argument("corpus", nargs="?", default=str(CORPUS), type=Path)
+    parser.add_argument("corpus", nargs="?", default=str(CORPUS), type=Path, help="tests/corpus or tests/corpus_next")
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
     if args.what == "har":

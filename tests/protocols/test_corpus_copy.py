@@ -1,6 +1,8 @@
-"""The project's copy of the corpus (tests/corpus/): every case is whole and named in
-SOURCES.md with its repository, path and licence, and, where the team's shared corpus sits
-beside the checkout, the copy still equals it file for file."""
+"""The project's copies of the corpora (tests/corpus/, and tests/corpus_next/ with the cloud
+routes): every case is whole and named in its SOURCES.md with its repository, path and
+licence, and, where the team's shared corpora sit beside the checkout, each copy still
+equals its shared folder file for file (corpus-next's README too: it says how the cases'
+`expect` was read)."""
 
 from __future__ import annotations
 
@@ -10,56 +12,84 @@ from pathlib import Path
 
 import pytest
 
-from tests.corpus_tools import CORPUS, SHARED_CORPUS, case_folders, read_case
+from tests.corpus_tools import CORPUS, CORPUS_NEXT, SHARED_CORPUS, SHARED_CORPUS_NEXT, case_folders, read_case
 
-SOURCES = CORPUS / "SOURCES.md"
 LICENCES = {"MIT", "Apache-2.0", "BSD-3-Clause", "Apache-2.0 OR BSD-3-Clause"}
+# (the copy, its shared original, how many cases it holds at least, files beside the cases)
+CORPORA = {
+    "corpus": (CORPUS, SHARED_CORPUS, 49, ()),
+    "corpus_next": (CORPUS_NEXT, SHARED_CORPUS_NEXT, 10, ("README.md",)),
+}
+CASE_KEYS = {"protocol", "host", "path", "status", "streamed", "source", "expect"}
 
 
-def files_of(root: Path) -> dict[str, bytes]:
-    """Every file of every case folder under `root`, by its path relative to `root`."""
-    return {
+def files_of(root: Path, beside: tuple[str, ...] = ()) -> dict[str, bytes]:
+    """Every file of every case folder under `root` (and the named files beside them), by
+    its path relative to `root`."""
+    files = {
         path.relative_to(root).as_posix(): path.read_bytes()
         for folder in case_folders(root)
         for path in sorted(folder.rglob("*"))
         if path.is_file()
     }
+    return files | {name: (root / name).read_bytes() for name in beside if (root / name).is_file()}
 
 
-def source_rows() -> dict[str, list[str]]:
+def source_rows(root: Path) -> dict[str, list[str]]:
     rows = {}
-    for line in SOURCES.read_text().splitlines():
+    for line in (root / "SOURCES.md").read_text().splitlines():
         cells = [cell.strip() for cell in line.strip("|").split("|")]
         if len(cells) == 5 and (name := re.fullmatch(r"`(\w+)`", cells[0])):
             rows[name.group(1)] = cells[1:]
     return rows
 
 
-def test_every_case_is_whole() -> None:
-    folders = case_folders(CORPUS)
-    assert len(folders) >= 49
+ALL_CASES = [folder for root, *_ in CORPORA.values() for folder in case_folders(root)]
+
+
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_every_case_is_whole(corpus: str) -> None:
+    root, _, at_least, _ = CORPORA[corpus]
+    folders = case_folders(root)
+    assert len(folders) >= at_least
     for folder in folders:
         case, body, _ = read_case(folder)
-        assert {"protocol", "host", "path", "status", "streamed", "source", "expect"} <= case.keys(), folder.name
+        assert CASE_KEYS <= case.keys(), folder.name
+        assert case.get("id", folder.name) == folder.name
         assert body, folder.name
 
 
-@pytest.mark.parametrize("folder", case_folders(CORPUS), ids=lambda folder: folder.name)
+def test_the_next_corpus_names_who_bills_each_case() -> None:
+    for folder in case_folders(CORPUS_NEXT):
+        case = read_case(folder)[0]
+        assert case["provider"] in ("aws", "azure", "google"), folder.name
+        assert case.get("framing") in (None, "aws-eventstream"), folder.name
+
+
+@pytest.mark.parametrize("folder", ALL_CASES, ids=lambda folder: f"{folder.parent.name}/{folder.name}")
 def test_sources_name_each_case(folder: Path) -> None:
-    repository, path, commit, licence = source_rows()[folder.name]
+    repository, path, commit, licence = source_rows(folder.parent)[folder.name]
     source = json.loads((folder / "case.json").read_text())["source"]
     assert (repository, path.strip("`"), commit.strip("`")) == (source["repo"], source["path"], source["commit"][:12])
     assert licence in LICENCES
 
 
-def test_sources_list_nothing_else() -> None:
-    assert set(source_rows()) == {folder.name for folder in case_folders(CORPUS)}
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_sources_list_nothing_else(corpus: str) -> None:
+    root = CORPORA[corpus][0]
+    assert set(source_rows(root)) == {folder.name for folder in case_folders(root)}
 
 
-if SHARED_CORPUS.is_dir():  # only where the checkout has the team's shared folder beside it
+def test_the_corpora_share_no_case_name() -> None:
+    names = [folder.name for folder in ALL_CASES]
+    assert len(names) == len(set(names))
 
-    def test_copy_equals_the_shared_corpus() -> None:
-        ours, theirs = files_of(CORPUS), files_of(SHARED_CORPUS)
-        assert sorted(ours) == sorted(theirs), "cases or files differ from ../shared/corpus"
-        changed = [name for name in ours if ours[name] != theirs[name]]
-        assert changed == [], f"differ from ../shared/corpus: {changed}"
+
+@pytest.mark.parametrize("corpus", [name for name, (_, shared, *_) in CORPORA.items() if shared.is_dir()])
+def test_copy_equals_the_shared_corpus(corpus: str) -> None:
+    """Only where the checkout has the team's shared folders beside it."""
+    root, shared, _, beside = CORPORA[corpus]
+    ours, theirs = files_of(root, beside), files_of(shared, beside)
+    assert sorted(ours) == sorted(theirs), f"cases or files differ from {shared}"
+    changed = [name for name in ours if ours[name] != theirs[name]]
+    assert changed == [], f"differ from {shared}: {changed}"
