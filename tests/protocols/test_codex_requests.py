@@ -1,0 +1,204 @@
+"""What a Codex CLI-shaped Responses request asks (SPEC §2 `request`, `warmup`): tools
+declared in an `additional_tools` input item, developer messages as the system prompt,
+`generate: false`; and the system size of Chat's system / developer messages."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from llmtap.protocols import openai_chat, openai_responses
+from llmtap.protocols.exchange import ExchangeDecoder, decode_exchange
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "codex"
+
+
+def body(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def decode(request: str, stream: str, **kw: Any) -> Any:
+    return decode_exchange(
+        "openai.responses",
+        request=json.dumps(body(request)).encode(),
+        response=(FIXTURES / f"{stream}.sse").read_bytes(),
+        path="/v1/responses",
+        host="api.openai.com",
+        status=200,
+        content_type="text/event-stream",
+        **kw,
+    )
+
+
+def test_tools_from_additional_tools_and_namespaces() -> None:
+    facts = openai_responses.decode_request(body("request_turn1"))
+    assert [(t.name, t.type) for t in facts.tools] == [
+        ("exec", "custom"),
+        ("apply_patch", "custom"),
+        ("view_image", "custom"),
+        ("note", "custom"),
+        ("update_plan", "function"),
+        ("collaboration.send_message", "function"),
+    ]
+    exec_tool = facts.tools[0]
+    assert exec_tool.schema is not None and exec_tool.schema["syntax"] == "lark"  # the declared format
+    assert facts.tools[-1].schema is not None and facts.tools[-1].schema["required"] == ["target", "message"]
+    # the item declares tools; it is no message of any role
+    assert facts.messages_by_role == {"developer": 2, "user": 2}
+    assert len(facts.message_hashes) == 4
+
+
+def test_tools_hash_sees_item_declared_tools() -> None:
+    first = openai_responses.decode_request(body("request_turn1"))
+    changed = body("request_turn1")
+    changed["input"][0]["tools"][0]["description"] = "Runs a command (v2)."
+    second = openai_responses.decode_request(changed)
+    assert first.tools_hash != second.tools_hash
+    assert first.system_hash == second.system_hash
+    assert first.message_hashes == second.message_hashes
+    # the same tools declared at the top level instead: same names, a different request
+    top = body("request_turn1")
+    top["tools"] = top["input"].pop(0)["tools"]
+    moved = openai_responses.decode_request(top)
+    assert [t.name for t in moved.tools] == [t.name for t in first.tools]
+
+
+def test_tools_directly_in_the_item_and_top_level_together() -> None:
+    request = {
+        "model": "m",
+        "tools": [{"type": "function", "name": "a"}, {"type": "web_search"}],
+        "input": [
+            {"type": "additional_tools", "tools": [{"type": "custom", "name": "b"}, "junk", None]},
+            {"type": "additional_tools", "tools": "not a list"},
+            {"role": "user", "content": "hi"},
+        ],
+    }
+    facts = openai_responses.decode_request(request)
+    assert [t.name for t in facts.tools] == ["a", "b"]
+    assert facts.server_tools == ["web_search"]
+    assert facts.messages_by_role == {"user": 1}
+
+
+def test_hashes_unchanged_for_requests_without_codex_shapes() -> None:
+    """Records stored before keep comparing alike with new ones (cache causes)."""
+    from llmtap.protocols.common import stable_hash
+
+    request = {
+        "model": "m",
+        "instructions": "Be brief.",
+        "tools": [{"type": "function", "name": "a", "parameters": {"type": "object"}}],
+        "input": [{"role": "user", "content": "hi"}],
+    }
+    facts = openai_responses.decode_request(request)
+    assert facts.tools_hash == stable_hash(request["tools"])
+    assert facts.system_hash == stable_hash("Be brief.")
+    assert facts.system_chars == len("Be brief.")
+
+
+def test_system_size_counts_developer_messages() -> None:
+    request = body("request_turn1")
+    developer_text = [m["content"][0]["text"] for m in request["input"][1:3]]
+    facts = openai_responses.decode_request(request)
+    assert facts.system_chars == sum(len(t) for t in developer_text)
+    with_instructions = dict(request, instructions="Be brief.")
+    assert openai_responses.decode_request(with_instructions).system_chars == facts.system_chars + 9
+    # a developer message edited: system_changed can see it
+    edited = copy.deepcopy(request)
+    edited["input"][2]["content"][0]["text"] += " Network: off."
+    assert openai_responses.decode_request(edited).system_hash != facts.system_hash
+    # a user message edited: not the system
+    edited = copy.deepcopy(request)
+    edited["input"][4]["content"][0]["text"] += "!"
+    assert openai_responses.decode_request(edited).system_hash == facts.system_hash
+
+
+def test_chat_system_size_counts_every_system_and_developer_message() -> None:
+    request = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "abc"},
+            {"role": "user", "content": "hello"},
+            {"role": "developer", "content": "defgh"},
+            {"role": "assistant", "content": "hi"},
+        ],
+    }
+    facts = openai_chat.decode_request(request)
+    assert facts.system_chars == 8
+    edited = copy.deepcopy(request)
+    edited["messages"][2]["content"] = "changed"
+    assert openai_chat.decode_request(edited).system_hash != facts.system_hash
+    leading_only = {"model": "m", "messages": request["messages"][:2]}
+    assert openai_chat.decode_request(leading_only).system_chars == 3
+
+
+def test_warmup() -> None:
+    warm = decode("request_warmup", "stream_warmup")
+    assert warm.warmup is True and warm.decode_error is None
+    # what the wire says: a completed response with no output
+    assert (warm.finish_reason, warm.finish_reason_raw, warm.complete) == ("end_turn", "completed", True)
+    assert warm.usage is not None and warm.usage.input_tokens == 2310  # billed
+    assert warm.to_dict()["warmup"] is True
+    turn = decode("request_turn1", "stream_turn1_exec")
+    assert turn.warmup is False and turn.to_dict()["warmup"] is False
+    explicit = body("request_turn1") | {"generate": True}
+    assert openai_responses.decode_request(explicit).params["generate"] is True
+
+
+def test_warmup_over_websocket_frames() -> None:
+    """WebSocket mode: `response.create` with the request's fields at the top level."""
+    create = {"type": "response.create", **body("request_warmup")}
+    decoder = ExchangeDecoder("openai.responses", request=json.dumps(create).encode(), path="/v1/responses")
+    sse = (FIXTURES / "stream_warmup.sse").read_text()
+    for block in sse.strip().split("\n\n"):
+        decoder.feed_message(json.loads(block.split("data: ", 1)[1]))
+    ex = decoder.finish()
+    assert ex.warmup is True and ex.streamed and ex.complete
+
+
+def test_follow_up_carries_the_custom_call_and_its_result() -> None:
+    ex = decode("request_turn2", "stream_turn2_text")
+    assert ex.request is not None
+    assert ex.request.tool_call_ids == ["call_exec_1"]
+    assert ex.request.tool_result_ids == ["call_exec_1"]
+    assert ex.request.messages_by_role == {"developer": 2, "user": 2, "tool": 1}
+    assert (ex.text, ex.finish_reason, ex.tool_calls) == ("The shell said hi.", "end_turn", [])
+
+
+def test_streamed_custom_call_whole_and_byte_by_byte() -> None:
+    raw = (FIXTURES / "stream_turn1_exec.sse").read_bytes()
+    whole = decode("request_turn1", "stream_turn1_exec").to_dict()
+    decoder = ExchangeDecoder(
+        "openai.responses",
+        request=json.dumps(body("request_turn1")).encode(),
+        path="/v1/responses",
+        host="api.openai.com",
+        status=200,
+        content_type="text/event-stream",
+    )
+    for i in range(len(raw)):
+        decoder.feed(raw[i : i + 1])
+    assert decoder.finish().to_dict() == whole
+    [call] = whole["tool_calls"]
+    assert (call["name"], call["kind"], call["arguments"], call["arguments_raw"]) == ("exec", "custom", None, "echo hi")
+    assert (call["valid_json"], call["status"]) == (False, "valid")
+    assert whole["finish_reason"] == "tool_use"
+
+
+def test_custom_call_assembled_from_deltas_when_the_terminal_event_has_no_output() -> None:
+    events = [
+        {"type": "response.created", "response": {"id": "r", "status": "in_progress", "output": []}},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {"type": "custom_tool_call", "call_id": "c1", "name": "exec", "input": ""},
+        },
+        {"type": "response.custom_tool_call_input.delta", "output_index": 0, "delta": "echo "},
+        {"type": "response.custom_tool_call_input.delta", "output_index": 0, "delta": "hi"},
+        {"type": "response.completed", "response": {"id": "r", "status": "completed", "usage": None}},
+    ]
+    sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
+    ex = decode_exchange("openai.responses", response=sse, request=body("request_turn1"), path="/v1/responses")
+    [call] = ex.tool_calls
+    assert (call.kind, call.arguments_raw, call.status) == ("custom", "echo hi", "valid")

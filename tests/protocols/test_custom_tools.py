@@ -1,0 +1,198 @@
+"""Responses `custom` tools (free-form input, optionally a Lark or regex grammar): the
+grammar check of protocols/grammar.py and the statuses protocols/toolcheck.py gives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llmtap.protocols import grammar
+from llmtap.protocols.canonical import Exchange, RequestFacts, ToolCall, ToolSpec
+from llmtap.protocols.exchange import decode_exchange
+from llmtap.protocols.toolcheck import check_tool_calls
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "codex"
+PATCH = (FIXTURES / "apply_patch.lark").read_text()
+
+
+def lark(definition: str) -> dict[str, Any]:
+    return {"type": "grammar", "syntax": "lark", "definition": definition}
+
+
+def regex(definition: str) -> dict[str, Any]:
+    return {"type": "grammar", "syntax": "regex", "definition": definition}
+
+
+CSV = 'start: NUMBER ("," NUMBER)*\n%import common.NUMBER\n%import common.WS\n%ignore WS'
+
+
+@pytest.mark.parametrize(
+    ("declared", "text", "fits"),
+    [
+        (lark(CSV), "1, 2 ,3", True),
+        (lark(CSV), "1, 2, x", False),
+        (lark(CSV), "", False),
+        # Codex's patch grammar: `/(.*)/` is zero-width to `lark`, rewritten as `/(.+)/?`
+        (lark(PATCH), "*** Begin Patch\n*** Add File: a.txt\n+hi\n+\n*** End Patch\n", True),
+        (
+            lark(PATCH),
+            "*** Begin Patch\n*** Update File: a.py\n@@ def f():\n-    x = 1\n+    x = 2\n*** End Patch",
+            True,
+        ),
+        (lark(PATCH), "*** Begin Patch\n*** Delete File: gone.txt\n*** End Patch\n", True),
+        (lark(PATCH), "*** Begin Patch\n*** Frobnicate: a.txt\n*** End Patch\n", False),
+        (lark(PATCH), "*** Begin Patch\n*** Add File: a.txt\n+hi\n", False),  # no end
+        (regex(r"\d{3}-\d{4}"), "555-1234", True),
+        (regex(r"\d{3}-\d{4}"), "555-12345", False),  # a full match, not a search
+        (regex(r"\d{3}-\d{4}"), "x555-1234", False),
+    ],
+)
+def test_grammar_fits_or_breaks(declared: dict[str, Any], text: str, fits: bool) -> None:
+    problem = grammar.problem(declared, text)
+    assert (problem is None) is fits, problem
+    if problem is not None:
+        assert "\n" not in problem and len(problem) < 300
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
+        None,
+        {"type": "text"},
+        {"type": "grammar", "syntax": "lark"},  # no definition
+        {"type": "grammar", "syntax": "ebnf", "definition": "x"},  # not a syntax we know
+        regex(r"(?P<word>\p{L}+)"),  # Rust regex syntax Python's `re` cannot compile
+        regex(r"(a+)+b"),  # nested quantifiers: may backtrack exponentially, not applied
+        regex(r"(\w+\s?)*!"),
+        lark("start: %llguidance {}"),  # LLGuidance's own dialect: does not load here
+        lark('%import .secrets (X)\nstart: "a"'),  # an import names a file: never read
+        lark("%import mygrammar.X\nstart: X"),
+        lark("start: " + "a" * (grammar.MAX_DEFINITION + 1)),
+    ],
+)
+def test_unchecked_formats_pass_anything(declared: Any) -> None:
+    assert grammar.problem(declared, "b" * 40) is None
+
+
+def test_problem_names_where_not_what() -> None:
+    """The detail is stored even in body mode `none`: it must not quote the input."""
+    problem = grammar.problem(lark(CSV), "1, 2, secret-thing")
+    assert problem is not None and "secret" not in problem
+    assert "line 1" in problem and "column" in problem
+
+
+def test_parsers_are_cached_by_definition() -> None:
+    definition = CSV + "\n// cache probe"
+    grammar.problem(lark(definition), "1")
+    cached = dict(grammar._cache)
+    grammar.problem(lark(definition), "2")
+    assert [key for key in grammar._cache if key not in cached] == []
+    # a definition that failed to load is cached as unchecked, not rebuilt
+    broken = "start: %llguidance {} // probe"
+    grammar.problem(lark(broken), "x")
+    assert any(value is grammar._UNCHECKED for value in grammar._cache.values())
+
+
+def test_earley_input_is_bounded() -> None:
+    ambiguous = 'start: a | b\na: "x"+\nb: "x"+'  # a reduce/reduce conflict: Earley only
+    assert grammar.problem(lark(ambiguous), "xx") is None
+    assert grammar.problem(lark(ambiguous), "xy") is not None
+    assert grammar.problem(lark(ambiguous), "y" * (grammar.MAX_EARLEY_INPUT + 1)) is None
+
+
+def _exchange(tools: list[ToolSpec], *calls: ToolCall, finish: str = "tool_use") -> Exchange:
+    ex = Exchange(protocol="openai.responses", request=RequestFacts(tools=tools))
+    ex.finish_reason = finish  # type: ignore[assignment]
+    ex.tool_calls = list(calls)
+    check_tool_calls(ex)
+    return ex
+
+
+def custom(name: str, text: str) -> ToolCall:
+    return ToolCall(id="c", name=name, arguments=None, arguments_raw=text, valid_json=False, kind="custom")
+
+
+def test_custom_call_statuses() -> None:
+    tools = [
+        ToolSpec("exec", lark(CSV), "custom"),
+        ToolSpec("free", {"type": "text"}, "custom"),
+        ToolSpec("bare", None, "custom"),
+    ]
+    ex = _exchange(
+        tools,
+        custom("exec", "1,2"),
+        custom("exec", "one, two"),
+        custom("free", "{ not json"),
+        custom("bare", ""),
+        custom("missing", "x"),
+    )
+    got = [(c.status, c.kind) for c in ex.tool_calls]
+    assert got == [
+        ("valid", "custom"),
+        ("schema_violation", "custom"),
+        ("valid", "custom"),  # text format: anything, and never invalid_json
+        ("valid", "custom"),
+        ("unknown_tool", "custom"),
+    ]
+    assert ex.tool_calls[1].status_detail and "lark grammar" in ex.tool_calls[1].status_detail
+
+
+def test_truncated_custom_call() -> None:
+    ex = _exchange([ToolSpec("exec", lark(CSV), "custom")], custom("exec", "1, "), finish="max_tokens")
+    assert ex.tool_calls[0].status == "truncated"
+
+
+def test_namespaced_tools_match_bare_and_flat_names() -> None:
+    schema = {"type": "object", "properties": {"m": {"type": "string"}}, "required": ["m"]}
+    tools = [ToolSpec("collaboration.send_message", schema)]
+
+    def call(name: str, raw: str) -> ToolCall:
+        return ToolCall(id="c", name=name, arguments=json.loads(raw), arguments_raw=raw, valid_json=True)
+
+    ex = _exchange(
+        tools,
+        call("send_message", '{"m": "hi"}'),
+        call("collaboration.send_message", '{"m": "hi"}'),
+        call("collaboration__send_message", '{"m": "hi"}'),
+        call("send_message", '{"m": 1}'),
+        call("other.send_message", '{"m": "hi"}'),
+    )
+    assert [c.status for c in ex.tool_calls] == [
+        "valid",
+        "valid",
+        "valid",
+        "schema_violation",
+        "unknown_tool",
+    ]
+    assert "collaboration.send_message" in (ex.tool_calls[-1].status_detail or "")
+
+
+def test_decoded_custom_calls_from_a_stream() -> None:
+    ex = decode_exchange(
+        "openai.responses",
+        request=(FIXTURES / "request_turn1.json").read_bytes(),
+        response=(FIXTURES / "stream_tool_mix.sse").read_bytes(),
+        path="/v1/responses",
+        host="api.openai.com",
+        status=200,
+        content_type="text/event-stream",
+    )
+    assert ex.decode_error is None and ex.complete
+    calls = [(c.id, c.name, c.kind, c.valid_json, c.arguments is None, c.status) for c in ex.tool_calls]
+    assert calls == [
+        ("call_patch_ok", "apply_patch", "custom", False, True, "valid"),
+        ("call_patch_bad", "apply_patch", "custom", False, True, "schema_violation"),
+        ("call_img_ok", "view_image", "custom", False, True, "valid"),
+        ("call_img_bad", "view_image", "custom", False, True, "schema_violation"),
+        ("call_note", "note", "custom", False, True, "valid"),
+        ("call_ns", "send_message", "function", True, False, "valid"),
+        ("call_plan", "update_plan", "function", True, False, "schema_violation"),
+        ("call_nope", "nope", "custom", False, True, "unknown_tool"),
+    ]
+    assert ex.tool_calls[0].arguments_raw == "*** Begin Patch\n*** Add File: hello.txt\n+hi\n+\n*** End Patch\n"
+    printed = ex.to_dict()["tool_calls"]
+    assert [c["kind"] for c in printed][:2] == ["custom", "custom"]
+    assert list(printed[0])[:6] == ["id", "name", "arguments", "arguments_raw", "valid_json", "kind"]
