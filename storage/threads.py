@@ -137,15 +137,16 @@ def _continue(
     batch: dict[tuple[str, str], dict[str, Any]],
     stored: dict[tuple[str, str], dict[str, Any]],
 ) -> str:
-    """The thread key of a follow-up naming `previous`, setting the root's if it has none."""
-    referenced = batch.get((who, previous))
-    if referenced is not None:
+    """The thread key of a follow-up naming `previous`, setting the root's if it has none.
+    A stored root first: the same exchange in the batch is a duplicate, never inserted."""
+    root = stored.get((who, previous))
+    if root is None:
+        referenced = batch.get((who, previous))
+        if referenced is None:
+            return chain_key(who, previous)  # the chain as far as the store saw it
         if not referenced.get("thread_key"):
             referenced["thread_key"] = chain_key(who, previous)
         return str(referenced["thread_key"])
-    root = stored.get((who, previous))
-    if root is None:
-        return chain_key(who, previous)  # the chain as far as the store saw it
     if not root["thread_key"]:
         root["thread_key"] = chain_key(who, previous)
         connection.execute(
