@@ -183,6 +183,10 @@ class Exchange:
     # A request that asked for no generation (Responses `generate: false`, as Codex sends
     # to warm a connection): recorded and billed, left out of finish and latency shares.
     warmup: bool = False
+    # A background (`background: true`) response's or interaction's status as this payload
+    # states it (`queued`, `in_progress`, `completed`, …); None for work not sent to the
+    # background. Its poll completes the exchange (SPEC §1; protocols/followups.py).
+    background_state: str | None = None
     request: RequestFacts | None = None
     events: int = 0
     # What was served, as far as it changes the price (SPEC §2, §5): the service tier the

@@ -128,6 +128,10 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
     status = body.get("status")
     ex.finish_reason_raw = status if isinstance(status, str) and status not in _RUNNING else None
     ex.finish_reason = FINISH.get(status) if isinstance(status, str) else None
+    # The object does not echo `background`: the request (or, for a poll, the exchange it
+    # continues) says whether it runs in the background.
+    background = ex.request is not None and ex.request.params.get("background") is True
+    ex.background_state = status[:16] if background and isinstance(status, str) else None
 
 
 def _error(error: Any) -> ApiError | None:
@@ -272,6 +276,8 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         thinking=thinking or None,
         params={k: config[k] for k in ("temperature", "top_p", "seed", "stop_sequences") if k in config},
     )
+    if body.get("background") is True:  # https://ai.google.dev/api/interactions-api (create)
+        facts.params["background"] = True
     tools = [t for t in items(body, "tools") if isinstance(t, dict)]
     for tool in tools:
         kind = str(tool.get("type") or "function")

@@ -122,6 +122,7 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
     ex.text_truncated = text.truncated or extras.truncated
     ex.refusal = "".join(refusals) or None
     ex.warmup = ex.request is not None and ex.request.params.get("generate") is False
+    ex.background_state = _background_state(body)
     _finish(body, ex)
 
 
@@ -160,6 +161,13 @@ def _decode_item(item: dict[str, Any], ex: Exchange, text: KeptText, refusals: l
         ex.tool_calls.append(tool_call_from_object(item.get("call_id"), kind.removesuffix("_call"), action))
     elif isinstance(kind, str) and (kind in _SERVER_ITEMS or kind.endswith("_call")):
         ex.server_tool_calls.append(ServerToolCall(type=kind, id=item.get("id"), name=item.get("name")))
+
+
+def _background_state(body: dict[str, Any]) -> str | None:
+    """A background response's status: the object echoes `background: true`, on its POST
+    and on every poll (https://platform.openai.com/docs/guides/background)."""
+    status = body.get("status")
+    return status[:16] if body.get("background") is True and isinstance(status, str) else None
 
 
 def _finish(body: dict[str, Any], ex: Exchange) -> None:
