@@ -275,7 +275,7 @@ class Recorder:
         if websocket_protocol(flow.request.path) is not None:
             secrets = flow.metadata.pop(SECRETS_KEY, None) or self._secrets(flow)
             who = flow.metadata.pop(WHO_KEY, None) or self.attribution.identify(flow)
-            self.websockets.start(flow, who, secrets)
+            self.websockets.start(flow, who, secrets, provider=self.attribution.listener_provider(flow))
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         self.websockets.message(flow)

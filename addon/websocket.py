@@ -6,6 +6,11 @@ and forwards it only after the hook returns, so the work here is one JSON parse 
 fold step per message. `flow.websocket.messages` grows for the socket's life; it is
 trimmed to the newest message.
 
+Each response is recorded like an HTTP exchange of the same listener: its provider is the
+reverse listener's (else the one its host names), its host the server mitmproxy talks to,
+and its status the upgrade's (101), since its frames carry no status of their own; an
+`error` event is the record's error, as in an SSE stream.
+
 Not responsible for attribution (done once at the upgrade) or storage.
 """
 
@@ -29,12 +34,18 @@ log = logging.getLogger("llmtap.addon")
 KEEP_MESSAGES = 1
 
 
+PROTOCOL = "openai.responses"
+SWITCHING_PROTOCOLS = 101  # the upgrade's status, when mitmproxy has not kept the response
+
+
 @dataclass
 class _Session:
     who: Who
     host: str
     path: str
     headers: list[tuple[str, str]]
+    provider: str | None = None  # the reverse listener's, when it names one
+    status: int = SWITCHING_PROTOCOLS
     decoder: ExchangeDecoder | None = None
     meta: ExchangeMeta | None = None
     secrets: Literals | None = None  # the upgrade's key values, scrubbed from each response's record
@@ -45,12 +56,18 @@ class WebSocketSessions:
         self.sink = sink
         self.sessions: dict[str, _Session] = {}
 
-    def start(self, flow: http.HTTPFlow, who: Who, secrets: Literals | None = None) -> None:
+    def start(
+        self, flow: http.HTTPFlow, who: Who, secrets: Literals | None = None, provider: str | None = None
+    ) -> None:
+        """`provider` is the reverse listener's, as the recorder gives HTTP exchanges."""
+        status = flow.response.status_code if flow.response is not None else SWITCHING_PROTOCOLS
         self.sessions[flow.id] = _Session(
             who=who,
-            host=flow.request.pretty_host,
+            host=flow.request.host,  # the server mitmproxy talks to, as for HTTP exchanges
             path=redact_query(flow.request.path),
             headers=redact_headers(flow.request.headers.items(multi=True)),
+            provider=provider,
+            status=status,
             secrets=secrets,
         )
 
@@ -87,11 +104,21 @@ class WebSocketSessions:
             self._finish(session, None)
 
     def _begin(self, session: _Session, request: bytes, at: float) -> None:
-        session.decoder = ExchangeDecoder("openai.responses", request=request, path=session.path, host=session.host)
+        session.decoder = ExchangeDecoder(
+            PROTOCOL,
+            request=request,
+            path=session.path,
+            host=session.host,
+            status=session.status,
+            provider=session.provider,
+        )
         session.meta = ExchangeMeta(
             method="WS",
             host=session.host,
             path=session.path,
+            protocol=PROTOCOL,
+            provider=session.provider,
+            status=session.status,
             team=session.who.team,
             key_fingerprint=session.who.key_fingerprint,
             key_last4=session.who.key_last4,

@@ -98,6 +98,7 @@ def rows_for(rec: Recorded, body_mode: str = "metadata") -> RowSet:
                 "arguments_raw": scrub(call.arguments_raw) if keep_content else None,
                 "arguments_chars": len(call.arguments_raw),
                 "valid_json": call.valid_json,
+                "kind": call.kind,
                 "status": call.status,
                 "status_detail": call.status_detail,
             }
@@ -161,6 +162,7 @@ def _canonical(ex: Any, keep_content: bool) -> dict[str, Any]:
         "inference_geo": ex.inference_geo,
         "service_speed": ex.speed,
         "server_tool_uses": ex.server_tool_uses or None,
+        "warmup": ex.warmup,
         "text": scrub(ex.text) if keep_content else None,
         "text_truncated": ex.text_truncated,
         "refusal": scrub(ex.refusal) if keep_content else None,

@@ -1,6 +1,7 @@
 -- Latency per group in milliseconds: time to first byte (response headers), time to first
 -- token (first text or tool-call delta), and total; p50 and p95 (interpolated). Error
--- responses are left out. Each column's two quantiles come from one pass over its values.
+-- responses are left out, and so are warmups (no generation: their timings are not a
+-- model's). Each column's two quantiles come from one pass over its values.
 SELECT
     $names
     requests,
@@ -20,6 +21,7 @@ FROM (
     FROM exchanges
     WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
       AND coalesce(status, 0) < 400
+      AND NOT coalesce(CAST(warmup AS BOOLEAN), false)
     $group_by
 ) AS quantiles
 ORDER BY $order_by
