@@ -1,6 +1,7 @@
 """A local OpenAI Responses WebSocket-mode server, made with the `websockets` package:
 on each `response.create` it answers with a recorded Responses stream's events, one text
-frame each, a little apart. Keeps what it received and when it sent each frame.
+frame each, a little apart (or with the frames `frames(create)` picks for that message).
+Keeps what it received and when it sent each frame.
 
 Not responsible for anything but playing events back.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +27,7 @@ def sse_events(body: bytes) -> list[str]:
 
 @dataclass
 class WsUpstream:
-    frames: list[str]  # what to send for every response.create
+    frames: list[str] | Callable[[dict[str, Any]], list[str]]  # what to send for a response.create
     delay: float = 0.05
     received: list[Any] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)  # each connection's request headers
@@ -59,7 +61,8 @@ class WsUpstream:
                 self.received.append(event)
                 if event.get("type") != "response.create":
                     continue
-                for index, frame in enumerate(self.frames):
+                frames = self.frames(event) if callable(self.frames) else self.frames
+                for index, frame in enumerate(frames):
                     if index:
                         time.sleep(self.delay)
                     connection.send(frame)
