@@ -1,0 +1,382 @@
+"""The coding-agent CLIs, installed from npm at pinned versions into a cache folder, and
+one session that runs each of them once through one `llmtap proxy`.
+
+The session: a scripted upstream per route (Anthropic, Bedrock, Vertex, OpenAI, Gemini),
+one proxy with a listener per route (reverse listeners for the three providers, mitmproxy
+`reverse:` modes for the Bedrock and Vertex gateways), its own SQLite file, LLMTAP_HOME and
+mitmproxy confdir; then every CLI at once, each with a one-tool task in its own HOME (and
+CODEX_HOME) and its own API key; then SIGTERM (the proxy writes everything queued) and
+the `llmtap` commands a user would run: export, report, show. The two Codex runs share
+the OpenAI listener and upstream, which tells them apart by their keys and refuses the
+WebSocket upgrade to one of them. Every subprocess has a hard timeout.
+
+Not responsible for assertions (test_agents.py) nor for what the upstream answers
+(scripts.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmtap.storage.secrets import KeyFingerprinter
+from tests.e2e import harness
+from tests.e2e.agents import scripts
+from tests.e2e.agents.upstream import Answer, Request, ScriptedUpstream
+from tests.helpers import free_port
+
+PINS = {
+    "@anthropic-ai/claude-code": "2.1.332",
+    "@openai/codex": "0.171.0",
+    "@google/gemini-cli": "0.61.0",
+}
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmtap-test-agents"
+TASK = "Run `echo hi` in the shell and tell me what it printed."
+CLI_TIMEOUT = 90.0  # seconds for one agent's whole task (the slowest, Gemini CLI, takes ~12)
+COMMAND_TIMEOUT = 60.0  # seconds for one llmtap command
+
+
+class AgentsUnavailable(Exception):
+    """npm, or its registry, cannot be reached: the suite skips with this one line."""
+
+
+def install() -> Path:
+    """The folder whose node_modules/.bin holds the pinned CLIs; installed once per set of
+    pins (the folder's name is their hash), into a temporary folder renamed into place."""
+    key = hashlib.sha256(json.dumps(PINS, sort_keys=True).encode()).hexdigest()[:12]
+    target = CACHE / key
+    if all((target / "node_modules" / ".bin" / name).exists() for name in ("claude", "codex", "gemini")):
+        return target
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        raise AgentsUnavailable("npm/node are not installed")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="install-", dir=CACHE))
+    packages = [f"{name}@{version}" for name, version in PINS.items()]
+    done = subprocess.run(
+        [npm, "install", "--prefix", str(staging), "--no-audit", "--no-fund", "--loglevel=error", *packages],
+        capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        ping = subprocess.run([npm, "ping"], capture_output=True, timeout=60, check=False)
+        if ping.returncode != 0:
+            raise AgentsUnavailable("the npm registry is unreachable")
+        raise RuntimeError(f"npm install failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    try:
+        staging.rename(target)
+    except OSError:  # another process installed it meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+# -- the agents --------------------------------------------------------------------------------
+
+
+@dataclass
+class Agent:
+    """How one client is pointed at a proxy listener: the route it speaks, the client's
+    environment and command line."""
+
+    name: str
+    route: str  # anthropic | bedrock | vertex | openai | gemini: its listener and upstream
+    env: Callable[[str, Path, str], dict[str, str]]  # (proxy base, home, key) -> environment
+    command: Callable[[Path, str], list[str]]  # (bin folder, proxy base) -> argv
+    key_prefix: str | None  # None: the client sends no key (Bedrock/Vertex gateway mode)
+    websocket: bool = True  # the upstream accepts its WebSocket upgrade
+
+    def base_env(self, home: Path, bin_dir: Path) -> dict[str, str]:
+        path = f"{bin_dir}:{Path(shutil.which('node') or '/usr/bin/node').parent}:/usr/local/bin:/usr/bin:/bin"
+        return {"PATH": path, "HOME": str(home), "TERM": "dumb", "LANG": "C.UTF-8", "TMPDIR": str(home / "tmp")}
+
+
+def _claude(bin_dir: Path, base: str) -> list[str]:
+    return [str(bin_dir / "claude"), "-p", TASK, "--allowedTools", "Bash"]
+
+
+def _codex(bin_dir: Path, base: str) -> list[str]:
+    # Codex ignores OPENAI_BASE_URL; its config key `openai_base_url` names the endpoint.
+    return [
+        str(bin_dir / "codex"), "exec", "-c", f'openai_base_url="{base}/v1"',
+        "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", TASK,
+    ]  # fmt: skip
+
+
+def _gemini(bin_dir: Path, base: str) -> list[str]:
+    return [str(bin_dir / "gemini"), "-p", TASK, "--yolo"]
+
+
+QUIET_CLAUDE = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1"}
+
+
+def _codex_env(base: str, home: Path, key: str) -> dict[str, str]:
+    codex_home = home / "codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    return {"CODEX_HOME": str(codex_home), "CODEX_API_KEY": key}
+
+
+def _gemini_env(base: str, home: Path, key: str) -> dict[str, str]:
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+    }
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    return {"GOOGLE_GEMINI_BASE_URL": base, "GEMINI_API_KEY": key, "GEMINI_CLI_TRUST_WORKSPACE": "true"}
+
+
+def _claude_env(base: str, home: Path, key: str) -> dict[str, str]:
+    return {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": key, **QUIET_CLAUDE}
+
+
+def _bedrock_env(base: str, home: Path, key: str) -> dict[str, str]:
+    return {
+        "CLAUDE_CODE_USE_BEDROCK": "1", "ANTHROPIC_BEDROCK_BASE_URL": base,
+        "CLAUDE_CODE_SKIP_BEDROCK_AUTH": "1", "AWS_REGION": "us-east-1", **QUIET_CLAUDE,
+    }  # fmt: skip
+
+
+def _vertex_env(base: str, home: Path, key: str) -> dict[str, str]:
+    return {
+        "CLAUDE_CODE_USE_VERTEX": "1", "ANTHROPIC_VERTEX_BASE_URL": f"{base}/v1",
+        "CLAUDE_CODE_SKIP_VERTEX_AUTH": "1", "CLOUD_ML_REGION": "us-east5",
+        "ANTHROPIC_VERTEX_PROJECT_ID": "e2e-project", **QUIET_CLAUDE,
+    }  # fmt: skip
+
+
+AGENTS = {
+    agent.name: agent
+    for agent in (
+        Agent("claude", "anthropic", _claude_env, _claude, harness.ANTHROPIC_KEY),
+        Agent("claude-bedrock", "bedrock", _bedrock_env, _claude, None),
+        Agent("claude-vertex", "vertex", _vertex_env, _claude, None),
+        Agent("codex-websocket", "openai", _codex_env, _codex, harness.OPENAI_KEY),
+        Agent("codex-sse", "openai", _codex_env, _codex, harness.OPENAI_KEY, websocket=False),
+        Agent("gemini", "gemini", _gemini_env, _gemini, harness.GOOGLE_KEY),
+    )
+}
+SCRIPTS: dict[str, Callable[[], Any]] = {
+    "anthropic": scripts.AnthropicScript,
+    "bedrock": lambda: scripts.AnthropicScript("bedrock"),
+    "vertex": lambda: scripts.AnthropicScript("vertex"),
+    "openai": scripts.ResponsesScript,
+    "gemini": scripts.GeminiScript,
+}
+
+
+@dataclass
+class Completed:
+    code: int | None  # None: killed at its timeout
+    out: str
+    err: str
+
+
+@dataclass
+class Run:
+    """One agent's run and what it left behind: the upstream's account (its script's
+    ledger), the CLI's output, and its records in the shared store."""
+
+    agent: Agent
+    home: Path
+    script: Any
+    key: str | None
+    cli: Completed | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)  # its `llmtap export` rows, oldest first
+    shown: Completed | None = None  # `llmtap show ID --conversation` of its first tool call
+
+    @property
+    def sent(self) -> list[scripts.Sent]:
+        return list(self.script.ledger.sent)
+
+    def run_cli(self, bin_dir: Path, base: str) -> None:
+        for folder in (self.home / "tmp", self.home / "work"):
+            folder.mkdir(parents=True, exist_ok=True)
+        env = self.agent.base_env(self.home, bin_dir) | self.agent.env(base, self.home, self.key or "")
+        self.cli = _run(self.agent.command(bin_dir, base), env, self.home / "work", CLI_TIMEOUT)
+
+
+class ByKey:
+    """One upstream for several runs of one route (the two Codex runs): each request goes
+    to the script of the run whose key it carries."""
+
+    def __init__(self, runs: list[Run]) -> None:
+        self.runs = {f"Bearer {run.key}": run for run in runs}
+
+    def _script(self, request: Request) -> Any:
+        return self.runs[request.headers.get("authorization", "")].script
+
+    def http(self, request: Request) -> Answer:
+        return self._script(request).http(request)
+
+    def websocket(self, request: Request, message: Any) -> Any:
+        return self._script(request).websocket(request, message)
+
+    def accepts_websocket(self, request: Request) -> bool:
+        run = self.runs.get(request.headers.get("authorization", ""))
+        return run is not None and run.agent.websocket
+
+
+@dataclass
+class Session:
+    """The proxy, its upstreams and every run; `failure` says why a session could not run."""
+
+    root: Path
+    runs: dict[str, Run] = field(default_factory=dict)
+    upstreams: dict[str, ScriptedUpstream] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
+    proxy_code: int | None = None
+    proxy_log: str = ""
+    failure: str | None = None
+    outputs: dict[str, Completed] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def db(self) -> str:
+        return f"sqlite:///{self.root / 'llmtap.db'}"
+
+    @property
+    def llmtap_home(self) -> Path:
+        return self.root / "llmtap-home"
+
+    def llmtap(self, *args: str) -> Completed:
+        env = harness.clean_env(LLMTAP_HOME=str(self.llmtap_home))
+        return _run([str(harness.LLMTAP), *args, "--db", self.db], env, self.root, COMMAND_TIMEOUT)
+
+    def json(self, *args: str) -> Any:
+        """The JSON a command printed (asked once, by `collect`)."""
+        done = self.outputs[" ".join(args)]
+        assert done.code == 0, f"llmtap {' '.join(args)} failed ({done.code}): {done.err[-2000:]}"
+        return json.loads(done.out)
+
+    def fingerprint(self, key: str) -> str:
+        return KeyFingerprinter.from_file(self.llmtap_home / "fingerprint.secret").fingerprint(key)
+
+
+def run_session(bin_dir: Path, root: Path) -> Session:
+    """Every agent once through one proxy; a failure is kept on the session, not raised."""
+    session = Session(root)
+    started = time.monotonic()
+    try:
+        _run_session(session, bin_dir)
+        _collect(session)
+    except Exception as exc:  # the tests report it
+        session.failure = f"{type(exc).__name__}: {exc}"
+    session.seconds = time.monotonic() - started
+    return session
+
+
+def _run_session(session: Session, bin_dir: Path) -> None:
+    root = session.root
+    for name, agent in AGENTS.items():
+        key = harness.canary(agent.key_prefix) if agent.key_prefix else None
+        session.runs[name] = Run(agent, root / name, None, key)
+    with contextlib.ExitStack() as stack:
+        for route, make in SCRIPTS.items():
+            runs = [run for run in session.runs.values() if run.agent.route == route]
+            for run in runs:
+                run.script = make()
+            if len(runs) == 1:
+                upstream = ScriptedUpstream(runs[0].script, websocket=runs[0].agent.websocket)
+            else:
+                router = ByKey(runs)
+                upstream = ScriptedUpstream(router, websocket=router.accepts_websocket)
+            session.upstreams[route] = stack.enter_context(upstream)
+            session.ports[route] = free_port()
+        proxy = _start_proxy(session)
+        try:
+            with ThreadPoolExecutor(len(session.runs)) as pool:
+                for future in [
+                    pool.submit(run.run_cli, bin_dir, f"http://127.0.0.1:{session.ports[run.agent.route]}")
+                    for run in session.runs.values()
+                ]:
+                    future.result()
+        finally:
+            proxy.send_signal(signal.SIGTERM)
+            try:
+                session.proxy_code = proxy.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proxy.pid, signal.SIGKILL)
+                session.proxy_code = proxy.wait(5)
+            session.proxy_log = (root / "proxy.log").read_text(errors="replace")
+
+
+def _start_proxy(session: Session) -> subprocess.Popen[bytes]:
+    root, ports, ups = session.root, session.ports, session.upstreams
+    argv = [str(harness.LLMTAP), "proxy", "--quiet", "--no-regular", "--db", session.db,
+            "--confdir", str(root / "mitmproxy")]  # fmt: skip
+    for route in ("anthropic", "openai", "gemini"):  # the providers' own reverse listeners
+        argv += ["--reverse", f"{route}={ports[route]}", "--upstream", f"{route}={ups[route].url}"]
+    for route in ("bedrock", "vertex"):  # a gateway in front of the cloud: mitmproxy's reverse mode
+        argv += ["--mode", f"reverse:{ups[route].url}@127.0.0.1:{ports[route]}"]
+    log = root / "proxy.log"
+    with log.open("wb") as sink:
+        proxy = subprocess.Popen(
+            argv, env=harness.clean_env(LLMTAP_HOME=str(session.llmtap_home)), cwd=root,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=sink, start_new_session=True,
+        )  # fmt: skip
+    try:
+        for port in ports.values():
+            harness.wait_for_port(port, proxy, log, timeout=60)
+    except Exception:
+        os.killpg(proxy.pid, signal.SIGKILL)
+        proxy.wait(5)
+        raise
+    return proxy
+
+
+def _collect(session: Session) -> None:
+    """What the tests read from the store, asked once: the export (split into each run's
+    records: by key fingerprint, and by route for the keyless gateways), the two `--list`
+    reports, and each run's conversation of its first tool call."""
+    done = session.llmtap("export", "--format", "jsonl")
+    assert done.code == 0, f"llmtap export failed ({done.code}): {done.err[-2000:]}"
+    rows = sorted((json.loads(line) for line in done.out.splitlines() if line.strip()),
+                  key=lambda row: (row["started_at"], row["id"]))  # fmt: skip
+    for run in session.runs.values():
+        if run.key is not None:
+            mine = session.fingerprint(run.key)
+            run.rows = [row for row in rows if row["key_fingerprint"] == mine]
+        else:
+            pattern = scripts.BEDROCK if run.agent.route == "bedrock" else scripts.VERTEX
+            run.rows = [r for r in rows if not r["key_fingerprint"] and pattern.search(r["path"].split("?")[0])]
+    commands = [("report", kind, "--list", "--format", "json") for kind in ("tools", "cache")]
+    shows = {}
+    for run in session.runs.values():
+        first_call = next((row for row in run.rows if row.get("tool_calls")), None)
+        if first_call is not None:
+            shows[run.agent.name] = ("show", first_call["id"], "--conversation", "--format", "json")
+    with ThreadPoolExecutor(4) as pool:
+        results = dict(zip(commands, pool.map(lambda args: session.llmtap(*args), commands), strict=True))
+        shown = dict(zip(shows, pool.map(lambda args: session.llmtap(*args), shows.values()), strict=True))
+    session.outputs = {" ".join(args): done for args, done in results.items()}
+    for name, output in shown.items():
+        session.runs[name].shown = output
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> Completed:
+    """A subprocess with a hard timeout: on expiry its whole process group is killed."""
+    with subprocess.Popen(
+        argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    ) as proc:  # fmt: skip
+        try:
+            out, err = proc.communicate(timeout=timeout)
+            return Completed(proc.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            return Completed(None, out, err + f"\n[killed after {timeout:.0f}s]")
