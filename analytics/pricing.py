@@ -42,6 +42,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmtap.analytics import cloud_names
 from llmtap.analytics import fees as fees_module
 from llmtap.analytics.price_file import PriceFile, PriceFileError, PriceText, load
 from llmtap.storage.hosts import UNVERIFIED_HOST
@@ -59,7 +60,7 @@ PICO = Decimal(10) ** 12
 FILE_MARK = " + "  # in a price version: priced while a local price file named the model
 _NAME_CHARS = 40  # of the price file's name in the version (the column holds 96)
 # Our provider names (SPEC §1) as genai-prices' provider ids.
-_PROVIDER_IDS = {"anthropic": "anthropic", "openai": "openai", "google": "google"}
+_PROVIDER_IDS = {"anthropic": "anthropic", "openai": "openai", "google": "google", "aws": "aws", "azure": "azure"}
 UNKNOWN_MODEL = "unknown_model"
 PARTS = ("input", "cache_read", "cache_write", "output")
 
@@ -234,7 +235,7 @@ class Pricer:
         at = at if at.tzinfo else at.replace(tzinfo=UTC)
         context = price_context_of(row.get("protocol"), row.get("service_tier"), row.get("service_speed"))
         geo = row.get("inference_geo")
-        main = self._model_cost(provider, model, at, context, usage, geo)
+        main, source = self._served_cost(provider, model, row.get("model_requested"), at, context, usage, geo)
         if isinstance(main, str):
             return Cost(status="unpriced", version=self._named_version(provider, [model]), reason=UNKNOWN_MODEL)
         subs = []
@@ -259,7 +260,10 @@ class Pricer:
             usage.get("input_tokens", 0),
         )
         version = self._version(provider, [model, *_models(subs)])
-        return _assemble(main, subs, fee_total, fee_parts, context, version, geo)
+        cost = _assemble(main, subs, fee_total, fee_parts, context, version, geo)
+        if source is not None and cost.detail is not None:
+            cost.detail["price_source"] = source
+        return cost
 
     def price_rows(self, rows: Iterable[dict[str, Any]]) -> None:
         """Fill the cost columns of exchange rows (the writer's enrich step)."""
@@ -275,6 +279,57 @@ class Pricer:
         """An unpriced row's version: the file's when the file names it, else none."""
         version = self._version(provider, models)
         return version if version == self.file_version and self.file is not None else None
+
+    # -- a cloud's names --------------------------------------------------------------------
+
+    def _served_cost(
+        self,
+        provider: str | None,
+        model: str,
+        requested: str | None,
+        at: datetime,
+        context: dict[str, str],
+        usage: dict[str, int],
+        geo: str | None,
+    ) -> tuple[_ModelCost | str, dict[str, Any] | None]:
+        """The tokens' cost at the serving provider's price of the first name it has
+        (`cloud_names`); for a cloud without one, at the maker's list price. Beside it,
+        for a cloud's row, which price was used (`cost_detail.price_source`)."""
+        names = cloud_names.names_to_try(provider, model, requested)
+        for name in names:
+            cost = self._model_cost(provider, name, at, context, usage, geo)
+            if not isinstance(cost, str):
+                return cost, self._source(provider, name, cost) if provider in cloud_names.CLOUDS else None
+        if provider not in cloud_names.CLOUDS:
+            return UNKNOWN_MODEL, None
+        for name in names:  # the cloud lists no price for it: the maker's list price
+            maker_name = cloud_names.maker_model(name)
+            cost = self._model_cost(None, maker_name, at, context, usage, geo)
+            if not isinstance(cost, str):
+                source = self._source(None, maker_name, cost)
+                source["fallback"] = f"{provider} lists no price for {name}: the maker's list price"
+                return cost, source
+        return UNKNOWN_MODEL, None
+
+    def _source(self, provider: str | None, name: str, cost: _ModelCost) -> dict[str, Any]:
+        """Whose price list priced `name`: the price file, the provider's own list, or (when
+        genai-prices itself falls back, as for Azure) the maker's."""
+        if cost.named:
+            return {"price_file": True, "name": name}
+        found = self._find(provider, name)
+        assert found is not None  # it was just priced by it
+        listing, info, own = found
+        owner = listing.id if own else self._owner(info)
+        source: dict[str, Any] = {"provider": owner, "model": info.id, "name": name}
+        if provider is not None and owner != listing.id:
+            source["fallback"] = f"{listing.id} lists {info.id} at {owner}'s price"
+        return source
+
+    def _owner(self, info: Any) -> str | None:
+        for listing in self.snapshot.providers:
+            if any(m is info for m in listing.models):
+                return str(listing.id)
+        return None
 
     # -- one model's tokens ---------------------------------------------------------------
 

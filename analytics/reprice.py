@@ -23,6 +23,7 @@ _INPUT = (
     "id",
     "provider",
     "model",
+    "model_requested",  # a cloud row is priced by the model id its path named (analytics/cloud_names.py)
     "started_at",
     "usage_input_tokens",
     "usage_cache_read_input_tokens",
