@@ -19,15 +19,18 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from mitmproxy import ctx, http
 
 from llmtap.addon.attribution import REFUSED_KEY, Attribution
+from llmtap.addon.followups import PendingFollowUp
 from llmtap.addon.tee import ExchangeMeta, PendingExchange, StreamTee
 from llmtap.addon.websocket import WebSocketSessions
 from llmtap.protocols import route
 from llmtap.protocols.exchange import SERVED_TIER_HEADER
+from llmtap.protocols.followups import CONTINUES, FollowUpRoute, follow_up
 from llmtap.protocols.routing import may_be_json_object, websocket_protocol
 from llmtap.storage.ingest import retry_after
 from llmtap.storage.secrets import Literals, request_secrets
@@ -40,6 +43,7 @@ META_KEY = "llmtap_meta"
 WHO_KEY = "llmtap_who"  # a WebSocket upgrade's attribution, read before its headers are stripped
 SECRETS_KEY = "llmtap_secrets"  # a WebSocket upgrade's key values, read before Proxy-Authorization goes
 HELD_KEY = "llmtap_held"  # a small whole body left to mitmproxy (not streamed), recorded at `response`
+FOLLOW_KEY = "llmtap_follow_up"  # a poll, resumed stream or cancel of background work (addon/followups.py)
 SWITCH_INTERVAL = 0.001  # seconds; see `Recorder.running`
 HOLD_LIMIT = 64 * 1024  # the largest Content-Length body left to mitmproxy rather than streamed
 DEFAULT_KEEP = 32 * 1024 * 1024  # raw response bytes kept per exchange in body mode `full`
@@ -98,7 +102,9 @@ class Recorder:
         self.own_writer = writer is None
         self.websockets = WebSocketSessions(self._submit)
         self.hold_limit = HOLD_LIMIT
-        self.counts = {"recorded": 0, "other": 0, "interrupted": 0}
+        # `follow_ups`: polls, resumed streams and cancels of background work, which change
+        # the exchange they continue and are never recorded as generations
+        self.counts = {"recorded": 0, "other": 0, "interrupted": 0, "follow_ups": 0}
         self.in_flight: dict[str, http.HTTPFlow] = {}  # LLM flows whose record is not handed over yet
         self._connect_auth: dict[str, str] = {}  # client connection id -> its CONNECT's Proxy-Authorization
 
@@ -167,6 +173,10 @@ class Recorder:
             self.attribution.strip(flow)
             return
         if protocol is None:
+            continued = follow_up(flow.request.method, flow.request.path)
+            if continued is not None:
+                self._follow(flow, continued)
+                return
             if websocket_protocol(flow.request.path) is None:
                 self.counts["other"] += 1
             else:
@@ -226,7 +236,7 @@ class Recorder:
             return
         decoder = meta.new_decoder(meta.request_body)
         keep = DEFAULT_KEEP if self._keep_bodies() else None
-        response.stream = StreamTee(decoder, meta, self._submit, keep_limit=keep)
+        response.stream = StreamTee(decoder, meta, self._sink(flow), keep_limit=keep)
 
     def response(self, flow: http.HTTPFlow) -> None:
         """Runs after the tee's `b""` (the client's end of stream waits for it) or, for a
@@ -248,7 +258,7 @@ class Recorder:
         if body is not None and self._keep_bodies() and len(body) <= DEFAULT_KEEP:
             meta.raw_chunks = [body]
         flow.metadata.pop(META_KEY, None)
-        self._submit(PendingExchange(None, meta, None, body=body))
+        self._sink(flow)(PendingExchange(None, meta, None, body=body))
 
     def error(self, flow: http.HTTPFlow) -> None:
         """A client or server disconnect skips the `b""` call: finish the partial record."""
@@ -267,7 +277,47 @@ class Recorder:
             flow.metadata.pop(HELD_KEY, None)
             meta.ended = time.time()
             self.counts["interrupted"] += 1
-            self._submit(PendingExchange(None, meta, message))
+            self._sink(flow)(PendingExchange(None, meta, message))
+
+    # -- background work: polls, resumed streams, cancels (SPEC §1) -----------------------
+
+    def _follow(self, flow: http.HTTPFlow, continued: FollowUpRoute) -> None:
+        """Tee or hold its response as an exchange's; the writer applies it to the
+        exchange it continues (storage/followups.py) rather than storing a row."""
+        request = flow.request
+        secrets = self._secrets(flow)  # before `identify` strips Proxy-Authorization
+        who = self.attribution.identify(flow)
+        flow.metadata[FOLLOW_KEY] = continued
+        flow.metadata[META_KEY] = ExchangeMeta(
+            method=request.method,
+            host=request.host,
+            path=request.path,
+            team=who.team,
+            key_fingerprint=who.key_fingerprint,
+            key_last4=who.key_last4,
+            client_addr=who.client_addr,
+            request_body=CONTINUES,  # decoded as the background work it continues
+            request_headers=[],
+            started=request.timestamp_start or time.time(),
+            protocol=continued.protocol,
+            provider=self.attribution.listener_provider(flow),
+            attribution=who.attribution,
+            price_reason=who.price_reason,
+            secrets=secrets,
+        )
+        self.in_flight[flow.id] = flow
+
+    def _sink(self, flow: http.HTTPFlow) -> Callable[[PendingExchange], None]:
+        """Where a flow's finished response goes: the writer, as an exchange or a follow-up."""
+        continued: FollowUpRoute | None = flow.metadata.get(FOLLOW_KEY)
+        return self._submit if continued is None else partial(self._submit_follow_up, continued)
+
+    def _submit_follow_up(self, continued: FollowUpRoute, pending: PendingExchange) -> None:
+        if self.writer is None:
+            log.error("llmtap: no writer configured; background follow-up not applied")
+            return
+        self.counts["follow_ups"] += 1
+        self.writer.submit(PendingFollowUp(continued, pending))
 
     # -- WebSocket (OpenAI Responses WebSocket mode) ---------------------------------------
 

@@ -48,6 +48,7 @@ class Counts:
     stored: int = 0
     skipped: int = 0
     unreadable: int = 0
+    follow_ups: int = 0  # polls, resumed streams, cancels of background work (SPEC §1)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     from llmtap.cli.pricing import pricer_for
     from llmtap.cli.store import open_store
-    from llmtap.storage.ingest import HttpExchange, to_record
+    from llmtap.storage.ingest import HttpExchange, to_follow_up, to_record
     from llmtap.storage.secrets import KeyFingerprinter
     from llmtap.storage.writer import Writer
 
@@ -93,7 +94,14 @@ def run(args: argparse.Namespace) -> int:
                     else:
                         record = item  # a rejected file's line: its id says whether it is stored already
                     if record is None:
-                        counts.skipped += 1
+                        follow = None
+                        if isinstance(item, HttpExchange):
+                            follow = to_follow_up(item, fingerprinter=fingerprinter)
+                        if follow is not None:  # changes the exchange it continues: no row of its own
+                            writer.submit(follow)
+                            counts.follow_ups += 1
+                        else:
+                            counts.skipped += 1
                         continue
                     writer.submit(record)
                     counts.stored += 1
@@ -101,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
         writer.close()
     spooled = writer.stats.spooled
     note = f", {spooled} waiting in the spool (database unavailable)" if spooled else ""
+    if counts.follow_ups:
+        note += f", {counts.follow_ups} polls of background work"
     print(
         f"imported {counts.stored} LLM exchanges ({writer.stats.duplicates} already stored), "
         f"skipped {counts.skipped} other requests and {counts.unreadable} unreadable entries{note}"

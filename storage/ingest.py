@@ -2,8 +2,9 @@
 
 An `HttpExchange` is one request/response as a file holds it (HAR entry, flow). `to_record`
 routes it (SPEC §1), decodes it through the translators, attributes it to a team (SPEC §4)
-and strips its secrets. Not responsible for reading files (see `importers/`) nor for
-writing rows (the writer).
+and strips its secrets; `to_follow_up` decodes a poll, resumed stream or cancel of
+background work, which the writer applies to the exchange it continues. Not responsible
+for reading files (see `importers/`) nor for writing rows (the writer).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from urllib.parse import unquote
 
 from llmtap.protocols import decode_exchange, route
 from llmtap.protocols.exchange import SERVED_TIER_HEADER
+from llmtap.protocols.followups import CONTINUES, follow_up
+from llmtap.storage.followups import FollowUp
 from llmtap.storage.hosts import UNVERIFIED_HOST, provider_host
 from llmtap.storage.ids import capture_id
 from llmtap.storage.record import Recorded
@@ -174,3 +177,42 @@ def to_record(
     )
     # the exact key values the file's headers and URL hold, whatever their shape (SPEC §4)
     return scrub_record(record, request_secrets(http.request_headers, query))
+
+
+def to_follow_up(http: HttpExchange, *, fingerprinter: KeyFingerprinter, source: str = "import") -> FollowUp | None:
+    """A poll, resumed stream or cancel of background work (SPEC §1), decoded as the work
+    it continues, for the writer to apply to that exchange; None for anything else."""
+    continued = follow_up(http.method, http.path)
+    if continued is None:
+        return None
+    content_type = http.header("content-type", "response")
+    exchange = decode_exchange(
+        continued.protocol,
+        response=http.response_body or b"",
+        request=CONTINUES,
+        path=http.path,
+        host=http.host,
+        status=http.status,
+        content_type=content_type,
+        content_encoding=http.header("content-encoding", "response") if http.response_encoded else None,
+        served_tier=http.header(SERVED_TIER_HEADER, "response"),
+    )
+    if http.interrupted and not exchange.interrupted:
+        exchange.interrupted = http.interrupted
+    query = http.path.partition("?")[2]
+    key = api_key(http.request_headers, query)
+    record = Recorded(
+        exchange=exchange,
+        started_at=http.started_at,
+        first_byte_at=http.first_byte_at,
+        ended_at=http.ended_at,
+        key_fingerprint=fingerprinter.fingerprint(key) if key else None,
+        client_addr=http.client_addr,
+        source=source,
+        method=http.method.upper(),
+        host=http.host,
+        path=redact_query(http.path),
+        response_body=None if http.response_encoded else http.response_body,
+        response_content_type=content_type,
+    )
+    return FollowUp(continued, scrub_record(record, request_secrets(http.request_headers, query)))

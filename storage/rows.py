@@ -163,6 +163,7 @@ def _canonical(ex: Any, keep_content: bool) -> dict[str, Any]:
         "service_speed": ex.speed,
         "server_tool_uses": ex.server_tool_uses or None,
         "warmup": ex.warmup,
+        "background_state": ex.background_state,  # its polls complete it (storage/followups.py)
         "text": scrub(ex.text) if keep_content else None,
         "text_truncated": ex.text_truncated,
         "refusal": scrub(ex.refusal) if keep_content else None,

@@ -29,7 +29,7 @@ from sqlalchemy import Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from llmtap.storage import migrate, rejected, schema, spool
+from llmtap.storage import followups, migrate, rejected, schema, spool
 from llmtap.storage.errors import StoreError
 from llmtap.storage.private import open_private, private_dir
 from llmtap.storage.record import Recorded
@@ -38,6 +38,7 @@ from llmtap.storage.rows import BODY_MODES, RowSet, rows_for
 log = logging.getLogger("llmtap.storage")
 
 STOP = object()  # put on a record queue: take what is left, then stop
+FOLLOWUPS_WAITING = 10_000  # follow-ups held in memory while the store is away, at most
 
 
 @runtime_checkable
@@ -45,7 +46,7 @@ class Pending(Protocol):
     """A record whose last, costlier steps (finishing the decode, checking tool calls)
     run on the writer's thread: `build()` returns the record, or None to skip it."""
 
-    def build(self) -> Recorded | None: ...
+    def build(self) -> Recorded | followups.FollowUp | None: ...
 
 
 @dataclass
@@ -59,11 +60,13 @@ class WriterStats:
     skipped: int = 0
     db_errors: int = 0
     batches: int = 0
+    followups: int = 0  # polls, resumed streams and cancels of background exchanges taken
 
     @property
     def settled(self) -> int:
-        """Records whose fate is durable: in the database, in the spool, or rejected."""
-        return self.written + self.duplicates + self.spooled + self.rejected + self.skipped
+        """Records whose fate is durable: in the database, in the spool, or rejected (and
+        follow-ups, applied or waiting in memory for the store: see `_apply_followups`)."""
+        return self.written + self.duplicates + self.spooled + self.rejected + self.skipped + self.followups
 
 
 class Writer:
@@ -98,6 +101,8 @@ class Writer:
         self._count_lock = threading.Lock()
         self._between_batches = 0  # stats.settled when the thread last finished a batch
         self._held: list[RowSet] = []  # rows neither the database nor the disk would take
+        self._followups: list[followups.FollowUp] = []  # applied after the rows of their batch
+        self._followups_taken = 0  # of those, taken from the queue and not settled yet
         self._down_until = 0.0
         self._backoff = retry_initial
         self._dialect = engine.dialect.name
@@ -229,6 +234,7 @@ class Writer:
             self._retry_held(force=True)
             if time.monotonic() >= self._down_until and self.spool.has_files():
                 self._replay()  # an earlier run's spool, when this run never went idle
+            self._apply_followups(final=True)
             return
         if rows.exchanges:
             self._deliver(rows)
@@ -236,6 +242,7 @@ class Writer:
             self._retry_held()
             if self.spool.pending or self.spool.has_files():
                 self._replay()
+        self._apply_followups()
 
     def _rows(self, batch: Iterable[Recorded | Pending | RowSet]) -> RowSet:
         rows = RowSet()
@@ -245,6 +252,10 @@ class Writer:
                 continue
             record = self._built(item)
             if record is None:
+                continue
+            if isinstance(record, followups.FollowUp):  # changes a stored exchange: see `_apply_followups`
+                self._followups.append(record)
+                self._followups_taken += 1
                 continue
             try:
                 rows.extend(rows_for(record, self.body_mode))
@@ -258,7 +269,7 @@ class Writer:
                 log.exception("llmtap writer: enrich step failed")
         return rows
 
-    def _built(self, item: Recorded | Pending) -> Recorded | None:
+    def _built(self, item: Recorded | Pending) -> Recorded | followups.FollowUp | None:
         """The record of an item; None when it is not one (settled as skipped) or could
         not be finished and said nothing of itself (settled as rejected)."""
         # A class check, not `isinstance(item, Pending)`: a runtime Protocol check costs
@@ -287,6 +298,31 @@ class Writer:
         if record is None:  # not a generation after all (body shape)
             self._settle(skipped=1)
         return record
+
+    def _apply_followups(self, final: bool = False) -> None:
+        """Polls, resumed streams and cancels of background exchanges (storage/followups.py),
+        after the rows of their batch, so a poll never overtakes its POST. While the store is
+        away or rows wait in the spool they wait here, in memory; either way a batch's
+        follow-ups are settled with it, so settlement keeps the order of submission. At the
+        end they get one more try."""
+        try:
+            if not self._followups:
+                return
+            if not final and (time.monotonic() < self._down_until or self.spool.pending or self._held or self._gone):
+                return
+            waiting, self._followups = self._followups, []
+            try:
+                followups.apply(self.engine, waiting, self.enrich)
+            except SQLAlchemyError as exc:
+                if _is_unavailable(exc) and not final:
+                    self._went_down(exc)
+                    self._followups = (waiting + self._followups)[-FOLLOWUPS_WAITING:]
+                    return
+                log.error("llmtap writer: %d background follow-ups not applied: %s", len(waiting), _first_line(exc))
+        finally:
+            if self._followups_taken:
+                taken, self._followups_taken = self._followups_taken, 0
+                self._settle(followups=taken)
 
     def _deliver(self, rows: RowSet) -> None:
         if not rows.exchanges:
