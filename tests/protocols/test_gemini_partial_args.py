@@ -98,6 +98,33 @@ def test_values_of_every_kind_build_nested_objects_and_arrays() -> None:
     assert json.loads(got["tool_calls"][0]["arguments_raw"]) == want
 
 
+def test_arrays_of_objects_and_strings_with_bare_continuations_between_items() -> None:
+    """Vertex marks the step to the next array item with a bare `functionCall
+    {willContinue: true}`, and the last piece's part may close the call itself (no `{}`)."""
+    got = decoded(
+        [
+            chunk(call(name="writeItems", willContinue=True)),
+            chunk(call(partialArgs=[piece("$.ops[0].action", "add", more=True)], willContinue=True)),
+            chunk(call(partialArgs=[piece("$.ops[0].action", "")], willContinue=True)),
+            chunk(call(partialArgs=[piece("$.ops[0].price", 0.5, key="numberValue")], willContinue=True)),
+            chunk(call(willContinue=True)),
+            chunk(call(partialArgs=[piece("$.ops[1].action", "remove")], willContinue=True)),
+            chunk(call(partialArgs=[piece("$.steps[0]", "Pre", more=True)], willContinue=True)),
+            chunk(call(partialArgs=[piece("$.steps[0]", "heat.")], willContinue=True)),
+            chunk(call(willContinue=True)),
+            chunk(call(partialArgs=[piece("$.steps[1]", "Bake.")], willContinue=True)),
+            chunk(call(partialArgs=[piece("$.ops[1].price", 0.3, key="numberValue")])),
+            chunk({"text": ""}, finish="STOP"),
+        ]
+    )
+    want = {
+        "ops": [{"action": "add", "price": 0.5}, {"action": "remove", "price": 0.3}],
+        "steps": ["Preheat.", "Bake."],
+    }
+    assert calls(got) == [("writeItems", want, True)]
+    assert got["finish_reason"] == "tool_use"
+
+
 def test_a_part_with_pieces_and_no_will_continue_closes_the_call() -> None:
     got = decoded(
         [
