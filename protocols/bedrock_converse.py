@@ -89,6 +89,9 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
             continue
         if isinstance(block.get("text"), str):
             text.add(block["text"])
+        elif isinstance(block.get("citationsContent"), dict):  # generated text with its sources
+            for part in items(block["citationsContent"], "content"):
+                text.add(part.get("text") if isinstance(part, dict) else None)
         elif isinstance(block.get("reasoningContent"), dict):
             ex.reasoning_blocks += 1
         elif isinstance(block.get("toolUse"), dict):

@@ -286,3 +286,25 @@ def test_converse_error_body_and_exception_frame():
         "Model stream error",
     )
     assert ex.finish_reason == "error"
+
+
+def test_converse_json_reasoning_and_cited_text():
+    body = {
+        "output": {
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"reasoningContent": {"reasoningText": {"text": "think", "signature": "s"}}},
+                    {"reasoningContent": {"redactedContent": "AAAA"}},
+                    {"text": "Per the doc, "},
+                    {"citationsContent": {"content": [{"text": "it is 5C."}], "citations": [{"title": "doc"}]}},
+                ],
+            }
+        },
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 10, "outputTokens": 20, "totalTokens": 30},
+    }
+    ex = decode_exchange("bedrock.converse", response=json.dumps(body).encode(), path="/model/m/converse", status=200)
+    assert ex.text == "Per the doc, it is 5C."
+    assert ex.reasoning_blocks == 2
+    assert ex.finish_reason == "end_turn" and ex.model == "m"

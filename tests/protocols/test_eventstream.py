@@ -234,3 +234,15 @@ def test_json_error_body_on_the_stream_route_is_not_framed():
     )
     assert got.streamed is False
     assert got.error is not None and got.finish_reason == "error"
+
+
+def test_an_event_stream_decoder_pickles_once_the_response_ended():
+    """The proxy finishes decoding in the writer's process: the framing state travels."""
+    import pickle
+
+    decoder = ExchangeDecoder("anthropic.messages", path=INVOKE_PATH, content_type=CONTENT_TYPE, status=200)
+    decoder.feed(STREAM[:100])
+    decoder.feed(STREAM[100:])
+    decoder.end_response()
+    ex = pickle.loads(pickle.dumps(decoder)).finish()
+    assert (ex.text, ex.complete, ex.provider, ex.usage.output_tokens) == ("Hé there", True, "aws", 3)
