@@ -238,13 +238,16 @@ class ExchangeDecoder:
             if final and self._array.pending:
                 self._cut_tail = True
         elif self._mode == "eventstream":
-            assert self._frames is not None
-            for message in self._frames.decode(data):
-                self._aws_message(message)
-            if final and self._frames.pending:
-                self._cut_tail = True
+            self._event_stream(data, final)
         else:
             self._buffer(data)
+
+    def _event_stream(self, data: bytes, final: bool) -> None:
+        assert self._frames is not None
+        for message in self._frames.decode(data):
+            self._aws_message(message)
+        if final and self._frames.pending:
+            self._cut_tail = True  # the bytes ended inside a frame
 
     def _undecided(self) -> bool:
         if EVENTSTREAM_TYPE in self._content_type:
