@@ -222,8 +222,9 @@ def _changes(
     if ended is not None:
         changes["ended_at"] = ended
         changes["duration_ms"] = round((ended - _aware(row["started_at"], ended)).total_seconds() * 1000.0, 3)
-    if completion.get("response_body_ref"):
+    if completion.get("response_body_ref"):  # body mode `full`: `reprocess` decodes what completed it
         changes["response_body_ref"] = completion["response_body_ref"]
+        changes["response_content_type"] = completion["response_content_type"]
     if enrich is not None:
         priced = {**row, **changes, **dict.fromkeys(PRICE_COLUMNS)}
         priced["price_reason"] = row["price_reason"] if row["price_reason"] == "unverified_host" else None

@@ -30,8 +30,10 @@ RESPONSES_MODEL = "gpt-4o-mini"
 GEMINI_MODEL = "gemini-2.5-flash"
 
 
-def _json(body: dict[str, Any]) -> Reply:
-    return Reply(status=200, content_type="application/json", chunks=[json.dumps(body).encode()])
+def _json(body: dict[str, Any], *, chunked: bool = True) -> Reply:
+    """`chunked=False` sends a Content-Length: a small body the proxy leaves mitmproxy to
+    hold whole, rather than teeing it (addon/recorder.py)."""
+    return Reply(status=200, content_type="application/json", chunks=[json.dumps(body).encode()], chunked=chunked)
 
 
 def _sse(events: list[dict[str, Any]], name_key: str) -> Reply:
@@ -234,7 +236,10 @@ def test_background_interaction_polled_until_done(proxy: Proxy, wire: Wire) -> N
     steps = [{"type": "model_output", "content": [{"type": "text", "text": "Deep report."}]}]
     final = _interaction(iid, "completed", usage=INTERACTION_USAGE, steps=steps)
     create, *polls = _steps(
-        proxy, _json(_interaction(iid, "in_progress")), _json(_interaction(iid, "in_progress")), _json(final)
+        proxy,
+        _json(_interaction(iid, "in_progress")),
+        _json(_interaction(iid, "in_progress"), chunked=False),
+        _json(final, chunked=False),
     )
     key = proxy.key(harness.GOOGLE_KEY)
     client = _genai(proxy, wire, key)

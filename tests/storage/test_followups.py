@@ -18,7 +18,7 @@ from llmtap.protocols.followups import FollowUpRoute
 from llmtap.storage import schema
 from llmtap.storage.followups import FollowUp, apply
 from llmtap.storage.ingest import HttpExchange, to_follow_up, to_record
-from llmtap.storage.maintenance import load_blob
+from llmtap.storage.maintenance import load_blob, reprocess
 from llmtap.storage.migrate import upgrade
 from llmtap.storage.record import Recorded
 from llmtap.storage.secrets import KeyFingerprinter
@@ -348,6 +348,30 @@ def test_full_body_mode_keeps_the_completing_body(store: Engine, tmp_path: Path)
             assert {queued_ref, row["response_body_ref"]} <= set(used)  # both answers stay the exchange's
             kept = json.loads(load_blob(connection, row["response_body_ref"]))
         assert kept["status"] == "completed" and kept["usage"]["input_tokens"] == 1200
+    finally:
+        rig.close()
+
+
+@pytest.mark.parametrize("resumed", [False, True], ids=["poll", "resumed"])
+def test_reprocess_keeps_what_completed_it(store: Engine, tmp_path: Path, resumed: bool) -> None:
+    rig = Harness(store, tmp_path, body_mode="full")
+    try:
+        rig.submit(http("POST", "/v1/responses", response("queued"), at=0, request=CREATE))
+        final = response("completed", usage=USAGE, output=answer("Kept."))
+        if resumed:
+            event = {"type": "response.completed", "response": final, "sequence_number": 9}
+            body = f"event: response.completed\ndata: {json.dumps(event)}\n\n".encode()
+            done = http("GET", "/v1/responses/resp_bg1?stream=true", body, at=2, content_type="text/event-stream")
+        else:
+            done = http("GET", "/v1/responses/resp_bg1", final, at=2)
+        rig.submit(done)
+        before = rig.row()
+        assert before["usage_input_tokens"] == 1200
+        reprocess(store)
+        after = rig.row()
+        for name in ("usage_input_tokens", "usage_output_tokens", "text", "background_state", "finish_reason"):
+            assert after[name] == before[name], name
+        assert after["decode_error"] is None
     finally:
         rig.close()
 
