@@ -130,7 +130,7 @@ def test_background_response_polled_until_done(proxy: Proxy, wire: Wire) -> None
 
     seen = []
     for headers in polls[:MAX_POLLS]:
-        got = client.responses.retrieve(made.id, extra_headers=headers)
+        got = client.responses.retrieve(made.id, extra_headers=headers | {"X-LLMTap-Team": "research"})
         seen.append(got.status)
         if got.status in ("completed", "failed", "incomplete", "cancelled"):
             break
@@ -149,6 +149,7 @@ def test_background_response_polled_until_done(proxy: Proxy, wire: Wire) -> None
     _priced_once(row)
     for request in proxy.routes.done(polls[0][harness.CASE_HEADER]) + proxy.routes.done(polls[1][harness.CASE_HEADER]):
         assert (request.method, request.path) == ("GET", f"/v1/responses/{rid}")
+        assert "x-llmtap-team" not in request.headers  # our own header never goes upstream
 
 
 def test_background_response_resumed_as_a_stream(proxy: Proxy, wire: Wire) -> None:

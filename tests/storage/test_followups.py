@@ -23,6 +23,7 @@ from llmtap.storage.migrate import upgrade
 from llmtap.storage.record import Recorded
 from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.writer import Writer
+from tests.helpers import llmtap
 from tests.storage.helpers import T0
 
 pytestmark = pytest.mark.timeout(120)
@@ -410,3 +411,49 @@ def test_apply_counts_outcomes(store: Engine, tmp_path: Path) -> None:
         assert polls[0] is not None and polls[0].route == FollowUpRoute("poll", "openai.responses", "resp_bg1")
     finally:
         rig.close()
+
+
+def _entry(exchange: HttpExchange) -> dict[str, Any]:
+    """One HAR entry of an exchange built by `http`."""
+    request: dict[str, Any] = {
+        "method": exchange.method,
+        "url": f"https://{exchange.host}{exchange.path}",
+        "headers": [{"name": k, "value": v} for k, v in exchange.request_headers],
+    }
+    if exchange.request_body is not None:
+        request["postData"] = {"mimeType": "application/json", "text": exchange.request_body.decode()}
+    assert exchange.response_body is not None and exchange.ended_at is not None
+    return {
+        "startedDateTime": exchange.started_at.isoformat(),
+        "time": (exchange.ended_at - exchange.started_at).total_seconds() * 1000,
+        "request": request,
+        "response": {
+            "status": exchange.status,
+            "headers": [{"name": k, "value": v} for k, v in exchange.response_headers],
+            "content": {"mimeType": "application/json", "text": exchange.response_body.decode()},
+        },
+    }
+
+
+def test_import_a_har_twice(db_url: str, engines: Any, tmp_path: Path) -> None:
+    entries = [
+        http("POST", "/v1/responses", response("queued"), at=0, request=CREATE),
+        http("GET", "/v1/responses/resp_bg1", response("in_progress"), at=3),
+        http("GET", "/v1/responses/resp_bg1", response("completed", usage=USAGE, output=answer("Done.")), at=6),
+        http("GET", "/v1/responses/resp_elsewhere", response("completed", "resp_elsewhere", usage=USAGE), at=7),
+    ]
+    har = tmp_path / "background.har"
+    har.write_text(json.dumps({"log": {"version": "1.2", "entries": [_entry(e) for e in entries]}}))
+    home = {"LLMTAP_HOME": str(tmp_path / "home")}
+    first = llmtap("import", str(har), "--db", db_url, env=home, process=True)
+    assert first.code == 0, first.err
+    assert "imported 1 LLM exchanges" in first.out and "3 polls of background work" in first.out
+    engine = engines(db_url)
+    with engine.connect() as connection:
+        (row,) = [dict(r._mapping) for r in connection.execute(select(schema.exchanges))]
+    assert (row["background_state"], row["usage_input_tokens"], row["text"]) == ("completed", 1200, "Done.")
+    assert row["price_status"] == "priced" and row["cost_total_pico"] > 0
+    again = llmtap("import", str(har), "--db", db_url, env=home, process=True)
+    assert again.code == 0 and "(1 already stored)" in again.out
+    with engine.connect() as connection:
+        assert [dict(r._mapping) for r in connection.execute(select(schema.exchanges))] == [row]
