@@ -69,6 +69,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("inference_geo", _TEXT),
     ("speed", _TEXT),
     ("server_tool_uses", _JSON),
+    ("warmup", "BOOLEAN"),
     *((f"usage_{name}", "BIGINT") for name in USAGE_COLUMNS),
     ("usage_modalities", _JSON),
     ("usage_sub_usages", _JSON),

@@ -73,6 +73,7 @@ _READ = (
     "inference_geo",
     "service_speed",
     "server_tool_uses",
+    "warmup",
     "text",
     "reasoning_blocks",
     "server_tool_calls",
@@ -160,6 +161,7 @@ def tool_calls_by_exchange(connection: Any, ids: list[str]) -> dict[str, list[di
                 "arguments": call["arguments"],
                 "arguments_raw": call["arguments_raw"],
                 "valid_json": call["valid_json"],
+                "kind": call["kind"],
                 "status": call["status"],
                 "status_detail": call["status_detail"],
             }
@@ -175,6 +177,7 @@ def to_canonical(row: Any, calls: list[dict[str, Any]]) -> dict[str, Any]:
     out["inference_geo"] = row["inference_geo"]
     out["speed"] = row["service_speed"]
     out["server_tool_uses"] = row["server_tool_uses"] or {}
+    out["warmup"] = bool(row["warmup"])
     usage = None
     if row["usage_input_tokens"] is not None:
         usage = {name: row[column] for name, column in USAGE_COLUMNS.items()}
