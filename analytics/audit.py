@@ -193,7 +193,7 @@ def show(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
             "streamed": row["streamed"],
             "complete": row["complete"],
         },
-        "request": {**canonical["request"], "model": row["model_requested"]},
+        "request": {**canonical["request"], "model": row["model_requested"], "warmup": canonical["warmup"]},
         "transcript": stored.get("transcript"),
         "answer": {
             "model": row["model"],
