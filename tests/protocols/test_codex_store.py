@@ -19,8 +19,10 @@ from llmtap.storage.engine import make_engine
 from llmtap.storage.record import Recorded
 from tests.analytics import wire
 from tests.analytics.conftest import BACKENDS, blank_database, fill, report
+from tests.helpers import llmtap
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "codex"
+Store = tuple[str, dict[str, str]]  # the store's URL, and each turn's exchange id
 START = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 TEAM = "codex"
 
@@ -47,7 +49,7 @@ def _record(request: str, stream: str, offset: int, ttfb: float) -> Recorded:
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     folder = tmp_path_factory.mktemp(f"codex-{request.param}")
     records = {name: _record(req, stream, offset, ttfb) for name, req, stream, offset, ttfb in TURNS}
     with blank_database(request.param, folder) as url:
@@ -66,7 +68,7 @@ def _rows(url: str) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     return exchanges, calls
 
 
-def test_rows_keep_warmup_and_kind(store: tuple[str, dict[str, str]]) -> None:
+def test_rows_keep_warmup_and_kind(store: Store) -> None:
     url, ids = store
     exchanges, calls = _rows(url)
     assert {name: exchanges[i]["warmup"] for name, i in ids.items()} == {
@@ -92,7 +94,7 @@ def test_rows_keep_warmup_and_kind(store: tuple[str, dict[str, str]]) -> None:
     assert (exec_call["kind"], exec_call["arguments"], exec_call["arguments_raw"]) == ("custom", None, "echo hi")
 
 
-def test_finish_and_latency_leave_the_warmup_out(store: tuple[str, dict[str, str]]) -> None:
+def test_finish_and_latency_leave_the_warmup_out(store: Store) -> None:
     url, _ = store
     finish = {r["finish_reason"]: r["requests"] for r in report(url, "finish", "--by", "team") if r["team"] == TEAM}
     assert finish == {"tool_use": 2, "end_turn": 1}  # turn1 and mix; turn2 (not the warmup)
@@ -101,14 +103,14 @@ def test_finish_and_latency_leave_the_warmup_out(store: tuple[str, dict[str, str
     assert latency["ttfb_p95_ms"] < 1000  # the warmup's 5 s first byte is not among them
 
 
-def test_usage_and_cost_count_the_warmup(store: tuple[str, dict[str, str]]) -> None:
+def test_usage_and_cost_count_the_warmup(store: Store) -> None:
     url, _ = store
     [usage] = [r for r in report(url, "usage", "--by", "team") if r["team"] == TEAM]
     assert usage["requests"] == 4
     assert usage["input_tokens"] == 2310 + 2310 + 2500 + 2400
 
 
-def test_tools_list_has_no_invalid_json(store: tuple[str, dict[str, str]]) -> None:
+def test_tools_list_has_no_invalid_json(store: Store) -> None:
     url, ids = store
     listed = report(url, "tools", "--list")
     # the calls' own statuses (the conversation's, e.g. missing_result, are another matter)
@@ -125,3 +127,21 @@ def test_tools_list_has_no_invalid_json(store: tuple[str, dict[str, str]]) -> No
         ("view_image", "call_img_bad", "schema_violation"),
     ]
     assert not [r for r in listed if r["status"] == "invalid_json"]
+
+
+def test_export_and_show_carry_warmup_and_kind(store: Store, tmp_path: Path) -> None:
+    url, ids = store
+    target = tmp_path / "out.jsonl"
+    result = llmtap("export", "--format", "jsonl", "-o", str(target), "--db", url)
+    assert result.code == 0, result.err
+    rows = {row["id"]: row for row in map(json.loads, target.read_text().splitlines())}
+    assert {name: rows[i]["warmup"] for name, i in ids.items()} == {
+        "warmup": True,
+        "turn1": False,
+        "mix": False,
+        "turn2": False,
+    }
+    assert [c["kind"] for c in rows[ids["mix"]]["tool_calls"]] == ["custom"] * 5 + ["function"] * 2 + ["custom"]
+    shown = llmtap("show", ids["warmup"], "--format", "json", "--db", url)
+    assert shown.code == 0, shown.err
+    assert '"warmup": true' in shown.out
