@@ -3,8 +3,10 @@ one session that runs each of them once through one `llmtap proxy`.
 
 The session: a scripted upstream per route (Anthropic, Bedrock, Vertex, OpenAI, Gemini),
 one proxy with a listener per route (reverse listeners for the three providers, mitmproxy
-`reverse:` modes for the Bedrock and Vertex gateways), its own SQLite file, LLMTAP_HOME and
-mitmproxy confdir; then every CLI at once, each with a one-tool task in its own HOME (and
+`reverse:` modes for the Bedrock and Vertex gateways) and a regular listener (each CLI
+once more through HTTPS_PROXY, trusting mitmproxy's CA, to a TLS upstream of its own on
+https://localhost), its own SQLite file, LLMTAP_HOME and mitmproxy confdir; then every
+CLI at once, each with a one-tool task in its own HOME (and
 CODEX_HOME) and its own API key; then SIGTERM (the proxy writes everything queued) and
 the `llmtap` commands a user would run: export, report, show. The two Codex runs share
 the OpenAI listener and upstream, which tells them apart by their keys and refuses the
@@ -22,6 +24,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import tempfile
 import time
@@ -96,6 +99,18 @@ class Agent:
     command: Callable[[Path, str], list[str]]  # (bin folder, proxy base) -> argv
     key_prefix: str | None  # None: the client sends no key (Bedrock/Vertex gateway mode)
     websocket: bool = True  # the upstream accepts its WebSocket upgrade
+    # Through the regular proxy instead (HTTPS_PROXY, to its own TLS upstream): the
+    # variable that makes the client trust mitmproxy's CA, and the file it names.
+    ca: tuple[str, str] | None = None
+
+    @property
+    def regular(self) -> bool:
+        return self.ca is not None
+
+    @property
+    def upstream(self) -> str:
+        """The upstream (and listener) it goes to: its route, or its own over TLS."""
+        return self.name if self.regular else self.route
 
     def base_env(self, home: Path, bin_dir: Path) -> dict[str, str]:
         path = f"{bin_dir}:{Path(shutil.which('node') or '/usr/bin/node').parent}:/usr/local/bin:/usr/bin:/bin"
@@ -118,6 +133,8 @@ def _gemini(bin_dir: Path, base: str) -> list[str]:
     return [str(bin_dir / "gemini"), "-p", TASK, "--yolo"]
 
 
+NODE_CA = ("NODE_EXTRA_CA_CERTS", "mitmproxy/mitmproxy-ca-cert.pem")  # the session root's files
+BUNDLE = "llmtap-home/ca-bundle.pem"
 QUIET_CLAUDE = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1"}
 
 
@@ -167,6 +184,11 @@ AGENTS = {
         Agent("codex-websocket", "openai", _codex_env, _codex, harness.OPENAI_KEY),
         Agent("codex-sse", "openai", _codex_env, _codex, harness.OPENAI_KEY, websocket=False),
         Agent("gemini", "gemini", _gemini_env, _gemini, harness.GOOGLE_KEY),
+        # Node clients add NODE_EXTRA_CA_CERTS to their own roots; Codex (Rust) reads a whole
+        # bundle from CODEX_CA_CERTIFICATE (or SSL_CERT_FILE): llmtap's, system CAs + mitmproxy's.
+        Agent("claude-regular", "anthropic", _claude_env, _claude, harness.ANTHROPIC_KEY, ca=NODE_CA),
+        Agent("codex-regular", "openai", _codex_env, _codex, harness.OPENAI_KEY, ca=("CODEX_CA_CERTIFICATE", BUNDLE)),
+        Agent("gemini-regular", "gemini", _gemini_env, _gemini, harness.GOOGLE_KEY, ca=NODE_CA),
     )
 }
 SCRIPTS: dict[str, Callable[[], Any]] = {
@@ -202,10 +224,12 @@ class Run:
     def sent(self) -> list[scripts.Sent]:
         return list(self.script.ledger.sent)
 
-    def run_cli(self, bin_dir: Path, base: str) -> None:
+    def run_cli(self, bin_dir: Path, base: str, regular: dict[str, str]) -> None:
+        """The CLI once, against `base`; `regular` is the environment that sends it through
+        the regular proxy instead (empty for a reverse listener)."""
         for folder in (self.home / "tmp", self.home / "work"):
             folder.mkdir(parents=True, exist_ok=True)
-        env = self.agent.base_env(self.home, bin_dir) | self.agent.env(base, self.home, self.key or "")
+        env = self.agent.base_env(self.home, bin_dir) | self.agent.env(base, self.home, self.key or "") | regular
         self.cli = _run(self.agent.command(bin_dir, base), env, self.home / "work", CLI_TIMEOUT)
 
 
@@ -285,24 +309,25 @@ def _run_session(session: Session, bin_dir: Path) -> None:
         key = harness.canary(agent.key_prefix) if agent.key_prefix else None
         session.runs[name] = Run(agent, root / name, None, key)
     with contextlib.ExitStack() as stack:
-        for route, make in SCRIPTS.items():
-            runs = [run for run in session.runs.values() if run.agent.route == route]
+        tls = _tls(root)
+        for name in {run.agent.upstream for run in session.runs.values()}:
+            runs = [run for run in session.runs.values() if run.agent.upstream == name]
             for run in runs:
-                run.script = make()
+                run.script = SCRIPTS[run.agent.route]()
+            secure = tls if runs[0].agent.regular else None
             if len(runs) == 1:
-                upstream = ScriptedUpstream(runs[0].script, websocket=runs[0].agent.websocket)
+                upstream = ScriptedUpstream(runs[0].script, websocket=runs[0].agent.websocket, tls=secure)
             else:
                 router = ByKey(runs)
-                upstream = ScriptedUpstream(router, websocket=router.accepts_websocket)
-            session.upstreams[route] = stack.enter_context(upstream)
-            session.ports[route] = free_port()
+                upstream = ScriptedUpstream(router, websocket=router.accepts_websocket, tls=secure)
+            session.upstreams[name] = stack.enter_context(upstream)
+            if not runs[0].agent.regular:
+                session.ports[name] = free_port()  # its reverse listener
+        session.ports["regular"] = free_port()
         proxy = _start_proxy(session)
         try:
             with ThreadPoolExecutor(len(session.runs)) as pool:
-                for future in [
-                    pool.submit(run.run_cli, bin_dir, f"http://127.0.0.1:{session.ports[run.agent.route]}")
-                    for run in session.runs.values()
-                ]:
+                for future in [pool.submit(_client, session, run, bin_dir) for run in session.runs.values()]:
                     future.result()
         finally:
             proxy.send_signal(signal.SIGTERM)
@@ -314,10 +339,31 @@ def _run_session(session: Session, bin_dir: Path) -> None:
             session.proxy_log = (root / "proxy.log").read_text(errors="replace")
 
 
+def _tls(root: Path) -> ssl.SSLContext:
+    """The regular-mode upstreams' TLS: a self-signed certificate for localhost (the proxy
+    is told not to verify it; the client verifies mitmproxy's)."""
+    cert, key = harness.self_signed(root)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return context
+
+
+def _client(session: Session, run: Run, bin_dir: Path) -> None:
+    agent = run.agent
+    if not agent.regular:
+        run.run_cli(bin_dir, f"http://127.0.0.1:{session.ports[agent.upstream]}", {})
+        return
+    assert agent.ca is not None
+    proxy = f"http://{agent.name}:secret@127.0.0.1:{session.ports['regular']}"  # the user name is the team
+    regular = {"HTTPS_PROXY": proxy, agent.ca[0]: str(session.root / agent.ca[1])}
+    run.run_cli(bin_dir, session.upstreams[agent.upstream].url, regular)
+
+
 def _start_proxy(session: Session) -> subprocess.Popen[bytes]:
     root, ports, ups = session.root, session.ports, session.upstreams
-    argv = [str(harness.LLMTAP), "proxy", "--quiet", "--no-regular", "--db", session.db,
-            "--confdir", str(root / "mitmproxy")]  # fmt: skip
+    argv = [str(harness.LLMTAP), "proxy", "--quiet", "--port", str(ports["regular"]), "--db", session.db,
+            "--confdir", str(root / "mitmproxy"),
+            "--set", "ssl_insecure=true"]  # fmt: skip
     for route in ("anthropic", "openai", "gemini"):  # the providers' own reverse listeners
         argv += ["--reverse", f"{route}={ports[route]}", "--upstream", f"{route}={ups[route].url}"]
     for route in ("bedrock", "vertex"):  # a gateway in front of the cloud: mitmproxy's reverse mode

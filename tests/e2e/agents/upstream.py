@@ -17,6 +17,7 @@ import base64
 import gzip
 import hashlib
 import json
+import ssl
 import struct
 import threading
 import zlib
@@ -64,8 +65,11 @@ class ScriptedUpstream:
     request (a WebSocket message is one, `transport="websocket"`). `websocket` says whether
     to accept an upgrade, or decides per handshake."""
 
-    def __init__(self, script: Script, *, websocket: bool | Callable[[Request], bool] = True) -> None:
+    def __init__(
+        self, script: Script, *, websocket: bool | Callable[[Request], bool] = True, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.script = script
+        self.tls = tls
         self.accept_websocket = websocket
         self.requests: list[Request] = []
         self.refused: list[Request] = []  # the upgrade handshakes answered 426
@@ -90,11 +94,11 @@ class ScriptedUpstream:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"https://localhost:{self.port}" if self.tls else f"http://127.0.0.1:{self.port}"
 
     def _serve(self) -> None:
         self._loop = asyncio.new_event_loop()
-        server = self._loop.run_until_complete(asyncio.start_server(self._connection, "127.0.0.1", 0))
+        server = self._loop.run_until_complete(asyncio.start_server(self._connection, "127.0.0.1", 0, ssl=self.tls))
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
         try:
@@ -127,7 +131,7 @@ class ScriptedUpstream:
                     self.errors.append(f"{request.method} {request.path}: {exc!r}")
                     answer = Answer(500, parts=[json.dumps({"error": {"message": repr(exc)}}).encode()])
                 await _send(writer, answer)
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
             pass
         except asyncio.CancelledError:
             return
