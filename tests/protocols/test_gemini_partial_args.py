@@ -7,6 +7,7 @@ test_corpus_next_variants.py run them)."""
 from __future__ import annotations
 
 import json
+import pickle
 from typing import Any
 
 import pytest
@@ -175,6 +176,15 @@ def test_a_stream_cut_inside_a_call_keeps_what_arrived() -> None:
     got = decoded(TWO_CALLS[:3])
     assert calls(got) == [("getWeather", {"location": "New York"}, True)]
     assert (got["complete"], got["finish_reason"]) == (False, None)
+
+
+def test_a_decoder_holding_pieces_pickles_once_the_response_ended() -> None:
+    """The proxy pickles a decoder after `end_response` to finish it in the writer process."""
+    decoder = ExchangeDecoder("gemini.generate", path=PATH + "?alt=sse", status=200, content_type="text/event-stream")
+    decoder.feed(sse(TWO_CALLS[:6]))  # the second call open, no pieces yet
+    decoder.end_response()
+    got = pickle.loads(pickle.dumps(decoder)).finish().to_dict()
+    assert calls(got) == [("getWeather", {"location": "New York"}, True), ("getWeather", {}, True)]
 
 
 def test_a_json_array_stream_assembles_the_same() -> None:
