@@ -202,3 +202,41 @@ def test_custom_call_assembled_from_deltas_when_the_terminal_event_has_no_output
     ex = decode_exchange("openai.responses", response=sse, request=body("request_turn1"), path="/v1/responses")
     [call] = ex.tool_calls
     assert (call.kind, call.arguments_raw, call.status) == ("custom", "echo hi", "valid")
+
+
+def test_a_real_codex_0171_request() -> None:
+    """Codex CLI 0.171.0's own body: every tool in a namespace of `additional_tools`, its
+    `exec` a custom tool with a Lark grammar; its calls name the bare tool."""
+    facts = openai_responses.decode_request(body("request_codex0171_turn1"))
+    names = [t.name for t in facts.tools]
+    assert names[:2] == ["functions.exec", "functions.wait"] and "collaboration.spawn_agent" in names
+    assert facts.tools[0].type == "custom" and facts.tools[0].schema is not None
+    assert facts.tools[0].schema["syntax"] == "lark"
+    assert facts.messages_by_role == {"developer": 4, "user": 2}
+    assert facts.system_chars > 1000
+    events = [
+        {
+            "type": "response.completed",
+            "response": {
+                "id": "r",
+                "status": "completed",
+                "output": [
+                    {"type": "custom_tool_call", "call_id": "c1", "name": "exec", "input": "echo hi"},
+                    {"type": "custom_tool_call", "call_id": "c2", "name": "exec", "input": ""},
+                    {"type": "custom_tool_call", "call_id": "c3", "name": "functions.exec", "input": "ls"},
+                ],
+                "usage": {"input_tokens": 100, "output_tokens": 5},
+            },
+        }
+    ]
+    sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
+    request = body("request_codex0171_turn1")
+    ex = decode_exchange("openai.responses", response=sse, request=request, path="/v1/responses")
+    assert [(c.name, c.kind, c.status) for c in ex.tool_calls] == [
+        ("exec", "custom", "valid"),
+        ("exec", "custom", "schema_violation"),  # its grammar wants at least one character
+        ("functions.exec", "custom", "valid"),
+    ]
+    follow_up = openai_responses.decode_request(body("request_codex0171_turn2"))
+    assert follow_up.tool_call_ids == ["call_1"] and follow_up.tool_result_ids == ["call_1"]
+    assert follow_up.tools_hash == facts.tools_hash and follow_up.system_hash == facts.system_hash
