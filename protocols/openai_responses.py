@@ -71,8 +71,19 @@ _SERVER_TOOL_TYPES = (
     "image_generation",
     "mcp",
 )
-# Request fields kept as params; `generate: false` asks for no output (a warmup).
-_PARAMS = ("temperature", "top_p", "store", "truncation", "service_tier", "prompt_cache_retention", "text", "generate")
+# Request fields kept as params; `generate: false` asks for no output (a warmup);
+# `background: true` runs it in the background (its polls complete it: SPEC §1).
+_PARAMS = (
+    "temperature",
+    "top_p",
+    "store",
+    "truncation",
+    "service_tier",
+    "prompt_cache_retention",
+    "text",
+    "generate",
+    "background",
+)
 # Input items that declare tools (Codex sends its tools in one, and no top-level `tools`).
 _TOOL_ITEMS = ("additional_tools",)
 _MAX_NAMESPACE_DEPTH = 4
@@ -122,7 +133,7 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
     ex.text_truncated = text.truncated or extras.truncated
     ex.refusal = "".join(refusals) or None
     ex.warmup = ex.request is not None and ex.request.params.get("generate") is False
-    ex.background_state = _background_state(body)
+    ex.background_state = _background_state(body, ex)
     _finish(body, ex)
 
 
@@ -163,11 +174,13 @@ def _decode_item(item: dict[str, Any], ex: Exchange, text: KeptText, refusals: l
         ex.server_tool_calls.append(ServerToolCall(type=kind, id=item.get("id"), name=item.get("name")))
 
 
-def _background_state(body: dict[str, Any]) -> str | None:
+def _background_state(body: dict[str, Any], ex: Exchange) -> str | None:
     """A background response's status: the object echoes `background: true`, on its POST
-    and on every poll (https://platform.openai.com/docs/guides/background)."""
+    and on every poll (https://platform.openai.com/docs/guides/background); the request
+    (a poll's stands for the work it continues) says so too, should a server not echo it."""
+    asked = ex.request is not None and ex.request.params.get("background") is True
     status = body.get("status")
-    return status[:16] if body.get("background") is True and isinstance(status, str) else None
+    return status[:16] if (body.get("background") is True or asked) and isinstance(status, str) else None
 
 
 def _finish(body: dict[str, Any], ex: Exchange) -> None:

@@ -132,3 +132,11 @@ def test_a_resumed_responses_stream_states_the_terminal_status() -> None:
     )
     assert ex.background_state == "completed" and ex.complete
     assert ex.usage is not None and ex.usage.input_tokens == 10
+
+
+def test_a_poll_whose_object_does_not_echo_background() -> None:
+    # A server (a gateway) that leaves `background` out of the object: the poll is decoded
+    # as the background work it continues all the same.
+    body = _response("in_progress", background=False)
+    assert decode_exchange(RESP, response=body, request=CONTINUES).background_state == "in_progress"
+    assert decode_exchange(RESP, response=body, request={"model": "gpt-5"}).background_state is None
