@@ -34,6 +34,7 @@ from llmtap.protocols.followups import CONTINUES, FollowUpRoute, follow_up
 from llmtap.protocols.routing import may_be_json_object, websocket_protocol
 from llmtap.storage.ingest import retry_after
 from llmtap.storage.secrets import Literals, request_secrets
+from llmtap.storage.threads import session_headers
 from llmtap.storage.writer import Writer
 from llmtap.storage.writer_process import WriterProcess
 
@@ -204,7 +205,9 @@ class Recorder:
             key_last4=who.key_last4,
             client_addr=who.client_addr,
             request_body=body,
-            request_headers=[],
+            # only a client's session-id header (conversation identity, storage/threads.py);
+            # body mode `full` keeps every header, redacted, from raw_headers instead
+            request_headers=session_headers(request.headers.fields),
             raw_headers=request.headers.fields if self._keep_bodies() else None,
             started=request.timestamp_start or time.time(),
             protocol=protocol,

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from llmtap.protocols.canonical import RequestFacts
-from llmtap.storage import bodies
+from llmtap.storage import bodies, threads
 from llmtap.storage.record import Recorded
 from llmtap.storage.secrets import scrub, scrub_json
 
@@ -107,10 +107,15 @@ def rows_for(rec: Recorded, body_mode: str = "metadata") -> RowSet:
 
 
 def _identity(rec: Recorded) -> dict[str, Any]:
+    team = rec.team or "unattributed"
+    # the conversation a session header names; a response chain's key is the writer's (threads.py)
+    session = threads.session_id(rec.request_headers)
     return {
         "id": rec.id,
         "dedupe_key": dedupe_key(rec),
-        "team": rec.team or "unattributed",
+        "client_session_id": session,
+        "thread_key": threads.session_key(threads.scope(rec.key_fingerprint, team), session) if session else None,
+        "team": team,
         "attribution": rec.attribution,
         "key_fingerprint": rec.key_fingerprint,
         "key_last4": rec.key_last4,

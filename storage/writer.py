@@ -29,7 +29,7 @@ from sqlalchemy import Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from llmtap.storage import followups, migrate, rejected, schema, spool
+from llmtap.storage import followups, migrate, rejected, schema, spool, threads
 from llmtap.storage.errors import StoreError
 from llmtap.storage.private import open_private, private_dir
 from llmtap.storage.record import Recorded
@@ -377,7 +377,8 @@ class Writer:
         self._settle(written=inserted, duplicates=len(rows.exchanges) - inserted)
 
     def _insert(self, rows: RowSet) -> int:
-        """Insert a batch in one transaction; returns how many exchanges it added.
+        """Insert a batch in one transaction; returns how many exchanges it added. A row
+        that continues a Responses chain takes its thread key there (threads.assign).
 
         A plain executemany first: RETURNING would make psycopg parse a multi-row VALUES
         statement of ~40k placeholders per batch in Python (bench/ingest.py: 7x slower).
@@ -389,6 +390,8 @@ class Writer:
         with self.engine.connect() as connection:
             with connection.begin() as transaction:
                 self._insert_bodies(connection, rows)
+                # a response chain's conversation: read and set in this transaction
+                threads.assign(connection, rows.exchanges)
                 statement = self._insert_ignore(schema.exchanges)
                 added = connection.execute(statement, rows.exchanges, execution_options=_COUNT_ROWS).rowcount
                 if added == len(rows.exchanges):
@@ -398,6 +401,7 @@ class Writer:
             if added != len(rows.exchanges):
                 with connection.begin():
                     self._insert_bodies(connection, rows)
+                    threads.assign(connection, rows.exchanges)
                     statement = self._insert_ignore(schema.exchanges).returning(schema.exchanges.c.id)
                     inserted = set(connection.execute(statement, rows.exchanges).scalars())
                     calls = [c for c in rows.tool_calls if c["exchange_id"] in inserted]
