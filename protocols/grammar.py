@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
 MAX_DEFINITION = 32 * 1024
 MAX_INPUT = 256 * 1024
 MAX_EARLEY_INPUT = 16 * 1024  # Earley parsing is cubic at worst; LALR is linear
+EARLEY_SECONDS = 0.5  # and then given up on (unchecked)
 MAX_PARSERS = 64
 _DETAIL = 200
 
@@ -134,10 +137,35 @@ def _lark_problem(definition: str, text: str) -> str | None:
     # only Earley, which tries them all, may call the text wrong when it can run.
     failure = _parse(lalr, text) if lalr is not None else "unparsed"
     if failure is not None and earley is not None and len(text) <= MAX_EARLEY_INPUT:
-        failure = _parse(earley, text)
+        failure = _within(EARLEY_SECONDS, _parse, earley, text)  # None: it fits, or it took too long
     if failure is None or failure == "unparsed":
         return None
     return f"the input does not follow the tool's lark grammar: {_clip(failure, _DETAIL)}"
+
+
+class _TookTooLong(Exception):
+    pass
+
+
+def _within(seconds: float, parse: Any, parser: Any, text: str) -> str | None:
+    """`parse(parser, text)`, given up after `seconds` (None then). Earley on an ambiguous
+    grammar is cubic: 200 characters of `e: e e | "a"` take half a minute. The deadline is
+    checked at every Python call (a trace function), which only `lark` code makes here."""
+    deadline = time.monotonic() + seconds
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        if time.monotonic() > deadline:
+            raise _TookTooLong
+        return None
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        return parse(parser, text)  # type: ignore[no-any-return]
+    except _TookTooLong:
+        return None
+    finally:
+        sys.settrace(previous)
 
 
 def _parse(parser: Any, text: str) -> str | None:
@@ -172,6 +200,9 @@ def _build_lark(definition: str) -> tuple[Any, Any]:
             built.append(None)
     if built[0] is None and built[1] is None:
         raise ValueError("the grammar does not load")
+    terminals = (built[0] or built[1]).terminals
+    if any(_nested_repeat(re._parser.parse(t.pattern.to_regexp())) for t in terminals):
+        raise ValueError("a terminal's regex nests quantifiers: may backtrack exponentially")
     return built[0], built[1]
 
 

@@ -4,6 +4,7 @@ grammar check of protocols/grammar.py and the statuses protocols/toolcheck.py gi
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ def test_grammar_fits_or_breaks(declared: dict[str, Any], text: str, fits: bool)
         lark('%import .secrets (X)\nstart: "a"'),  # an import names a file: never read
         lark("%import mygrammar.X\nstart: X"),
         lark("start: " + "a" * (grammar.MAX_DEFINITION + 1)),
+        lark("start: X\nX: /(a+)+c/"),  # a terminal that may backtrack exponentially
     ],
 )
 def test_unchecked_formats_pass_anything(declared: Any) -> None:
@@ -101,6 +103,15 @@ def test_earley_input_is_bounded() -> None:
     assert grammar.problem(lark(ambiguous), "xx") is None
     assert grammar.problem(lark(ambiguous), "xy") is not None
     assert grammar.problem(lark(ambiguous), "y" * (grammar.MAX_EARLEY_INPUT + 1)) is None
+
+
+def test_earley_gives_up_in_time() -> None:
+    """An ambiguous grammar makes Earley cubic: 200 characters took half a minute."""
+    ambiguous = lark('start: e\ne: e e | "a"')
+    assert grammar.problem(ambiguous, "ab") is not None  # short: decided
+    started = time.monotonic()
+    assert grammar.problem(ambiguous, "a" * 200 + "b") is None  # given up: unchecked
+    assert time.monotonic() - started < grammar.EARLEY_SECONDS + 2
 
 
 def _exchange(tools: list[ToolSpec], *calls: ToolCall, finish: str = "tool_use") -> Exchange:
