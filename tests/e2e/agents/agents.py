@@ -36,7 +36,7 @@ from typing import Any
 
 from llmtap.storage.secrets import KeyFingerprinter
 from tests.e2e import harness
-from tests.e2e.agents import scripts
+from tests.e2e.agents import gemini, responses, scripts
 from tests.e2e.agents.upstream import Answer, Request, ScriptedUpstream
 from tests.helpers import free_port
 
@@ -195,8 +195,8 @@ SCRIPTS: dict[str, Callable[[], Any]] = {
     "anthropic": scripts.AnthropicScript,
     "bedrock": lambda: scripts.AnthropicScript("bedrock"),
     "vertex": lambda: scripts.AnthropicScript("vertex"),
-    "openai": scripts.ResponsesScript,
-    "gemini": scripts.GeminiScript,
+    "openai": responses.ResponsesScript,
+    "gemini": gemini.GeminiScript,
 }
 
 
