@@ -35,7 +35,7 @@ def store_mark(engine: Engine) -> tuple[Any, ...] | None:
     if url.get_backend_name() == "sqlite":
         if not url.database or url.database == ":memory:":
             return None
-        marks = []
+        marks: list[tuple[int, int] | None] = []
         for suffix in ("", "-wal"):
             try:
                 found = os.stat(url.database + suffix)
