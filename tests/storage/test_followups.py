@@ -24,7 +24,7 @@ from llmtap.storage.record import Recorded
 from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.writer import Writer
 from tests.helpers import llmtap
-from tests.storage.helpers import T0
+from tests.storage.helpers import T0, LockInThread, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -457,3 +457,32 @@ def test_import_a_har_twice(db_url: str, engines: Any, tmp_path: Path) -> None:
     assert again.code == 0 and "(1 already stored)" in again.out
     with engine.connect() as connection:
         assert [dict(r._mapping) for r in connection.execute(select(schema.exchanges))] == [row]
+
+
+def test_a_poll_waits_while_the_store_is_locked(tmp_path: Path, engines: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'locked.db'}"
+    upgrade(engines(url))
+    engine = engines(url, busy_timeout_ms=50)
+    fingerprinter = KeyFingerprinter.from_file(tmp_path / "fingerprint.secret")
+    writer = Writer(engine, spool_dir=tmp_path / "spool", retry_initial=0.1, retry_max=0.2)
+    try:
+        post = to_record(
+            http("POST", "/v1/responses", response("queued"), at=0, request=CREATE), fingerprinter=fingerprinter
+        )
+        writer.submit(post)
+        assert writer.flush(10)
+        lock = LockInThread(url, hold=1.0)
+        lock.start()
+        done = http("GET", "/v1/responses/resp_bg1", response("completed", usage=USAGE), at=2)
+        writer.submit(to_follow_up(done, fingerprinter=fingerprinter))
+        assert writer.flush(10)  # settled while it waits in memory
+        assert writer.stats.db_errors >= 1, "the lock never stopped the poll"
+        assert lock.released.wait(10)
+
+        def completed() -> bool:
+            with engine.connect() as connection:
+                return connection.execute(select(schema.exchanges.c.usage_input_tokens)).scalar_one() == 1200
+
+        assert wait_until(completed, timeout=10)
+    finally:
+        assert writer.close()
