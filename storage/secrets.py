@@ -53,12 +53,28 @@ def api_key(headers: Mapping[str, str] | Iterable[tuple[str, str]], query: str =
             scheme, _, credential = value.strip().partition(" ")
             if scheme.lower() == "bearer" and credential.strip():
                 found.setdefault(lowered, credential.strip())
+            elif scheme.upper() == "AWS4-HMAC-SHA256":
+                # AWS Signature V4 (Bedrock): the request carries no secret, only the access
+                # key id that signed it (`Credential=AKID/date/region/service/aws4_request`),
+                # which names the key as well as a bearer key would
+                access_key = _sigv4_access_key(credential)
+                if access_key:
+                    found.setdefault(lowered, access_key)
     for name in ("x-api-key", "x-goog-api-key", "api-key", "authorization"):
         if name in found:
             return found[name]
     for name, value in parse_qsl(query, keep_blank_values=False):
         if name.lower() in KEY_QUERY_PARAMS and value:
             return value
+    return None
+
+
+def _sigv4_access_key(parameters: str) -> str | None:
+    for part in parameters.split(","):
+        name, _, value = part.strip().partition("=")
+        if name.strip().lower() == "credential":
+            access_key = value.strip().split("/", 1)[0]
+            return access_key or None
     return None
 
 

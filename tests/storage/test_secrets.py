@@ -32,7 +32,14 @@ from llmtap.storage.importers.har import exchanges as har_exchanges
 from llmtap.storage.importers.har import read_har
 from llmtap.storage.ingest import HttpExchange, to_record
 from llmtap.storage.rows import rows_for
-from llmtap.storage.secrets import KeyFingerprinter, redact_query, request_secrets, scrub_record
+from llmtap.storage.secrets import (
+    KeyFingerprinter,
+    api_key,
+    redact_headers,
+    redact_query,
+    request_secrets,
+    scrub_record,
+)
 from llmtap.storage.writer import Writer
 from tests.corpus_tools import make_har
 from tests.helpers import free_port, llmtap
@@ -477,3 +484,17 @@ def test_a_spooled_record_keeps_no_key_of_any_shape(db_url, engines, tmp_path, c
         rows = spool.decode(line)
         assert all(key.encode() not in blobs.decompress(b["data"], b["encoding"]) for b in rows.bodies)
         assert "[REDACTED]" in rows.exchanges[0]["error_message"]
+
+
+def test_a_sigv4_request_is_known_by_its_access_key_id_and_keeps_no_signature() -> None:
+    """Bedrock through AWS credentials: no key travels, only the access key id that signed
+    the request; it names the key (fingerprint, key map) and nothing of the signature stays."""
+    authorization = (
+        "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20261201/us-east-1/bedrock/aws4_request, "
+        "SignedHeaders=host;x-amz-date, Signature=fe5f80f77d5fa3beca038a248ff027d0445342fe2855ddc963176630326f1024"
+    )
+    headers = [("Authorization", authorization), ("X-Amz-Security-Token", "FwoGZXIvYXdzEXAMPLE")]
+    assert api_key(headers) == "AKIAIOSFODNN7EXAMPLE"
+    assert api_key([("Authorization", "AWS4-HMAC-SHA256 SignedHeaders=host, Signature=ab")]) is None
+    kept = dict(redact_headers(headers))
+    assert "fe5f80f77d5fa3" not in str(kept) and "FwoGZXIvYXdz" not in str(kept)
