@@ -111,11 +111,11 @@ class FollowUp:
         exchange = self.record.exchange
         if exchange.status is not None and exchange.status >= 400:
             return None
-        if exchange.decode_error is not None and exchange.background_state is None:
-            return None
         state = exchange.background_state
         if self.route.kind == "cancel" and not is_terminal(state):
             return "cancelled"  # the cancel was accepted; its body, if any, said nothing final
+        if exchange.decode_error is not None and state is None:
+            return None
         return state
 
 

@@ -255,6 +255,14 @@ def test_cancel_marks_it_cancelled(rig: Harness) -> None:
     assert rig.row()["usage_input_tokens"] is None
 
 
+def test_a_cancel_without_a_body(rig: Harness) -> None:
+    rig.submit(http("POST", "/v1/responses", response("in_progress"), at=0, request=CREATE))
+    rig.submit(http("POST", "/v1/responses/resp_bg1/cancel", b"", at=2, request={}))
+    row = rig.row()
+    assert row["background_state"] == "cancelled"
+    assert row["decode_error"] is None and row["usage_input_tokens"] is None  # the POST's record otherwise
+
+
 def test_a_refused_cancel_changes_nothing(rig: Harness) -> None:
     rig.submit(http("POST", "/v1/responses", response("in_progress"), at=0, request=CREATE))
     error = {"error": {"type": "invalid_request_error", "message": "Cannot cancel a completed response."}}
