@@ -202,9 +202,10 @@ MINIMUM_CACHEABLE = (
     ("%haiku-4-5%", 4096),
     ("%sonnet-4-6%", 2048),
     ("%opus-4-7%", 2048),
-    ("claude-3-haiku%", 2048),
-    ("claude-3-5-haiku%", 2048),
-    ("claude%", 1024),
+    # a leading % for the clouds' ids: Bedrock Converse records `us.anthropic.claude-…`
+    ("%claude-3-haiku%", 2048),
+    ("%claude-3-5-haiku%", 2048),
+    ("%claude%", 1024),
     ("gemini%pro%", 4096),
     ("gemini%", 1024),
     ("%", 1024),

@@ -304,3 +304,24 @@ def test_imported_bedrock_traffic_is_priced_by_its_path_model_through_reprice(bl
     assert done.code == 0, done.err
     rows = by_provider()
     assert rows["aws"]["cost_usd"] == one and rows["aws"]["unpriced"] == 1  # reprice reads the path's model too
+
+
+@pytest.mark.parametrize(
+    ("model", "tokens"),
+    [
+        ("us.anthropic.claude-3-haiku-20240307-v1:0", 2048),  # Converse records the path's id
+        ("anthropic.claude-3-5-haiku-20241022-v1:0", 2048),
+        ("claude-3-haiku-20240307", 2048),
+        ("global.anthropic.claude-sonnet-4-5-20250929-v1:0", 1024),
+        ("us.anthropic.claude-haiku-4-5-20251001-v1:0", 4096),
+    ],
+)
+def test_cloud_model_ids_find_their_minimum_cacheable_length(model: str, tokens: int):
+    """The cache report's table of minimum cacheable lengths, as DuckDB matches it."""
+    import duckdb
+
+    from llmtap.analytics.reports import MINIMUM_CACHEABLE
+
+    case = " ".join(f"WHEN served_model ILIKE '{p}' THEN {t}" for p, t in MINIMUM_CACHEABLE)
+    found = duckdb.sql(f"SELECT CASE {case} END FROM (SELECT $m AS served_model)", params={"m": model}).fetchone()
+    assert found == (tokens,)
