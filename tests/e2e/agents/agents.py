@@ -6,11 +6,11 @@ one proxy with a listener per route (reverse listeners for the three providers, 
 `reverse:` modes for the Bedrock and Vertex gateways) and a regular listener (each CLI
 once more through HTTPS_PROXY, trusting mitmproxy's CA, to a TLS upstream of its own on
 https://localhost), its own SQLite file, LLMTAP_HOME and mitmproxy confdir; then every
-CLI at once, each with a one-tool task in its own HOME (and
-CODEX_HOME) and its own API key; then SIGTERM (the proxy writes everything queued) and
-the `llmtap` commands a user would run: export, report, show. The two Codex runs share
-the OpenAI listener and upstream, which tells them apart by their keys and refuses the
-WebSocket upgrade to one of them. Every subprocess has a hard timeout.
+CLI at once, each with a one-tool task in its own HOME (and CODEX_HOME) and its own API
+key; then SIGTERM (the proxy writes everything queued) and the `llmtap` commands a user
+would run: export, report, show. The two reverse Codex runs share the OpenAI listener and
+upstream, which tells them apart by their keys and refuses the WebSocket upgrade to one of
+them. Every subprocess has a hard timeout.
 
 Not responsible for assertions (test_agents.py) nor for what the upstream answers
 (scripts.py).
@@ -45,6 +45,8 @@ PINS = {
     "@openai/codex": "0.171.0",
     "@google/gemini-cli": "0.61.0",
 }
+# Install scripts stay on: Claude Code's postinstall puts its native binary in place.
+NPM_FLAGS = ["--no-audit", "--no-fund", "--loglevel=error"]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmtap-test-agents"
 TASK = "Run `echo hi` in the shell and tell me what it printed."
 CLI_TIMEOUT = 90.0  # seconds for one agent's whole task (the slowest, Gemini CLI, takes ~12)
@@ -58,7 +60,7 @@ class AgentsUnavailable(Exception):
 def install() -> Path:
     """The folder whose node_modules/.bin holds the pinned CLIs; installed once per set of
     pins (the folder's name is their hash), into a temporary folder renamed into place."""
-    key = hashlib.sha256(json.dumps(PINS, sort_keys=True).encode()).hexdigest()[:12]
+    key = hashlib.sha256(json.dumps([PINS, NPM_FLAGS], sort_keys=True).encode()).hexdigest()[:12]
     target = CACHE / key
     if all((target / "node_modules" / ".bin" / name).exists() for name in ("claude", "codex", "gemini")):
         return target
@@ -69,7 +71,7 @@ def install() -> Path:
     staging = Path(tempfile.mkdtemp(prefix="install-", dir=CACHE))
     packages = [f"{name}@{version}" for name, version in PINS.items()]
     done = subprocess.run(
-        [npm, "install", "--prefix", str(staging), "--no-audit", "--no-fund", "--loglevel=error", *packages],
+        [npm, "install", "--prefix", str(staging), *NPM_FLAGS, *packages],
         capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     if done.returncode != 0:
