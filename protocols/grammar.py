@@ -10,11 +10,14 @@ None when the text fits or the format cannot be checked here.
 What "cannot be checked" means, on purpose lenient: OpenAI applies the format with its own
 engine (LLGuidance: Rust regex syntax, a Lark dialect with extensions), so a definition
 Python's `re` or the `lark` package cannot load, or one that would be costly to apply, is
-unchecked and the call counts as valid. Bounds: definitions over `MAX_DEFINITION`
-characters and inputs over `MAX_INPUT` (Earley: `MAX_EARLEY_INPUT`) are unchecked; a regex
-whose quantifiers nest (the shape that backtracks exponentially) is unchecked; Lark
-grammars may import only Lark's own `common` terminals (never a file). Built parsers are
-cached by the definition's hash, failures too.
+unchecked and the call counts as valid. Bounds, as a client declares the grammar and the
+writer's thread applies it: definitions over `MAX_DEFINITION` characters and inputs over
+`MAX_INPUT` (Earley: `MAX_EARLEY_INPUT`) are unchecked; a regex, or a Lark terminal, whose
+quantifiers nest (the shape that backtracks exponentially) is unchecked; Earley parsing
+(cubic on an ambiguous grammar) gives up after `EARLEY_SECONDS`; Lark grammars may import
+only Lark's own `common` terminals (never a file). Built parsers are cached by the
+definition's hash, failures too. The nesting check walks the pattern as `re` parses it
+(`re._parser`, private but stable since 3.11; any failure there means unchecked).
 
 Not responsible for choosing the tool a call names, or for statuses (see `toolcheck.py`).
 """
@@ -46,8 +49,11 @@ def problem(declared: Any, text: str) -> str | None:
     format is text, missing, or not one this module can apply."""
     if not isinstance(declared, dict) or declared.get("type") != "grammar":
         return None
-    syntax = declared.get("syntax")
-    definition = declared.get("definition")
+    # Responses states syntax and definition beside `type`; Chat Completions nests them
+    # in `grammar` (https://platform.openai.com/docs/api-reference/chat/create).
+    spec = declared["grammar"] if isinstance(declared.get("grammar"), dict) else declared
+    syntax = spec.get("syntax")
+    definition = spec.get("definition")
     if not isinstance(definition, str) or len(definition) > MAX_DEFINITION or len(text) > MAX_INPUT:
         return None
     if syntax == "regex":

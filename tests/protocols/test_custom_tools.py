@@ -207,3 +207,9 @@ def test_decoded_custom_calls_from_a_stream() -> None:
     printed = ex.to_dict()["tool_calls"]
     assert [c["kind"] for c in printed][:2] == ["custom", "custom"]
     assert list(printed[0])[:6] == ["id", "name", "arguments", "arguments_raw", "valid_json", "kind"]
+
+
+def test_chat_style_nested_grammar() -> None:
+    nested = {"type": "grammar", "grammar": {"syntax": "regex", "definition": r"\d+"}}
+    assert grammar.problem(nested, "123") is None
+    assert grammar.problem(nested, "12a") is not None
