@@ -1,6 +1,7 @@
 """The real coding-agent CLIs end to end: Claude Code (direct, Bedrock-shaped, Vertex-shaped),
 Codex CLI (WebSocket, and HTTP SSE when the upstream refuses the upgrade) and Gemini CLI,
-each through a listener of one `llmtap proxy` to a scripted upstream, each doing one
+each through a listener of one `llmtap proxy` to a scripted upstream, and each of the three
+once more through the regular proxy (HTTPS_PROXY and mitmproxy's CA), each run doing one
 shell-tool round trip. Every record is checked field by field against what the upstream
 sent (SPEC §2), then the reports a user would read: no tool-call problems, no cache miss,
 one conversation whose turns `show --conversation` lists in order (SPEC §5).
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.agents import agents, scripts
+from tests.e2e.agents import agents, responses, scripts
 from tests.e2e.agents.agents import Run, Session
 
 pytestmark = pytest.mark.slow
@@ -176,20 +177,52 @@ def call_differences(got: dict[str, Any], call: dict[str, Any]) -> list[str]:
 
 
 def request_differences(row: dict[str, Any], sent: scripts.Sent) -> list[str]:
-    """The request side where the agents' shapes matter: the shell tool is among the
-    declared tools (Codex declares it inside an `additional_tools` input item), the system
-    size counts every instruction (Codex: `developer` messages), and the follow-up carries
-    the call's result."""
-    request = row.get("request") or {}
+    """The request side where the agents' shapes matter: every declared tool is counted
+    (Codex declares its tools inside an `additional_tools` input item, in namespaces), the
+    shell tool among them; the system size counts every instruction (Codex: `developer`
+    messages); Anthropic cache breakpoints, Responses' prompt_cache_key and
+    previous_response_id as the request said them."""
+    request, body = row.get("request") or {}, sent.request
     out = []
+    recorded = len(request.get("tools") or []) + len(request.get("server_tools") or [])
+    if recorded != declared_tools(sent):
+        out.append(f"request.tools: {recorded} recorded, {declared_tools(sent)} declared")
     if sent.turn == "tool":
-        declared = {str(t.get("name")).rsplit(".", 1)[-1] for t in request.get("tools") or []}
+        names = {str(t.get("name")).rsplit(".", 1)[-1] for t in request.get("tools") or []}
         shell = sent.tool_calls[0]["name"]
-        if shell not in declared:
-            out.append(f"request.tools: {shell!r} is not among the {len(declared)} declared")
+        if shell not in names:
+            out.append(f"request.tools: {shell!r} is not among the {len(names)} declared")
         if not request.get("system_chars"):
             out.append(f"request.system_chars: {request.get('system_chars')!r} for a request with instructions")
+    if sent.protocol == "anthropic.messages":
+        marks = keys_named("cache_control", body)
+        if request.get("cache_breakpoints") != marks:
+            out.append(f"request.cache_breakpoints: {request.get('cache_breakpoints')!r}, the request has {marks}")
+    if sent.protocol == "openai.responses":
+        for name in ("prompt_cache_key", "previous_response_id"):
+            if request.get(name) != body.get(name):
+                out.append(f"request.{name}: {request.get(name)!r}, the request has {body.get(name)!r}")
     return out
+
+
+def keys_named(name: str, value: Any) -> int:
+    """How many objects inside `value` carry the key `name` (text that mentions it aside)."""
+    if isinstance(value, dict):
+        return (name in value) + sum(keys_named(name, v) for v in value.values())
+    if isinstance(value, list):
+        return sum(keys_named(name, v) for v in value)
+    return 0
+
+
+def declared_tools(sent: scripts.Sent) -> int:
+    """How many tools the request declares, wherever its protocol lets it declare them."""
+    body = sent.request
+    if sent.protocol == "openai.responses":
+        return len(responses.codex_tools(body))
+    if sent.protocol == "gemini.generate":
+        entries = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+        return sum(len(t["functionDeclarations"]) if "functionDeclarations" in t else 1 for t in entries)
+    return len(body.get("tools") or [])
 
 
 def tool_output(call: scripts.Sent, answer: scripts.Sent) -> str | None:
