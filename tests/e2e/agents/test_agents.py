@@ -246,14 +246,20 @@ def tool_output(call: scripts.Sent, answer: scripts.Sent) -> str | None:
 
 
 def test_the_follow_up_records_the_result_it_carries(run: Run) -> None:
-    if run.agent.route == "gemini":
-        pytest.skip("Gemini's call had no id on the wire; the CLI names its result with an id of its own")
+    """The follow-up's result ids as its request names them: the call's id where the wire
+    gave it one; Gemini's call came without one, and Gemini CLI names the result (and its
+    own copy of the call) with an id of its own."""
     rows, sent = generations(run), run.sent
     assert len(rows) == len(sent)
     call = next(s for s in sent if s.turn == "tool")
-    answer_row = rows[[s.turn for s in sent].index("answer")]
-    ids = (answer_row.get("request") or {}).get("tool_result_ids")
-    assert ids == [call.tool_calls[0]["id"]], ids
+    answer = next(s for s in sent if s.turn == "answer")
+    ids = (rows[answer.index - 1].get("request") or {}).get("tool_result_ids")
+    if run.agent.route == "gemini":
+        parts = answer.request["contents"][-1]["parts"]
+        carried = [p["functionResponse"]["id"] for p in parts if "id" in p.get("functionResponse", {})]
+        assert carried and ids == carried, (ids, carried)
+    else:
+        assert ids == [call.tool_calls[0]["id"]], ids
 
 
 # -- the reports ------------------------------------------------------------------------------------
