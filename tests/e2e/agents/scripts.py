@@ -3,7 +3,8 @@ the shared parts and Claude Code's answers (responses.py: Codex's, gemini.py: Ge
 
 Every conversation turn is answered the same way: a first turn that declares the agent's
 shell tool gets one call of it (`echo hi`), the follow-up that carries the tool's result
-gets text, and any other request (a classifier, a title, a warm-up) gets text too. Usage
+gets text, any other request (a classifier, a title) gets text too, and a warm-up that
+asks for no generation gets none. Usage
 numbers come from the request's index in the run, so every turn's are distinct and a
 record can be matched to the reply it came from. Each answer is noted as a `Sent`: the
 canonical facts (SPEC §2) that a correct record of it must carry.

@@ -1,11 +1,12 @@
 """A scripted LLM upstream on 127.0.0.1 for the coding-agent CLIs: HTTP/1.1 (keep-alive,
 chunked streams sent event by event) and WebSocket (the handshake and frames written
-here, RFC 6455, no extensions), one server per agent run.
+here, RFC 6455, no extensions), plain or TLS, one server per route of the agent session.
 
 Each request goes to a `Script` (scripts.py), which answers it and notes what it sent,
-so a test can compare the proxy's records with the upstream's own account. A run whose
-upstream must refuse the WebSocket upgrade (Codex's HTTP fallback) says so with
-`websocket=False`: the upgrade then gets a 426 without switching.
+so a test can compare the proxy's records with the upstream's own account. An upstream
+that must refuse the WebSocket upgrade (Codex's HTTP fallback) says so with
+`websocket=False`, or decides per handshake: a refused upgrade gets a 426 without
+switching.
 
 Not responsible for what the replies say (scripts.py) nor for the proxy in front.
 """
