@@ -29,7 +29,7 @@ from sqlalchemy.engine import make_url
 
 from llmtap.storage.errors import StoreError
 
-_BOOLEANS = ("streamed", "complete", "text_truncated", "request_stream", "valid_json")
+_BOOLEANS = ("streamed", "complete", "text_truncated", "request_stream", "valid_json", "warmup")
 # The view over each table reads its narrow copy, kept by triggers (storage/facts.py); the
 # callers (the CLI's commands) bring the store to the current revision before connecting.
 _SOURCES = {"exchanges": "exchange_facts", "tool_calls": "tool_call_facts"}

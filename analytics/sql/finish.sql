@@ -9,6 +9,6 @@ SELECT
     count(*) FILTER (WHERE NOT complete) AS incomplete
 FROM exchanges
 WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
-  AND NOT coalesce(CAST(warmup AS BOOLEAN), false)
+  AND NOT coalesce(warmup, false)
 $group_finish
 ORDER BY $order_by, requests DESC, finish_reason  -- ties in a stable order

@@ -21,7 +21,7 @@ FROM (
     FROM exchanges
     WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
       AND coalesce(status, 0) < 400
-      AND NOT coalesce(CAST(warmup AS BOOLEAN), false)
+      AND NOT coalesce(warmup, false)
     $group_by
 ) AS quantiles
 ORDER BY $order_by
