@@ -46,7 +46,7 @@ def _steps(proxy: Proxy, *replies: Reply) -> list[dict[str, str]]:
     return [{harness.CASE_HEADER: proxy.routes.add(reply)} for reply in replies]
 
 
-def _row(proxy: Proxy, key: str, done: Any, timeout: float = 15.0) -> dict[str, Any]:
+def _row(proxy: Proxy, key: str, done: Any, timeout: float = 30.0) -> dict[str, Any]:
     """The key's one exchange once `done(row)` holds (the writer applies polls in batches)."""
     deadline = time.monotonic() + timeout
     while True:
