@@ -104,6 +104,7 @@ class Agent:
     # Through the regular proxy instead (HTTPS_PROXY, to its own TLS upstream): the
     # variable that makes the client trust mitmproxy's CA, and the file it names.
     ca: tuple[str, str] | None = None
+    script: Callable[[], Any] | None = None  # its upstream's answers, if not its route's
 
     @property
     def regular(self) -> bool:
@@ -183,6 +184,15 @@ AGENTS = {
         Agent("claude", "anthropic", _claude_env, _claude, harness.ANTHROPIC_KEY),
         Agent("claude-bedrock", "bedrock", _bedrock_env, _claude, None),
         Agent("claude-vertex", "vertex", _vertex_env, _claude, None),
+        # Claude Code again, its follow-up reading nothing from the cache: the one miss to list.
+        Agent(
+            "claude-cache-miss",
+            "anthropic",
+            _claude_env,
+            _claude,
+            harness.ANTHROPIC_KEY,
+            script=lambda: scripts.AnthropicScript(cache_hits=False),
+        ),
         Agent("codex-websocket", "openai", _codex_env, _codex, harness.OPENAI_KEY),
         Agent("codex-sse", "openai", _codex_env, _codex, harness.OPENAI_KEY, websocket=False),
         Agent("gemini", "gemini", _gemini_env, _gemini, harness.GOOGLE_KEY),
@@ -236,14 +246,25 @@ class Run:
 
 
 class ByKey:
-    """One upstream for several runs of one route (the two Codex runs): each request goes
-    to the script of the run whose key it carries."""
+    """One upstream for several runs of one route (the two reverse Codex runs, the two
+    reverse Claude Code runs): each request goes to the script of the run whose key it
+    carries."""
+
+    KEY_HEADERS = ("x-api-key", "x-goog-api-key")
 
     def __init__(self, runs: list[Run]) -> None:
-        self.runs = {f"Bearer {run.key}": run for run in runs}
+        self.runs = {run.key: run for run in runs}
+
+    def _run(self, request: Request) -> Run | None:
+        bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
+        keys = [bearer, *(request.headers.get(name, "") for name in self.KEY_HEADERS)]
+        return next((self.runs[key] for key in keys if key in self.runs), None)
 
     def _script(self, request: Request) -> Any:
-        return self.runs[request.headers.get("authorization", "")].script
+        run = self._run(request)
+        if run is None:
+            raise AssertionError(f"a request with no run's key: {request.method} {request.path}")
+        return run.script
 
     def http(self, request: Request) -> Answer:
         return self._script(request).http(request)
@@ -252,7 +273,7 @@ class ByKey:
         return self._script(request).websocket(request, message)
 
     def accepts_websocket(self, request: Request) -> bool:
-        run = self.runs.get(request.headers.get("authorization", ""))
+        run = self._run(request)
         return run is not None and run.agent.websocket
 
 
@@ -315,7 +336,7 @@ def _run_session(session: Session, bin_dir: Path) -> None:
         for name in {run.agent.upstream for run in session.runs.values()}:
             runs = [run for run in session.runs.values() if run.agent.upstream == name]
             for run in runs:
-                run.script = SCRIPTS[run.agent.route]()
+                run.script = (run.agent.script or SCRIPTS[run.agent.route])()
             secure = tls if runs[0].agent.regular else None
             if len(runs) == 1:
                 upstream = ScriptedUpstream(runs[0].script, websocket=runs[0].agent.websocket, tls=secure)

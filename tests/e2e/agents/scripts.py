@@ -93,10 +93,12 @@ VERTEX = re.compile(r"/publishers/anthropic/models/(?P<model>[^/:]+):(?P<op>rawP
 
 class AnthropicScript:
     """Claude Code's upstream: `Bash` `echo hi`, then text. `shape` picks the route it
-    serves: `anthropic` (/v1/messages), `bedrock` or `vertex`."""
+    serves: `anthropic` (/v1/messages), `bedrock` or `vertex`; `cache_hits=False` makes
+    the follow-up read nothing from the cache its first turn wrote (a miss to report)."""
 
-    def __init__(self, shape: str = "anthropic") -> None:
+    def __init__(self, shape: str = "anthropic", cache_hits: bool = True) -> None:
         self.shape = shape
+        self.cache_hits = cache_hits
         self.ledger = Ledger()
         self.provider = {"anthropic": "anthropic", "bedrock": "aws", "vertex": "google"}[shape]
 
@@ -135,11 +137,13 @@ class AnthropicScript:
         )
         tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
         turn = "answer" if answering else "tool" if "Bash" in tools else "other"
-        # A first turn writes the cache; a follow-up reads what it wrote: no miss anywhere.
+        # A first turn writes the cache; a follow-up reads what it wrote: no miss anywhere
+        # (unless told to miss: then the follow-up writes it all again).
+        hit = turn == "answer" and self.cache_hits
         usage = {
             "input_tokens": 10 + n,
-            "cache_creation_input_tokens": 5000 + 10 * n if turn != "answer" else 300 + n,
-            "cache_read_input_tokens": 0 if turn != "answer" else 5000 + 10 * (n - 1),
+            "cache_creation_input_tokens": 300 + n if hit else 5000 + 10 * n,
+            "cache_read_input_tokens": 5000 + 10 * (n - 1) if hit else 0,
             "output_tokens": 40 + n,
         }
         blocks: list[dict[str, Any]] = [{"type": "text", "text": "Running it." if turn == "tool" else FINAL_TEXT}]
