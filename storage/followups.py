@@ -41,7 +41,7 @@ from llmtap.protocols.followups import TERMINAL_STATES, FollowUpRoute, is_termin
 from llmtap.protocols.toolcheck import check_tool_calls
 from llmtap.storage import schema
 from llmtap.storage.record import Recorded
-from llmtap.storage.rows import PRICE_COLUMNS, rows_for
+from llmtap.storage.rows import PRICE_COLUMNS, RowSet, rows_for
 
 log = logging.getLogger("llmtap.storage")
 
@@ -150,8 +150,8 @@ def apply_one(connection: Connection, followup: FollowUp, enrich: Enrich | None 
     if is_terminal(row["background_state"]):
         return "unchanged"  # completed once already: billed once
     if not is_terminal(state):
-        if row["background_state"] == state:
-            return "unchanged"
+        if row["background_state"] == state or (state, row["background_state"]) == ("queued", "in_progress"):
+            return "unchanged"  # no news, or an older poll than the one that said it runs
         _update(connection, row["id"], {"background_state": state})
         return "updated"
     if followup.record.exchange.decode_error is not None:
@@ -189,7 +189,7 @@ def _target(connection: Connection, followup: FollowUp) -> dict[str, Any] | None
     return dict(found._mapping) if found is not None else None
 
 
-def _completion_rows(row: dict[str, Any], followup: FollowUp) -> Any:
+def _completion_rows(row: dict[str, Any], followup: FollowUp) -> RowSet:
     """The follow-up's response as rows of the stored exchange: its tool calls checked
     against the tools the POST declared, content kept as the row's body mode says."""
     exchange = followup.record.exchange

@@ -235,6 +235,12 @@ def test_resumed_stream_completes_it(rig: Harness) -> None:
     assert row["usage_output_tokens"] == 300 and row["price_status"] == "priced"
 
 
+def test_an_older_poll_never_moves_the_state_back(rig: Harness) -> None:
+    rig.submit(http("POST", "/v1/responses", response("in_progress"), at=0, request=CREATE))
+    rig.submit(http("GET", "/v1/responses/resp_bg1", response("queued"), at=1))
+    assert rig.row()["background_state"] == "in_progress"
+
+
 def test_a_cut_resumed_stream_only_moves_the_state(rig: Harness) -> None:
     rig.submit(http("POST", "/v1/responses", response("queued"), at=0, request=CREATE))
     running = {"type": "response.in_progress", "response": response("in_progress"), "sequence_number": 1}
