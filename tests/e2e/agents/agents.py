@@ -8,9 +8,9 @@ once more through HTTPS_PROXY, trusting mitmproxy's CA, to a TLS upstream of its
 https://localhost), its own SQLite file, LLMTAP_HOME and mitmproxy confdir; then every
 CLI at once, each with a one-tool task in its own HOME (and CODEX_HOME) and its own API
 key; then SIGTERM (the proxy writes everything queued) and the `llmtap` commands a user
-would run: export, report, show. The two reverse Codex runs share the OpenAI listener and
-upstream, which tells them apart by their keys and refuses the WebSocket upgrade to one of
-them. Every subprocess has a hard timeout.
+would run: export, report, show. Runs of one reverse listener share its upstream, which
+tells them apart by their keys (and refuses the WebSocket upgrade to one of the two Codex
+runs). Every subprocess has a hard timeout.
 
 Not responsible for assertions (test_agents.py) nor for what the upstream answers
 (scripts.py).
