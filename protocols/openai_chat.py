@@ -126,6 +126,19 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
         ex.finish_reason = "refusal"
 
 
+def _custom_call(call_id: Any, name: Any, raw: str) -> ToolCall:
+    """A call of a `custom` tool: its input is free text, checked against the tool's
+    declared format (toolcheck), never parsed as JSON."""
+    return ToolCall(
+        id=call_id if isinstance(call_id, str) else None,
+        name=name if isinstance(name, str) else None,
+        arguments=None,
+        arguments_raw=raw,
+        valid_json=False,
+        kind="custom",
+    )
+
+
 def _tool_calls(message: dict[str, Any]) -> list[ToolCall]:
     calls = []
     for call in items(message, "tool_calls"):
@@ -134,7 +147,7 @@ def _tool_calls(message: dict[str, Any]) -> list[ToolCall]:
         function = sub(call, "function")
         if call.get("type", "function") not in ("function", None) and not function:
             custom = sub(call, "custom")  # custom tools take free text, not JSON
-            calls.append(tool_call_from_text(call.get("id"), custom.get("name"), _text(custom.get("input"))))
+            calls.append(_custom_call(call.get("id"), custom.get("name"), _text(custom.get("input"))))
             continue
         calls.append(tool_call_from_text(call.get("id"), function.get("name"), _text(function.get("arguments"))))
     legacy = sub(message, "function_call")  # the pre-tools `functions` API
@@ -203,10 +216,14 @@ class Fold:
         index = position if index is None else index
         slot = self.calls.get(index)
         if slot is None:
-            slot = self.calls[index] = {"id": None, "name": None, "args": KeptText(self.budget)}
+            slot = self.calls[index] = {"id": None, "name": None, "args": KeptText(self.budget), "custom": False}
         if isinstance(call.get("id"), str) and call["id"]:
             slot["id"] = call["id"]
         function = sub(call, "function")
+        if call.get("type") == "custom" or (not function and sub(call, "custom")):
+            # a custom tool's call streams its free-text input under `custom`
+            slot["custom"] = True
+            function = {"name": sub(call, "custom").get("name"), "arguments": sub(call, "custom").get("input")}
         name = function.get("name")
         # OpenAI sends the name once; some servers repeat it in every delta.
         if isinstance(name, str) and name and slot["name"] != name:
@@ -233,6 +250,12 @@ class Fold:
                 "type": "function",
                 "function": {"name": slot["name"], "arguments": slot["args"].value()},
             }
+            if slot.get("custom"):
+                call = {
+                    "id": slot["id"],
+                    "type": "custom",
+                    "custom": {"name": slot["name"], "input": slot["args"].value()},
+                }
             if index == -1:
                 message["function_call"] = call["function"]
             else:
@@ -280,7 +303,10 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         else:
             kind = str(tool.get("type") or "function")
             name = sub(tool, kind).get("name") or tool.get("name") or kind
-            facts.tools.append(ToolSpec(name=str(name), schema=None, type=kind))
+            # a custom tool's declared format (text, or a grammar) is what its calls are checked against
+            declared = sub(tool, kind).get("format") if kind == "custom" else None
+            schema = declared if isinstance(declared, dict) else None
+            facts.tools.append(ToolSpec(name=str(name), schema=schema, type=kind))
     for function in items(body, "functions"):
         if isinstance(function, dict):
             schema = function.get("parameters") if isinstance(function.get("parameters"), dict) else None

@@ -213,3 +213,68 @@ def test_chat_style_nested_grammar() -> None:
     nested = {"type": "grammar", "grammar": {"syntax": "regex", "definition": r"\d+"}}
     assert grammar.problem(nested, "123") is None
     assert grammar.problem(nested, "12a") is not None
+
+
+# Chat Completions custom tools (https://platform.openai.com/docs/guides/function-calling,
+# "Custom tools"): declared as {"type": "custom", "custom": {"name", "format"}}, called as
+# {"type": "custom", "custom": {"name", "input"}}, the input streamed in pieces.
+CHAT_REQUEST = {
+    "model": "gpt-5",
+    "messages": [{"role": "user", "content": "sum 1 and 2"}],
+    "tools": [
+        {
+            "type": "custom",
+            "custom": {
+                "name": "csv",
+                "format": {"type": "grammar", "grammar": {"syntax": "lark", "definition": CSV}},
+            },
+        }
+    ],
+}
+
+
+def _chat(response: bytes, stream: bool) -> Exchange:
+    return decode_exchange(
+        "openai.chat",
+        request=json.dumps({**CHAT_REQUEST, "stream": stream}).encode(),
+        response=response,
+        path="/v1/chat/completions",
+        host="api.openai.com",
+        status=200,
+        content_type="text/event-stream" if stream else "application/json",
+    )
+
+
+@pytest.mark.parametrize("text, status", [("1,2", "valid"), ("one, two", "schema_violation")])
+def test_chat_custom_call_json(text: str, status: str) -> None:
+    call = {"id": "call_1", "type": "custom", "custom": {"name": "csv", "input": text}}
+    body = {
+        "id": "chatcmpl-1",
+        "model": "gpt-5",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "tool_calls": [call]}, "finish_reason": "tool_calls"}
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+    }
+    ex = _chat(json.dumps(body).encode(), stream=False)
+    [decoded] = ex.tool_calls
+    assert (decoded.kind, decoded.arguments, decoded.arguments_raw, decoded.status) == ("custom", None, text, status)
+    assert ex.finish_reason == "tool_use"
+
+
+def test_chat_custom_call_streamed_in_pieces() -> None:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        body = {"id": "c", "model": "gpt-5", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(body)}\n\n"
+
+    pieces = [
+        chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "custom", "custom": {"name": "csv", "input": ""}}]}),
+        chunk({"tool_calls": [{"index": 0, "custom": {"input": "1,"}}]}),
+        chunk({"tool_calls": [{"index": 0, "custom": {"input": "2"}}]}),
+        chunk({}, "tool_calls"),
+        "data: [DONE]\n\n",
+    ]
+    ex = _chat("".join(pieces).encode(), stream=True)
+    [decoded] = ex.tool_calls
+    assert (decoded.id, decoded.name, decoded.kind, decoded.arguments_raw) == ("call_1", "csv", "custom", "1,2")
+    assert decoded.status == "valid" and decoded.arguments is None
