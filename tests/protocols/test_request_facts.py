@@ -214,7 +214,7 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, Any]]] = {
             "model": "gpt-4.1",
             "stream": True,
             "max_tokens": 512,
-            "tools": [("get_weather", WEATHER), ("apply_patch", None)],
+            "tools": [("get_weather", WEATHER), ("apply_patch", {"type": "text"})],
             "server_tools": [],
             "tool_choice": "required",
             "messages_by_role": {"developer": 1, "user": 1, "assistant": 1, "tool": 1},
