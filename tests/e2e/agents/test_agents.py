@@ -314,6 +314,15 @@ def test_one_conversation_per_session(run: Run) -> None:
     assert len({row["conversation_id"] for row in rows}) == len(groups)
 
 
+def test_separate_runs_never_share_a_conversation(session: Session) -> None:
+    """Ten runs with the same task prompt, four of them Claude Code's: each its own."""
+    owners: dict[str, str] = {}
+    for run in session.runs.values():
+        for row in generations(run):
+            assert owners.setdefault(row["conversation_id"], run.agent.name) == run.agent.name, row["conversation_id"]
+    assert set(owners.values()) == set(session.runs)
+
+
 def test_show_conversation_lists_the_turns_in_order(run: Run) -> None:
     rows, sent = generations(run), run.sent
     assert len(rows) == len(sent)
