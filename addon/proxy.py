@@ -198,7 +198,8 @@ def client_settings(plan: ProxyPlan, db_label: str, listening: Listening | None 
             f"  export HTTPS_PROXY=http://{user}@{_connectable(host)}:{port}   # {hint}",
             f"  export SSL_CERT_FILE={bundle}   # Python SDKs (httpx): system CAs + mitmproxy's",
             f"  export REQUESTS_CA_BUNDLE={bundle}",
-            f"  export NODE_EXTRA_CA_CERTS={ca}   # Node: Claude Code, Codex CLI, Gemini CLI",
+            f"  export NODE_EXTRA_CA_CERTS={ca}   # Node: Claude Code, Gemini CLI",
+            f"  export CODEX_CA_CERTIFICATE={ca}   # Codex CLI (a native binary: Node's setting does not reach it)",
         ]
     reverse = {
         spec: addresses for spec, addresses in listening.items() if isinstance(ProxyMode.parse(spec), ReverseMode)
@@ -219,7 +220,8 @@ def client_settings(plan: ProxyPlan, db_label: str, listening: Listening | None 
         if listener.provider == "anthropic":
             lines.append(f"  export ANTHROPIC_BASE_URL={base}{team}")
         elif listener.provider == "openai":
-            lines.append(f"  export OPENAI_BASE_URL={base}/v1{team}")
+            lines.append(f"  export OPENAI_BASE_URL={base}/v1{team}   # OpenAI SDKs")
+            lines.append(f"  codex -c 'openai_base_url=\"{base}/v1\"'   # Codex CLI ignores OPENAI_BASE_URL")
         else:
             lines.append(f"  export GOOGLE_GEMINI_BASE_URL={base}{team}   # google-genai: HttpOptions(base_url=...)")
     lines.append("")
