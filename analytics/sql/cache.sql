@@ -2,8 +2,9 @@
 -- misses with what they cost. A miss is the rule of cache_misses.sql (which also names
 -- each miss's cause, for --list): a request continuing a line of its conversation — one
 -- thread_key (session or response chain; else one key, else team), one model, the same
--- first message, and without a thread_key at most one hour after the previous request
--- ended (the identity of conversation_ids.sql); error responses and exchanges without
+-- first message (a response chain: whatever its first message), and without a thread_key
+-- at most one hour after the previous request ended (the identity of
+-- conversation_ids.sql); error responses and exchanges without
 -- usage take no part — that reads under 5% of the previous request's input from cache.
 -- A would-be miss whose previous request is under the model's minimum cacheable length
 -- could not have read anything: it is counted apart as not_cacheable and is no miss.
@@ -35,11 +36,13 @@ WITH turns AS (
                 AND coalesce(status, 0) < 400 AS takes_part
         FROM exchanges
     ) AS e
-    -- one 64-bit key per line of a conversation (see cache_misses.sql); the others share
-    -- one partition. A thread_key (`s…`/`r…`) never equals a key fingerprint or `team:…`.
+    -- one 64-bit key per line of a conversation (see cache_misses.sql: a response chain is
+    -- one line per model); the others share one partition. A thread_key (`s…`/`r…`)
+    -- never equals a key fingerprint or `team:…`.
     WINDOW w AS (
         PARTITION BY CASE WHEN takes_part THEN
-            hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model, first_message_hash) END
+            hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model,
+                 CASE WHEN starts_with(thread_key, 'r') THEN '' ELSE first_message_hash END) END
         ORDER BY started_at, id
     )
 ),

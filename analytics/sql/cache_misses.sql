@@ -2,7 +2,10 @@
 -- line: the requests of one conversation (conversation_ids.sql) that share model and
 -- first message. With a thread_key (a client's session, a response chain) the line is
 -- (thread_key, model, first message), at any gap: a session's main thread, its subagents
--- and its side calls are lines of their own, and two sessions never share one. Without,
+-- and its side calls are lines of their own, and two sessions never share one. A response
+-- chain (`r…`: previous_response_id follow-ups, each sending only what is new) is one
+-- line per model, whatever each request's first message, and its messages are never
+-- compared (the server holds the history: no message_edited). Without a thread_key,
 -- it is the prefix rule's run: one key (else team), model and first message, each at most
 -- one hour after the one before it ended. The first request of a line is never a miss
 -- (so neither is a conversation's first). A request that continues a line yet reads
@@ -30,8 +33,10 @@ base AS (
            -- One 64-bit key per line: sorting on it costs a fraction of sorting on three
            -- strings. (A collision is as unlikely as one of first_message_hash, itself a
            -- 64-bit digest; a thread_key, `s…` or `r…`, never equals a key fingerprint.)
-           hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model, first_message_hash) AS conversation,
-           thread_key IS NOT NULL AS threaded
+           hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model,
+                CASE WHEN starts_with(thread_key, 'r') THEN '' ELSE first_message_hash END) AS conversation,
+           thread_key IS NOT NULL AS threaded,
+           coalesce(starts_with(thread_key, 'r'), false) AS chained
     FROM exchanges
     WHERE first_message_hash IS NOT NULL AND usage_input_tokens IS NOT NULL
       AND coalesce(status, 0) < 400
@@ -66,6 +71,7 @@ model_minimum AS (
 compared AS (
     SELECT m.*, model_minimum.minimum,
         CASE
+            WHEN chained THEN NULL  -- a follow-up sends only what is new
             -- the usual case, told from the JSON text alone: the earlier request's message
             -- list is where this one's starts (the same text up to its closing bracket)
             WHEN starts_with(cm_text, rtrim(pm_text, ']'))

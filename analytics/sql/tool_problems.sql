@@ -4,9 +4,10 @@
 -- identity of conversation_ids.sql: one thread_key — a client's session or a Responses
 -- previous_response_id chain — else one key, else team, and model, sharing the first
 -- message): duplicate_id (an id a call already used in the conversation), missing_result
--- (the next request of the same line — the same conversation, model and first message —
--- continues it — it carries more messages — yet lacks the result of a call; a restart of
--- the same task is not a continuation), orphan_result (a request carries a result for an
+-- (the next request of the same line — the same conversation, model and first message;
+-- a response chain's next request of the model — continues it — it carries more
+-- messages, or names the response before it — yet lacks the result of a call; a restart
+-- of the same task is not a continuation), orphan_result (a request carries a result for an
 -- id that neither an earlier response of the conversation nor the request's own history
 -- holds; reported at the first request that carries it, not again at every later one
 -- that repeats the history). A follow-up that names a previous response carries only the
@@ -18,10 +19,12 @@
 WITH turns AS (
     SELECT id, team, started_at, request_tool_result_ids, request_tool_call_ids,
            coalesce(request_message_count, 0) AS messages, thread_key IS NOT NULL AS threaded,
+           coalesce(starts_with(thread_key, 'r'), false) AS chained,
            -- one 64-bit key per line (see cache_misses.sql), NULL without a first message
            -- (no request body): such an exchange is in no line
            CASE WHEN first_message_hash IS NOT NULL THEN
-               hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model, first_message_hash) END AS line,
+               hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model,
+                    CASE WHEN starts_with(thread_key, 'r') THEN '' ELSE first_message_hash END) END AS line,
            -- and per conversation: the thread, else the line
            CASE WHEN thread_key IS NOT NULL THEN hash(thread_key)
                 WHEN first_message_hash IS NOT NULL THEN
@@ -29,7 +32,8 @@ WITH turns AS (
     FROM exchanges
 ),
 conv AS (
-    SELECT id, team, started_at, conversation, threaded, request_tool_result_ids, request_tool_call_ids, messages,
+    SELECT id, team, started_at, conversation, threaded, chained, request_tool_result_ids, request_tool_call_ids,
+           messages,
            CASE WHEN line IS NOT NULL THEN lead(id) OVER w END AS next_id,
            CASE WHEN line IS NOT NULL THEN lead(messages) OVER w END AS next_messages,
            CASE WHEN line IS NOT NULL THEN lead(request_tool_result_ids) OVER w END AS next_results,
@@ -39,7 +43,7 @@ conv AS (
 ),
 calls AS (
     SELECT t.exchange_id, t.position, t.call_id, t.name, t.status, t.status_detail,
-           c.team, c.started_at, c.conversation, c.next_id, c.next_results, c.messages, c.next_messages
+           c.team, c.started_at, c.conversation, c.chained, c.next_id, c.next_results, c.messages, c.next_messages
     FROM tool_calls AS t JOIN conv AS c ON c.id = t.exchange_id
 ),
 invalid AS (
@@ -60,7 +64,7 @@ missing AS (
     SELECT exchange_id, team, name AS tool, call_id, 'missing_result' AS status,
            'the next request (' || next_id || ') carries no result for this call' AS detail, started_at
     FROM calls
-    WHERE call_id IS NOT NULL AND next_id IS NOT NULL AND next_messages > messages
+    WHERE call_id IS NOT NULL AND next_id IS NOT NULL AND (next_messages > messages OR chained)
       AND NOT list_contains(CAST(coalesce(next_results, '[]') AS VARCHAR[]), call_id)
 ),
 carried AS (  -- the requests that carry tool results, with their lists parsed

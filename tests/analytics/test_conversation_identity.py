@@ -13,6 +13,9 @@ The traffic, by hand (team `agents`, one key each where said):
   chain   Codex over HTTP without a session: a request whose answer calls `shell`
           (call_c1), then a follow-up naming its response and carrying only the
           function_call_output: one conversation, no orphan_result, no missing_result
+  chain-x a chain of 3: a response calling shell twice, a follow-up answering one call
+          (missing_result for the other), a new question reading nothing (a miss; a
+          chain's follow-up sends only what is new, so no message_edited)
   ws      the same over WebSocket in one batch with its root, session header on both
   twin    a second key sending the same session id as run-a: a conversation of its own
   pre     no session, no chain (the prefix rule): 3 turns from 14:00, then at 14:20 a
@@ -88,8 +91,16 @@ def _with_session(rec: Recorded, session: str | None, header: str = "X-Claude-Co
 
 
 def _responses(
-    request: dict[str, Any], rid: str, output: list[dict[str, Any]], at: datetime, *, source: str = "test"
+    request: dict[str, Any],
+    rid: str,
+    output: list[dict[str, Any]],
+    at: datetime,
+    *,
+    source: str = "test",
+    cached: int | None = None,
 ) -> Recorded:
+    if cached is None:
+        cached = 2048 if request.get("previous_response_id") else 0
     response = {
         "id": rid,
         "object": "response",
@@ -98,7 +109,7 @@ def _responses(
         "output": output,
         "usage": {
             "input_tokens": 2400,
-            "input_tokens_details": {"cached_tokens": 2048 if request.get("previous_response_id") else 0},
+            "input_tokens_details": {"cached_tokens": cached},
             "output_tokens": 40,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": 2440,
@@ -155,6 +166,37 @@ def _codex_pair(tag: str, at: datetime, *, source: str = "test") -> list[Recorde
     return [first, second]
 
 
+def _call(tag: str, n: int) -> dict[str, Any]:
+    return {"type": "function_call", "id": f"fc_{tag}{n}", "call_id": f"call_{tag}{n}", "name": "shell",
+            "arguments": json.dumps({"cmd": f"ls {n}"})}  # fmt: skip
+
+
+def _longer_chain(at: datetime) -> list[Recorded]:
+    """A chain without a session: a response calling shell twice, a follow-up answering
+    one call only, then a new question that reads nothing from cache."""
+
+    def ask(previous: str | None, items: list[dict[str, Any]]) -> dict[str, Any]:
+        body = {"model": "gpt-5", "instructions": "You are Codex.", "tools": [SHELL], "input": items}
+        return {**body, "previous_response_id": previous} if previous else body
+
+    answered = {"type": "function_call_output", "call_id": "call_x1", "output": "a.txt"}
+    done = {"type": "message", "id": "msg_x", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}  # fmt: skip
+    return [
+        _responses(
+            ask(None, [{"role": "user", "content": "x: tidy up"}]), "resp_x1", [_call("x", 1), _call("x", 2)], at
+        ),
+        _responses(ask("resp_x1", [answered]), "resp_x2", [done], at + timedelta(seconds=20)),
+        _responses(
+            ask("resp_x2", [{"role": "user", "content": "and now?"}]),
+            "resp_x3",
+            [done],
+            at + timedelta(seconds=40),
+            cached=0,
+        ),  # fmt: skip
+    ]
+
+
 def traffic() -> dict[str, list[Recorded]]:
     u = w.anthropic_usage
     ws = _codex_pair("w", DAY + timedelta(hours=12), source="websocket")
@@ -175,6 +217,7 @@ def traffic() -> dict[str, list[Recorded]]:
             "sess-long", DAY + timedelta(hours=15), [(0, u(20, 3000, 0, 90)), (90, u(230, 3000, 0, 80))], "l"
         ),  # fmt: skip
         "chain": _codex_pair("c", DAY + timedelta(hours=11)),
+        "chain-x": _longer_chain(DAY + timedelta(hours=11, minutes=30)),
         "ws": ws,
         "twin": _claude("sess-a", DAY + timedelta(hours=10, minutes=30), [(0, u(20, 3000, 0, 90))], "t", TWIN_KEY),
         "pre": [
@@ -273,6 +316,20 @@ def test_a_follow_up_with_only_tool_output_continues_the_response_it_names(store
     rule = "chain" if name == "chain" else "session"
     assert shown["identity"]["rule"] == rule
     assert follow.id not in misses(store)
+
+
+def test_a_chain_is_one_line_for_the_cache_and_its_follow_up_must_answer_every_call(store, convs):
+    """A chain's requests are compared with the one before them in the chain, whatever
+    their first message: a follow-up that reads nothing is a miss, and no message of it
+    was edited (it sends only what is new); a follow-up that answers one of two calls
+    leaves the other without its result."""
+    root, answer, question = convs["chain-x"]
+    assert conversations(store)[root.id]["turns"] == 3
+    miss = misses(store)[question.id]
+    assert (miss["cause"], miss["message_index"], miss["previous_exchange_id"]) == ("unexplained", None, answer.id)
+    assert answer.id not in misses(store)  # read 2048 of the 2400 before it
+    problems = [p for p in run(store, "report", "tools", "--list") if p["exchange_id"] in (root.id, answer.id)]
+    assert [(p["exchange_id"], p["call_id"], p["status"]) for p in problems] == [(root.id, "call_x2", "missing_result")]
 
 
 def test_the_prefix_rule_still_holds_without_session_or_chain(store, convs):
