@@ -227,7 +227,8 @@ body_refs = Table(
 # What the reports, the audit log and the dashboard read through DuckDB (analytics/duck.py
 # points its views here); migration 0003 made these tables with these columns, 0005 added
 # `price_reason` (reports list why an exchange is unpriced), 0006 `service_tier` (--by
-# tier) and `cost_fee_pico`, 0007 `warmup`, `thread_key` and the tool calls' `kind`.
+# tier) and `cost_fee_pico`, 0007 `warmup`, `thread_key`,
+# `background_state` and the tool calls' `kind`.
 EXCHANGE_FACT_COLUMNS = (
     "id", "team", "key_fingerprint", "key_last4", "started_at", "ended_at", "ttfb_ms", "ttft_ms",
     "duration_ms", "protocol", "provider", "status", "complete", "model", "model_requested",
@@ -238,7 +239,7 @@ EXCHANGE_FACT_COLUMNS = (
     "request_message_count", "tools_hash", "system_hash", "first_message_hash", "message_hashes",
     "request_body_ref", "price_status", "price_version", "price_reason", "cost_input_pico", "cost_cache_read_pico",
     "cost_cache_write_pico", "cost_output_pico", "cost_total_pico", "rate_input_pico", "rate_cache_read_pico",
-    "service_tier", "cost_fee_pico", "warmup", "thread_key",
+    "service_tier", "cost_fee_pico", "warmup", "thread_key", "background_state",
 )  # fmt: skip
 TOOL_CALL_FACT_COLUMNS = ("exchange_id", "position", "call_id", "name", "status", "status_detail", "valid_json", "kind")
 

@@ -1,7 +1,9 @@
 -- Latency per group in milliseconds: time to first byte (response headers), time to first
 -- token (first text or tool-call delta), and total; p50 and p95 (interpolated). Error
 -- responses are left out, and so are warmups (no generation: their timings are not a
--- model's). Each column's two quantiles come from one pass over its values.
+-- model's) and background work (`background: true`: its total runs to the poll that found
+-- it done, so it measures the client's polling as much as the model). Each column's two
+-- quantiles come from one pass over its values.
 SELECT
     $names
     requests,
@@ -22,6 +24,7 @@ FROM (
     WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
       AND coalesce(status, 0) < 400
       AND NOT coalesce(warmup, false)
+      AND background_state IS NULL
     $group_by
 ) AS quantiles
 ORDER BY $order_by

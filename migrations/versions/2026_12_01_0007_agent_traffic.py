@@ -4,8 +4,8 @@ Claude Code's `X-Claude-Code-Session-Id`), `thread_key` (a conversation's explic
 identity: the session id, or the `previous_response_id` chain an exchange continues;
 NULL where only the prefix rule can tell) and `background_state` (a `background: true`
 response's or interaction's last known state) on exchanges; `kind` (`function` or
-`custom`) on tool calls. `warmup` and `thread_key` are copied into `exchange_facts`,
-`kind` into `tool_call_facts`.
+`custom`) on tool calls. `warmup`, `thread_key` and `background_state` are copied into
+`exchange_facts`, `kind` into `tool_call_facts`.
 
 Rows stored before this revision keep the defaults (no warmup, no session, function
 tools); `llmtap reprocess` reads them again from kept bodies. On SQLite a batch alter may
@@ -33,7 +33,7 @@ depends_on = None
 
 _PREVIOUS = importlib.import_module("llmtap.migrations.versions.2026_12_01_0006_billing")
 _BEFORE = list(_PREVIOUS._AFTER)
-_AFTER = [*_BEFORE, "warmup", "thread_key"]
+_AFTER = [*_BEFORE, "warmup", "thread_key", "background_state"]
 _TOOLS_BEFORE = ["exchange_id", "position", "call_id", "name", "status", "status_detail", "valid_json"]
 _TOOLS_AFTER = [*_TOOLS_BEFORE, "kind"]
 
@@ -61,6 +61,7 @@ def upgrade() -> None:
     with op.batch_alter_table("exchange_facts", schema=None) as batch_op:
         batch_op.add_column(sa.Column("warmup", sa.Boolean(), nullable=False, server_default=sa.text("false")))
         batch_op.add_column(sa.Column("thread_key", sa.String(length=32), nullable=True))
+        batch_op.add_column(sa.Column("background_state", sa.String(length=16), nullable=True))
     with op.batch_alter_table("tool_calls", schema=None) as batch_op:
         batch_op.add_column(sa.Column("kind", sa.String(length=16), nullable=False, server_default="function"))
     with op.batch_alter_table("tool_call_facts", schema=None) as batch_op:
@@ -81,6 +82,7 @@ def downgrade() -> None:
     with op.batch_alter_table("tool_calls", schema=None) as batch_op:
         batch_op.drop_column("kind")
     with op.batch_alter_table("exchange_facts", schema=None) as batch_op:
+        batch_op.drop_column("background_state")
         batch_op.drop_column("thread_key")
         batch_op.drop_column("warmup")
     with op.batch_alter_table("exchanges", schema=None) as batch_op:

@@ -500,3 +500,17 @@ def test_a_poll_waits_while_the_store_is_locked(tmp_path: Path, engines: Any) ->
         assert wait_until(completed, timeout=10)
     finally:
         assert writer.close()
+
+
+def test_latency_leaves_background_work_out(rig: Harness) -> None:
+    """A background exchange's total runs to the poll that found it done (client polling,
+    not the model): the latency report leaves it out; usage and cost count it."""
+    from llmtap.analytics import reports
+
+    rig.submit(http("POST", "/v1/responses", response("queued"), at=0, request=CREATE))
+    rig.submit(http("GET", "/v1/responses/resp_bg1", response("completed", usage=USAGE, output=answer("Found.")), at=9))
+    assert rig.facts(rig.row()["id"])["background_state"] == "completed"
+    url = rig.engine.url.render_as_string(hide_password=False)
+    assert reports.run(url, "latency").rows == []
+    [usage] = reports.run(url, "usage").rows
+    assert (usage["requests"], usage["input_tokens"]) == (1, 1200)
