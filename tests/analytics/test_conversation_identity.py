@@ -286,6 +286,8 @@ def test_two_runs_with_the_same_prompt_and_different_sessions_are_two_conversati
     shown = run(store, "show", b[0].id, "--conversation")
     assert [t["id"] for t in shown["turns"]] == [b[0].id, b[1].id]
     assert shown["identity"] == {"rule": "session", "session_id": "sess-b"}
+    table = llmtap("show", b[0].id, "--conversation", "--db", store, env={"COLUMNS": "200"})
+    assert table.code == 0 and f"conversation of {b[0].id} (client session sess-b)" in table.out, table.err
     exchange = run(store, "show", a[1].id)
     assert exchange["who"]["session_id"] == "sess-a"
     assert exchange["cache"]["verdict"] == "hit"
