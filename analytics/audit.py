@@ -29,7 +29,7 @@ from llmtap.storage import bodies as blobs
 from llmtap.storage import threads
 from llmtap.storage.export import TIMINGS, to_canonical, tool_calls_by_exchange, utc
 from llmtap.storage.maintenance import load_blob
-from llmtap.storage.schema import exchanges
+from llmtap.storage.schema import exchange_facts, exchanges
 
 RAW_BODY_LIMIT = 256 * 1024  # characters of a raw body shown; the store keeps all of it
 
@@ -362,12 +362,13 @@ def conversation(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
         ).one()
         if row.thread_key is not None:
             # a session or response chain: all of it, whatever the gaps (the scope, key
-            # or team, is part of the key)
+            # or team, is part of the key). No index names a thread: the narrow copy is
+            # scanned (0.7 s at 1M exchanges on SQLite, against 2 s or more for `exchanges`).
             ids = list(
                 connection.execute(
-                    select(exchanges.c.id)
-                    .where(exchanges.c.thread_key == row.thread_key)
-                    .order_by(exchanges.c.started_at, exchanges.c.id)
+                    select(exchange_facts.c.id)
+                    .where(exchange_facts.c.thread_key == row.thread_key)
+                    .order_by(exchange_facts.c.started_at, exchange_facts.c.id)
                 ).scalars()
             )
         elif row.first_message_hash is None:
