@@ -367,7 +367,7 @@ def conversation(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
             ids = list(
                 connection.execute(
                     select(exchange_facts.c.id)
-                    .where(exchange_facts.c.thread_key == row.thread_key)
+                    .where(exchange_facts.c.thread_key.in_(threads.same_conversation(row.thread_key)))
                     .order_by(exchange_facts.c.started_at, exchange_facts.c.id)
                 ).scalars()
             )
@@ -403,7 +403,7 @@ def _identity(row: Any) -> dict[str, Any]:
     key = row.thread_key
     if key is None:
         return {"rule": "prefix", "session_id": None}
-    rule = "session" if key.startswith(threads.SESSION_PREFIX) else "chain"
+    rule = "chain" if key.startswith(threads.CHAIN_PREFIX) else "session"
     return {"rule": rule, "session_id": row.client_session_id if rule == "session" else None}
 
 

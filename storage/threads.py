@@ -3,19 +3,27 @@
 A conversation is, first match wins: the session a client names in a request header; the
 Responses `previous_response_id` chain an exchange continues; else the prefix rule the
 reports apply (one key or team and model, the same first message, gaps of at most an
-hour). The first two are stored as `exchanges.thread_key`, 32 characters:
+hour). The first two are stored as `exchanges.thread_key`, 32 characters: a letter that
+says how the exchange joined its conversation, then 31 hex digits that name the
+conversation (the reports' identity is those digits):
 
-- `s` + 31 hex digits of sha256("session", scope, session id): the client's session.
+- `s` + sha256("session", scope, session id): a request of a client's session.
   `scope` is the key fingerprint, else `team:` + team, so two keys (or teams) that send
   the same session id never share a conversation.
-- `r` + 31 hex digits of sha256("chain", scope, response id): a response chain without a
-  session, named by the earliest response of it the store has seen. A follow-up takes
-  the thread key of the exchange whose `response_id` it names (same scope; looked up by
-  the indexed `response_id`, in the store and earlier in the same batch); when that
-  exchange has none yet (a chain root without a session), both get the chain key of the
-  root's response id, the root's row updated in the same transaction. A follow-up whose
-  referenced response was never recorded gets the chain key of the id it names, which
-  later follow-ups of the same chain inherit.
+- `c` + the same digits: a request of a response chain inside that session (a follow-up
+  naming a previous response, and the response it names once one does). The reports
+  compare a chain's requests with each other rather than by first message (a follow-up
+  sends only what is new).
+- `r` + sha256("chain", scope, response id): a response chain without a session, named
+  by the earliest response of it the store has seen.
+
+A follow-up takes the conversation of the exchange whose `response_id` it names (same
+scope; looked up by the indexed `response_id`, in the store and earlier in the same
+batch), unless its own session header names another; when that exchange has no key yet
+(a chain root without a session), both get the chain key of the root's response id, and
+a root of the same session becomes `c`: the root's row is updated in the same
+transaction. A follow-up whose referenced response was never recorded gets the chain key
+of the id it names (or its session's `c` key), which later follow-ups inherit.
 
 NULL leaves the exchange to the prefix rule. The session headers read here are the
 documented ones: Claude Code's `X-Claude-Code-Session-Id` and Codex's `session_id`
@@ -45,7 +53,9 @@ SESSION_ID_MAX = 128  # longer values are no session id a client we know sends
 _USABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+/=-]*")
 KEY_LENGTH = 32
 SESSION_PREFIX = "s"
+SESSION_CHAIN_PREFIX = "c"  # a response chain inside a session
 CHAIN_PREFIX = "r"
+CHAINED = (SESSION_CHAIN_PREFIX, CHAIN_PREFIX)
 
 
 def session_headers(fields: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
@@ -85,19 +95,25 @@ def chain_key(who: str, response_id: str) -> str:
     return CHAIN_PREFIX + _digest("chain", who, response_id)
 
 
+def same_conversation(key: str) -> tuple[str, ...]:
+    """Every thread key of the conversation `key` names (a session's requests and its chains)."""
+    if key[0] in (SESSION_PREFIX, SESSION_CHAIN_PREFIX):
+        return (SESSION_PREFIX + key[1:], SESSION_CHAIN_PREFIX + key[1:])
+    return (key,)
+
+
 def _digest(kind: str, who: str, value: str) -> str:
     text = "\x00".join((kind, who, value)).encode("utf-8", "surrogatepass")
     return hashlib.sha256(text).hexdigest()[: KEY_LENGTH - 1]
 
 
 def assign(connection: Any, rows: Sequence[dict[str, Any]]) -> None:
-    """Give each exchange row of a batch that continues a response chain (and names no
-    session) its thread key, in place; a chain root in the store without one gets it
-    too (UPDATE in the caller's transaction). Rows keep a key they already have. The
-    batch is taken in time order; one indexed query for every response id it names.
-    Idempotent: a transaction rolled back and tried again (the writer's duplicate path)
-    computes the same keys and makes the same update."""
-    wanted = [r for r in rows if _follows(r)]
+    """Give each exchange row of a batch that names a previous response its thread key,
+    in place (see the module's docstring); the root it names gets one too where it needs
+    it (UPDATE in the caller's transaction). The batch is taken in time order; one indexed
+    query for every response id it names. Idempotent: a transaction rolled back and tried
+    again (the writer's duplicate path) computes the same keys and makes the same updates."""
+    wanted = [r for r in rows if r.get("request_previous_response_id")]
     if not wanted:
         return
     for row in rows:  # one set of columns for the whole batch (rows spooled by older versions)
@@ -113,54 +129,55 @@ def assign(connection: Any, rows: Sequence[dict[str, Any]]) -> None:
     for row in found.mappings():
         who = scope(row["key_fingerprint"], row["team"])
         # the earliest stored id first when a response id repeats (a replayed stream)
-        stored.setdefault((who, row["response_id"]), dict(row))
+        stored.setdefault((who, row["response_id"]), dict(row) | {"stored": True})
     batch: dict[tuple[str, str], dict[str, Any]] = {}
     for row in sorted(rows, key=lambda r: (r["started_at"], r["id"])):
         who = scope(row.get("key_fingerprint"), row.get("team"))
-        if _follows(row):
-            previous = str(row["request_previous_response_id"])
-            row["thread_key"] = _continue(connection, who, previous, batch, stored)
+        previous = row.get("request_previous_response_id")
+        if previous:
+            # a stored root first: the same exchange in the batch is a duplicate, never inserted
+            root = stored.get((who, previous)) or batch.get((who, previous))
+            row["thread_key"] = _continue(connection, who, str(previous), row.get("thread_key"), root)
         if row.get("response_id"):
             batch.setdefault((who, row["response_id"]), row)
 
 
-def _follows(row: dict[str, Any]) -> bool:
-    """A row whose thread is its chain's: it names a previous response and no session."""
-    key = row.get("thread_key")
-    return bool(row.get("request_previous_response_id")) and not (key and key.startswith(SESSION_PREFIX))
-
-
-def _continue(
-    connection: Any,
-    who: str,
-    previous: str,
-    batch: dict[tuple[str, str], dict[str, Any]],
-    stored: dict[tuple[str, str], dict[str, Any]],
-) -> str:
-    """The thread key of a follow-up naming `previous`, setting the root's if it has none.
-    A stored root first: the same exchange in the batch is a duplicate, never inserted."""
-    root = stored.get((who, previous))
+def _continue(connection: Any, who: str, previous: str, own: str | None, root: dict[str, Any] | None) -> str:
+    """The thread key of a follow-up naming `previous` (`own`: its session's key, if it
+    sent one), marking the root it names (`root`, a stored or a batch row) as it goes."""
+    if own is not None and own[0] in (SESSION_PREFIX, SESSION_CHAIN_PREFIX):
+        key = SESSION_CHAIN_PREFIX + own[1:]  # its own session says where it goes
+        if root is not None and root["thread_key"] == SESSION_PREFIX + own[1:]:
+            _mark(connection, root, key)
+        return key
     if root is None:
-        referenced = batch.get((who, previous))
-        if referenced is None:
-            return chain_key(who, previous)  # the chain as far as the store saw it
-        if not referenced.get("thread_key"):
-            referenced["thread_key"] = chain_key(who, previous)
-        return str(referenced["thread_key"])
-    if not root["thread_key"]:
-        root["thread_key"] = chain_key(who, previous)
-        connection.execute(
-            update(exchanges)
-            .where(exchanges.c.id == root["id"], exchanges.c.thread_key.is_(None))
-            .values(thread_key=root["thread_key"])
-        )
+        return chain_key(who, previous)  # the chain as far as the store saw it
+    found = root["thread_key"]
+    if not found:
+        _mark(connection, root, chain_key(who, previous))
+    elif found[0] == SESSION_PREFIX:
+        _mark(connection, root, SESSION_CHAIN_PREFIX + found[1:])
     return str(root["thread_key"])
+
+
+def _mark(connection: Any, root: dict[str, Any], key: str) -> None:
+    """Give the root of a chain its key; a stored root's row too, unless it changed since."""
+    before = root["thread_key"]
+    root["thread_key"] = key
+    if root.get("stored"):
+        match = exchanges.c.thread_key.is_(None) if before is None else exchanges.c.thread_key == before
+        connection.execute(update(exchanges).where(exchanges.c.id == root["id"], match).values(thread_key=key))
 
 
 def reprocessed(connection: Any, fresh: dict[str, Any], stored_key: str | None) -> None:
     """The thread key of a re-decoded exchange row: its session's, else its chain's (as
-    when it was written), else the chain key it was given as a root, which its own bodies
-    cannot say again."""
+    when it was written), except what it was given as a chain's root, which its own bodies
+    cannot say again: a chain key where it computes none, its session's chain key where it
+    computes its session's."""
     assign(connection, [fresh])
-    if not fresh.get("thread_key") and stored_key and stored_key.startswith(CHAIN_PREFIX):
+    computed = fresh.get("thread_key")
+    if stored_key and (
+        (computed is None and stored_key[0] == CHAIN_PREFIX)
+        or (computed == SESSION_PREFIX + stored_key[1:] and stored_key[0] == SESSION_CHAIN_PREFIX)
+    ):
         fresh["thread_key"] = stored_key

@@ -37,12 +37,12 @@ WITH turns AS (
         FROM exchanges
     ) AS e
     -- one 64-bit key per line of a conversation (see cache_misses.sql: a response chain is
-    -- one line per model); the others share one partition. A thread_key (`s…`/`r…`)
-    -- never equals a key fingerprint or `team:…`.
+    -- one line per model); the others share one partition. A thread_key (`s…`, `c…`,
+    -- `r…`) never equals a key fingerprint or `team:…`.
     WINDOW w AS (
         PARTITION BY CASE WHEN takes_part THEN
             hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model,
-                 CASE WHEN starts_with(thread_key, 'r') THEN '' ELSE first_message_hash END) END
+                 CASE WHEN left(thread_key, 1) IN ('c', 'r') THEN '' ELSE first_message_hash END) END
         ORDER BY started_at, id
     )
 ),

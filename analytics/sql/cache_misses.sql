@@ -3,9 +3,10 @@
 -- first message. With a thread_key (a client's session, a response chain) the line is
 -- (thread_key, model, first message), at any gap: a session's main thread, its subagents
 -- and its side calls are lines of their own, and two sessions never share one. A response
--- chain (`r…`: previous_response_id follow-ups, each sending only what is new) is one
--- line per model, whatever each request's first message, and its messages are never
--- compared (the server holds the history: no message_edited). Without a thread_key,
+-- chain (`r…`, or `c…` inside a session: previous_response_id follow-ups, each sending
+-- only what is new) is one line per model, whatever each request's first message, and
+-- its messages are never compared (the server holds the history: no message_edited).
+-- Without a thread_key,
 -- it is the prefix rule's run: one key (else team), model and first message, each at most
 -- one hour after the one before it ended. The first request of a line is never a miss
 -- (so neither is a conversation's first). A request that continues a line yet reads
@@ -34,9 +35,9 @@ base AS (
            -- strings. (A collision is as unlikely as one of first_message_hash, itself a
            -- 64-bit digest; a thread_key, `s…` or `r…`, never equals a key fingerprint.)
            hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model,
-                CASE WHEN starts_with(thread_key, 'r') THEN '' ELSE first_message_hash END) AS conversation,
+                CASE WHEN left(thread_key, 1) IN ('c', 'r') THEN '' ELSE first_message_hash END) AS conversation,
            thread_key IS NOT NULL AS threaded,
-           coalesce(starts_with(thread_key, 'r'), false) AS chained
+           coalesce(left(thread_key, 1) IN ('c', 'r'), false) AS chained
     FROM exchanges
     WHERE first_message_hash IS NOT NULL AND usage_input_tokens IS NOT NULL
       AND coalesce(status, 0) < 400

@@ -1,8 +1,9 @@
 -- The conversation each exchange belongs to (SPEC §5), as the id of the conversation's
 -- first exchange. Identity, first match wins:
 -- 1. thread_key (storage/threads.py, set when the exchange was written): the session a
---    client named in a header (`s…`), or the Responses previous_response_id chain it
---    continues (`r…`). Every exchange with one thread_key is one conversation, whatever
+--    client named in a header (`s…`, and `c…` for a response chain inside it), or the
+--    Responses previous_response_id chain it continues (`r…`). Every exchange whose
+--    thread_key has the same digits after its first letter is one conversation, whatever
 --    its model, first message or gaps: a session or a chain says itself where it goes on.
 -- 2. else the prefix rule: the run of requests of one key (else team) and model that share
 --    their first message, where each request starts at most one hour after the one before
@@ -17,7 +18,7 @@
 WITH keyed AS (
     SELECT *, coalesce(ended_at, started_at) AS conversation_end_,
         -- one 64-bit key per thread, as in cache_misses.sql
-        CASE WHEN thread_key IS NOT NULL THEN hash(thread_key)
+        CASE WHEN thread_key IS NOT NULL THEN hash(substr(thread_key, 2))
              WHEN first_message_hash IS NOT NULL THEN
                  hash(coalesce(key_fingerprint, 'team:' || team), model, first_message_hash) END AS conversation_thread_
     FROM exchanges

@@ -19,14 +19,14 @@
 WITH turns AS (
     SELECT id, team, started_at, request_tool_result_ids, request_tool_call_ids,
            coalesce(request_message_count, 0) AS messages, thread_key IS NOT NULL AS threaded,
-           coalesce(starts_with(thread_key, 'r'), false) AS chained,
+           coalesce(left(thread_key, 1) IN ('c', 'r'), false) AS chained,
            -- one 64-bit key per line (see cache_misses.sql), NULL without a first message
            -- (no request body): such an exchange is in no line
            CASE WHEN first_message_hash IS NOT NULL THEN
                hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model,
-                    CASE WHEN starts_with(thread_key, 'r') THEN '' ELSE first_message_hash END) END AS line,
+                    CASE WHEN left(thread_key, 1) IN ('c', 'r') THEN '' ELSE first_message_hash END) END AS line,
            -- and per conversation: the thread, else the line
-           CASE WHEN thread_key IS NOT NULL THEN hash(thread_key)
+           CASE WHEN thread_key IS NOT NULL THEN hash(substr(thread_key, 2))
                 WHEN first_message_hash IS NOT NULL THEN
                     hash(coalesce(key_fingerprint, 'team:' || team), model, first_message_hash) END AS conversation
     FROM exchanges

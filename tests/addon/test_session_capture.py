@@ -45,4 +45,5 @@ def test_a_websocket_follow_up_with_only_tool_output_joins_its_response(rig: Rig
     rows = {row["response_id"]: row for row in rig.rows()}
     assert rows["resp_ws0"]["client_session_id"] == rows["resp_ws1"]["client_session_id"] == session
     key = rows["resp_ws0"]["thread_key"]
-    assert key == rows["resp_ws1"]["thread_key"] and key[0] == ("s" if session else "r")
+    # a response chain: inside the session (`c`), else of its own (`r`)
+    assert key == rows["resp_ws1"]["thread_key"] and key[0] == ("c" if session else "r")

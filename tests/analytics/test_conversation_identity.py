@@ -16,6 +16,7 @@ The traffic, by hand (team `agents`, one key each where said):
   chain-x a chain of 3: a response calling shell twice, a follow-up answering one call
           (missing_result for the other), a new question reading nothing (a miss; a
           chain's follow-up sends only what is new, so no message_edited)
+  chain-xs the same inside a Codex session (session_id header on each request)
   ws      the same over WebSocket in one batch with its root, session header on both
   twin    a second key sending the same session id as run-a: a conversation of its own
   pre     no session, no chain (the prefix rule): 3 turns from 14:00, then at 14:20 a
@@ -171,30 +172,31 @@ def _call(tag: str, n: int) -> dict[str, Any]:
             "arguments": json.dumps({"cmd": f"ls {n}"})}  # fmt: skip
 
 
-def _longer_chain(at: datetime) -> list[Recorded]:
-    """A chain without a session: a response calling shell twice, a follow-up answering
-    one call only, then a new question that reads nothing from cache."""
+def _longer_chain(at: datetime, tag: str = "x", session: str | None = None) -> list[Recorded]:
+    """A chain (in a session where one is given): a response calling shell twice, a
+    follow-up answering one call only, then a new question that reads nothing from cache."""
 
     def ask(previous: str | None, items: list[dict[str, Any]]) -> dict[str, Any]:
         body = {"model": "gpt-5", "instructions": "You are Codex.", "tools": [SHELL], "input": items}
         return {**body, "previous_response_id": previous} if previous else body
 
-    answered = {"type": "function_call_output", "call_id": "call_x1", "output": "a.txt"}
-    done = {"type": "message", "id": "msg_x", "status": "completed", "role": "assistant",
+    answered = {"type": "function_call_output", "call_id": f"call_{tag}1", "output": "a.txt"}
+    done = {"type": "message", "id": f"msg_{tag}", "status": "completed", "role": "assistant",
             "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}  # fmt: skip
-    return [
+    question = [{"role": "user", "content": "and now?"}]
+    chain = [
         _responses(
-            ask(None, [{"role": "user", "content": "x: tidy up"}]), "resp_x1", [_call("x", 1), _call("x", 2)], at
-        ),
-        _responses(ask("resp_x1", [answered]), "resp_x2", [done], at + timedelta(seconds=20)),
-        _responses(
-            ask("resp_x2", [{"role": "user", "content": "and now?"}]),
-            "resp_x3",
-            [done],
-            at + timedelta(seconds=40),
-            cached=0,
+            ask(None, [{"role": "user", "content": f"{tag}: tidy up"}]),
+            f"resp_{tag}1",
+            [_call(tag, 1), _call(tag, 2)],
+            at,
         ),  # fmt: skip
+        _responses(ask(f"resp_{tag}1", [answered]), f"resp_{tag}2", [done], at + timedelta(seconds=20)),
+        _responses(ask(f"resp_{tag}2", question), f"resp_{tag}3", [done], at + timedelta(seconds=40), cached=0),
     ]
+    for rec in chain:
+        _with_session(rec, session, header="session_id")
+    return chain
 
 
 def traffic() -> dict[str, list[Recorded]]:
@@ -218,6 +220,7 @@ def traffic() -> dict[str, list[Recorded]]:
         ),  # fmt: skip
         "chain": _codex_pair("c", DAY + timedelta(hours=11)),
         "chain-x": _longer_chain(DAY + timedelta(hours=11, minutes=30)),
+        "chain-xs": _longer_chain(DAY + timedelta(hours=11, minutes=40), "y", session="019a-codex-y"),
         "ws": ws,
         "twin": _claude("sess-a", DAY + timedelta(hours=10, minutes=30), [(0, u(20, 3000, 0, 90))], "t", TWIN_KEY),
         "pre": [
@@ -320,18 +323,23 @@ def test_a_follow_up_with_only_tool_output_continues_the_response_it_names(store
     assert follow.id not in misses(store)
 
 
-def test_a_chain_is_one_line_for_the_cache_and_its_follow_up_must_answer_every_call(store, convs):
+@pytest.mark.parametrize("name", ["chain-x", "chain-xs"])
+def test_a_chain_is_one_line_for_the_cache_and_its_follow_up_must_answer_every_call(store, convs, name):
     """A chain's requests are compared with the one before them in the chain, whatever
     their first message: a follow-up that reads nothing is a miss, and no message of it
     was edited (it sends only what is new); a follow-up that answers one of two calls
     leaves the other without its result."""
-    root, answer, question = convs["chain-x"]
+    root, answer, question = convs[name]
     assert conversations(store)[root.id]["turns"] == 3
     miss = misses(store)[question.id]
     assert (miss["cause"], miss["message_index"], miss["previous_exchange_id"]) == ("unexplained", None, answer.id)
     assert answer.id not in misses(store)  # read 2048 of the 2400 before it
     problems = [p for p in run(store, "report", "tools", "--list") if p["exchange_id"] in (root.id, answer.id)]
-    assert [(p["exchange_id"], p["call_id"], p["status"]) for p in problems] == [(root.id, "call_x2", "missing_result")]
+    call = "call_x2" if name == "chain-x" else "call_y2"
+    assert [(p["exchange_id"], p["call_id"], p["status"]) for p in problems] == [(root.id, call, "missing_result")]
+    shown = run(store, "show", question.id, "--conversation")
+    assert [t["id"] for t in shown["turns"]] == [root.id, answer.id, question.id]
+    assert shown["identity"]["rule"] == ("chain" if name == "chain-x" else "session")
 
 
 def test_the_prefix_rule_still_holds_without_session_or_chain(store, convs):

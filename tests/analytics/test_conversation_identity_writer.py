@@ -149,9 +149,13 @@ def test_a_session_comes_first_and_a_follow_up_without_one_joins_it(store) -> No
     )
     keys = _keys(engine)
     session = threads.session_key(threads.scope(w.FINGERPRINTS.fingerprint("k1"), "agents"), "019a-ws")
-    assert keys["resp_s1"] == (session, "019a-ws")
-    assert keys["resp_s2"] == (session, None)
-    assert keys["resp_s3"][0] != session and keys["resp_s3"][1] == "019a-ws"
+    chained = "c" + session[1:]  # the session's response chain: the root and its follow-up
+    assert keys["resp_s1"] == (chained, "019a-ws")
+    assert keys["resp_s2"] == (chained, None)
+    assert keys["resp_s3"][0][1:] != session[1:] and keys["resp_s3"][1] == "019a-ws"
+    assert keys["resp_s3"][0][0] == "s"  # no chain: a request of its session
+    report = llmtap("report", "conversations", "--format", "json", "--db", url)
+    assert sorted(row["turns"] for row in report.json()) == [1, 2]
 
 
 def test_a_duplicate_batch_keeps_the_keys(store) -> None:
@@ -207,7 +211,10 @@ def test_reprocess_keeps_the_identity(store) -> None:
         engine,
         folder,
         [_responses("resp_r0", T0), _responses("resp_t0", T0, key="k3", session="sess-r")],
-        [_responses("resp_r1", T0 + timedelta(seconds=5), previous="resp_r0")],
+        [
+            _responses("resp_r1", T0 + timedelta(seconds=5), previous="resp_r0"),
+            _responses("resp_t1", T0 + timedelta(seconds=5), key="k3", previous="resp_t0", session="sess-r"),
+        ],
         body_mode="full",
     )
     before = _keys(engine)
@@ -218,3 +225,4 @@ def test_reprocess_keeps_the_identity(store) -> None:
     assert result.code == 0, result.err
     assert _keys(engine) == before
     assert before["resp_t0"][1] == "sess-r" and before["resp_r0"][0] == before["resp_r1"][0] is not None
+    assert before["resp_t0"][0] == before["resp_t1"][0] and before["resp_t0"][0].startswith("c")
