@@ -517,7 +517,8 @@ def details(
                 for k, v in (verdicts.get(row["id"]) or _verdict_without_miss(row)).items()
             },
             "timing": {k: canonical[k] for k in ("ttfb_ms", "ttft_ms", "duration_ms")},
-            "conversation": f"thread:{row['thread_key']}"
+            # a session's requests and its chains (`s…`, `c…`) share the digits (storage/threads.py)
+            "conversation": f"thread:{row['thread_key'][1:]}"
             if row.get("thread_key")
             else (f"{who}|{row['model']}|{row['first_message_hash']}" if row["first_message_hash"] else None),
         }
