@@ -560,6 +560,7 @@ class Generator:
                     "valid_json": status != "invalid_json",
                     "status": status,
                     "status_detail": None if status == "valid" else f"synthetic {status}",
+                    "kind": "function",
                 }
             )
             c.pending.append(call_id)
