@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
+    from llmtap.storage.followups import FollowUp
     from llmtap.storage.ingest import HttpExchange
     from llmtap.storage.record import Recorded
     from llmtap.storage.rows import RowSet
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     from llmtap.cli.pricing import pricer_for
     from llmtap.cli.store import open_store
+    from llmtap.storage.followups import FollowUp
     from llmtap.storage.ingest import HttpExchange, to_follow_up, to_record
     from llmtap.storage.secrets import KeyFingerprinter
     from llmtap.storage.writer import Writer
@@ -88,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
                         err.print(f"[yellow]skipped[/] {path.name}: {escape(problem)}", highlight=False)
                         continue
                     assert item is not None
+                    if isinstance(item, FollowUp):  # a rejected file's follow-up: no row of its own
+                        writer.submit(item)
+                        counts.follow_ups += 1
+                        continue
                     record: Recorded | RowSet | None
                     if isinstance(item, HttpExchange):
                         record = to_record(item, fingerprinter=fingerprinter, key_teams=settings.key_teams)
@@ -132,7 +138,9 @@ def _progress(console: Console) -> Progress:
     )
 
 
-def _open(path: Path) -> tuple[int | None, Iterator[tuple[HttpExchange | Recorded | RowSet | None, str | None]]]:
+def _open(
+    path: Path,
+) -> tuple[int | None, Iterator[tuple[HttpExchange | Recorded | RowSet | FollowUp | None, str | None]]]:
     from llmtap.storage import rejected
     from llmtap.storage.importers.flows import FlowFileError, looks_like_flows, read_flows
     from llmtap.storage.importers.har import HarError, exchanges, read_har

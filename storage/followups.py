@@ -19,9 +19,14 @@ the same key first. Then:
   of a response that never ran in the background), whose HTTP status is an error, or
   whose body could not be decoded is dropped: counted, logged at debug, never a row.
 
+A follow-up that must wait (the store away, rows before it in the spool) waits in the
+spool like rows do, as JSON (`FollowUp.to_json`); one the database refuses goes to the
+rejected file, whence `llmtap import` takes it back.
+
 Not responsible for telling a follow-up route (protocols/followups.py), decoding it (the
 translators, through the addon or `ingest`), or when it runs (the writer applies a batch's
-follow-ups after that batch's rows, so a poll never overtakes its POST).
+follow-ups after that batch's rows, and a replay applies spooled follow-ups after every
+spooled row, so a poll never overtakes its POST).
 """
 
 from __future__ import annotations
@@ -37,9 +42,9 @@ from sqlalchemy import Connection, Engine, case, delete, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from llmtap.protocols.canonical import RequestFacts, ToolSpec
-from llmtap.protocols.followups import TERMINAL_STATES, FollowUpRoute, is_terminal
+from llmtap.protocols.followups import KINDS, TERMINAL_STATES, FollowUpRoute, is_terminal
 from llmtap.protocols.toolcheck import check_tool_calls
-from llmtap.storage import schema
+from llmtap.storage import record_json, schema
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import PRICE_COLUMNS, RowSet, rows_for
 
@@ -103,6 +108,31 @@ class FollowUp:
     def build(self) -> FollowUp:
         """Already finished (the writer finishes pending items by calling `build`)."""
         return self
+
+    def to_json(self) -> dict[str, Any]:
+        """What `apply` needs, as JSON values: the route and the decoded response with who
+        sent it and when (`record_json`: an allow-list of the record's fields, its secrets
+        already scrubbed from the wire's values; the caller scrubs key shapes from the line
+        it writes). For the spool and the rejected file; never a pickle."""
+        route = self.route
+        return {
+            "v": 1,
+            "route": {"kind": route.kind, "protocol": route.protocol, "response_id": route.response_id},
+            "id": self.id,
+            "record": record_json.to_json(self.record),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> FollowUp:
+        """The follow-up `to_json` wrote. Raises ValueError (KeyError, TypeError) for
+        anything else, a version this llmtap does not know included."""
+        if not isinstance(data, dict) or data.get("v") != 1:
+            raise ValueError("not a follow-up this llmtap can load")
+        route = data["route"]
+        kind, protocol, response_id = route["kind"], route["protocol"], route["response_id"]
+        if kind not in KINDS or not isinstance(protocol, str) or not isinstance(response_id, str):
+            raise ValueError("a follow-up without its kind, protocol or response id")
+        return cls(FollowUpRoute(kind, protocol, response_id), record_json.from_json(data["record"]), str(data["id"]))
 
     @property
     def state(self) -> str | None:

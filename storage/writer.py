@@ -5,9 +5,13 @@ spool when the database is away.
 The thread turns records into rows, inserts them in batches (one transaction each,
 duplicates ignored by id and by provider response id), and when the database is down or
 locked appends the batch to the spool and retries with backoff; when the database is back
-the spool is replayed first, so order is kept. `flush()` waits until everything submitted
-is committed or spooled; `close()` flushes and stops. A row the database rejects for its
-content (not for being away) goes to `rejected.jsonl` beside the spool, never nowhere.
+the spool is replayed first, so order is kept. Follow-ups of background work (polls,
+resumed streams, cancels: storage/followups.py) change the exchange their POST stored
+rather than add one; they are applied after the rows of their batch, and wait in the
+spool behind those rows whenever rows do. `flush()` waits until everything submitted is
+committed or spooled; `close()` flushes and stops. A row or follow-up the database rejects
+for its content (not for being away) goes to `rejected.jsonl` beside the spool, never
+nowhere.
 
 Not responsible for decoding (records arrive decoded) or for signals (the process that
 owns the writer calls `close()` on SIGINT/SIGTERM).
@@ -38,7 +42,7 @@ from llmtap.storage.rows import BODY_MODES, RowSet, rows_for
 log = logging.getLogger("llmtap.storage")
 
 STOP = object()  # put on a record queue: take what is left, then stop
-FOLLOWUPS_WAITING = 10_000  # follow-ups held in memory while the store is away, at most
+FOLLOWUPS_WAITING = 10_000  # follow-ups held in memory while even the disk refuses them, at most
 
 
 @runtime_checkable
@@ -61,11 +65,13 @@ class WriterStats:
     db_errors: int = 0
     batches: int = 0
     followups: int = 0  # polls, resumed streams and cancels of background exchanges taken
+    followups_spooled: int = 0  # of those, put in the spool (counted in `followups` already)
 
     @property
     def settled(self) -> int:
         """Records whose fate is durable: in the database, in the spool, or rejected (and
-        follow-ups, applied or waiting in memory for the store: see `_apply_followups`)."""
+        follow-ups, applied, spooled or rejected, or held in memory while even the disk
+        refuses them: see `_apply_followups`)."""
         return self.written + self.duplicates + self.spooled + self.rejected + self.skipped + self.followups
 
 
@@ -102,6 +108,7 @@ class Writer:
         self._between_batches = 0  # stats.settled when the thread last finished a batch
         self._held: list[RowSet] = []  # rows neither the database nor the disk would take
         self._followups: list[followups.FollowUp] = []  # applied after the rows of their batch
+        self._followups_held = 0  # of those, ones the disk refused (in memory, not durable)
         self._followups_taken = 0  # of those, taken from the queue and not settled yet
         self._down_until = 0.0
         self._backoff = retry_initial
@@ -159,7 +166,7 @@ class Writer:
         finished = not self._thread.is_alive()
         self.spool.close()
         self._report_left()
-        return finished and not self._held
+        return finished and not self._held and not self._followups
 
     def _report_left(self) -> None:
         """Say what is not in the database as this writer stops: the spool (written at the
@@ -172,7 +179,7 @@ class Writer:
                 waiting,
                 self.spool.folder,
             )
-        lost = sum(len(rows) for rows in self._held)
+        lost = sum(len(rows) for rows in self._held) + len(self._followups)
         if lost:
             log.error("llmtap: %d records could be written neither to the database nor to the spool", lost)
 
@@ -234,7 +241,7 @@ class Writer:
             self._retry_held(force=True)
             if time.monotonic() >= self._down_until and self.spool.has_files():
                 self._replay()  # an earlier run's spool, when this run never went idle
-            self._apply_followups(final=True)
+            self._apply_followups()  # or spooled, when the store is still away
             return
         if rows.exchanges:
             self._deliver(rows)
@@ -299,30 +306,102 @@ class Writer:
             self._settle(skipped=1)
         return record
 
-    def _apply_followups(self, final: bool = False) -> None:
+    def _apply_followups(self) -> None:
         """Polls, resumed streams and cancels of background exchanges (storage/followups.py),
         after the rows of their batch, so a poll never overtakes its POST. While the store is
-        away or rows wait in the spool they wait here, in memory; either way a batch's
-        follow-ups are settled with it, so settlement keeps the order of submission. At the
-        end they get one more try."""
+        away, or rows or follow-ups wait in the spool before them, they go to the spool too,
+        behind those (a replay applies them after every spooled row); held in memory only
+        while even the disk refuses them. Either way a batch's follow-ups are settled with it,
+        so settlement keeps the order of submission."""
         try:
             if not self._followups:
                 return
-            if not final and (time.monotonic() < self._down_until or self.spool.pending or self._held or self._gone):
-                return
             waiting, self._followups = self._followups, []
-            try:
-                followups.apply(self.engine, waiting, self.enrich)
-            except SQLAlchemyError as exc:
-                if _is_unavailable(exc) and not final:
-                    self._went_down(exc)
-                    self._followups = (waiting + self._followups)[-FOLLOWUPS_WAITING:]
-                    return
-                log.error("llmtap writer: %d background follow-ups not applied: %s", len(waiting), _first_line(exc))
+            if time.monotonic() < self._down_until or self.spool.pending or self._held or self._gone:
+                self._spool_followups(waiting)
+                return
+            for index, followup in enumerate(waiting):
+                try:
+                    self._apply_one(followup)
+                except SQLAlchemyError as exc:
+                    if _is_unavailable(exc):
+                        self._went_down(exc)
+                        self._spool_followups(waiting[index:])  # this one too: applying it again changes nothing
+                        return
+                    self._reject_followup(followup, exc)
+                except Exception as exc:  # noqa: BLE001 - a bug in applying it: keep it to import again
+                    log.error("llmtap writer: a background follow-up could not be applied: %r", exc)
+                    self._reject_followup(followup, exc)
+            self._followups_held = 0
         finally:
             if self._followups_taken:
                 taken, self._followups_taken = self._followups_taken, 0
                 self._settle(followups=taken)
+
+    def _apply_one(self, followup: followups.FollowUp) -> None:
+        """One follow-up, in a transaction of its own; raises the store's errors. A SQLite
+        file deleted under the writer counts as the store gone, before and after (the pool's
+        connections would apply it to the deleted file)."""
+        self._check_file()
+        followups.apply(self.engine, [followup], self.enrich)
+        self._check_file()
+
+    def _spool_followups(self, waiting: list[followups.FollowUp]) -> None:
+        try:
+            unkept = self.spool.append_followups(waiting)
+        except OSError as exc:  # the disk refuses too: hold them in memory, retry with the rows
+            kept = waiting[-FOLLOWUPS_WAITING:]
+            if len(kept) > self._followups_held:
+                log.error(
+                    "llmtap writer: cannot spool (%s); holding %d background follow-ups in memory", exc, len(kept)
+                )
+            if len(waiting) > len(kept):
+                log.error("llmtap writer: %d background follow-ups lost (memory full)", len(waiting) - len(kept))
+            self._followups = kept + self._followups  # none taken since: only this batch's
+            self._followups_held = len(kept)
+            return
+        spooled = len(waiting) - len(unkept)
+        self._followups_held = 0
+        self.stats.followups_spooled += spooled
+        for followup, why in unkept:
+            log.error(
+                "llmtap writer: the %s of %s %s was lost: %r",
+                followup.route.kind,
+                followup.route.protocol,
+                followup.route.response_id,
+                why,
+            )
+
+    def _apply_replayed(self, followup: followups.FollowUp) -> None:
+        """A spooled follow-up, after every spooled row: the store's being away raises (the
+        replay stops, the file stays); a refusal of its content goes to the rejected file."""
+        try:
+            self._apply_one(followup)
+        except SQLAlchemyError as exc:
+            if _is_unavailable(exc):
+                raise
+            self._reject_followup(followup, exc)
+        except Exception as exc:  # noqa: BLE001 - a bug in applying it
+            log.error("llmtap writer: a spooled background follow-up could not be applied: %r", exc)
+            self._reject_followup(followup, exc)
+
+    def _reject_followup(self, followup: followups.FollowUp, exc: Exception) -> None:
+        """Refused for its content: to the rejected file, whence `llmtap import` takes it back."""
+        route = followup.route
+        log.error(
+            "llmtap writer: the %s of %s %s was rejected: %s",
+            route.kind,
+            route.protocol,
+            route.response_id,
+            _first_line(exc),
+        )
+        try:
+            line = rejected.followup_line(followup, _first_line(exc))
+        except Exception as why:  # noqa: BLE001 - values bad enough to fail the store may fail this too
+            log.error("llmtap writer: could not keep the rejected follow-up either: %r", why)
+            return
+        if not self._keep_rejected(line):
+            log.error("llmtap writer: could not keep the rejected follow-up of %s either", route.response_id)
 
     def _deliver(self, rows: RowSet) -> None:
         if not rows.exchanges:
@@ -350,15 +429,15 @@ class Writer:
         if not self._revive():
             return False
         try:
-            replayed = self.spool.replay(self._write_replayed)
+            replayed, applied = self.spool.replay(self._write_replayed, self._apply_replayed)
         except SQLAlchemyError as exc:
             if _is_unavailable(exc):
                 self._went_down(exc)
             else:
                 log.error("llmtap writer: spool replay hit a bad row: %s", _first_line(exc))
             return False
-        if replayed:
-            log.info("llmtap writer: replayed %d spooled exchanges", replayed)
+        if replayed or applied:
+            log.info("llmtap writer: replayed %d spooled exchanges and %d background follow-ups", replayed, applied)
         return True
 
     def _write_replayed(self, rows: RowSet) -> None:
