@@ -163,16 +163,16 @@ class Spool:
                 if handle is None:
                     continue
                 taken.append((path, handle))
-                for item in _items(handle):
-                    if isinstance(item, RowSet):
-                        write(item)
-                        exchanges += len(item)
+                for rows in _items(handle, followups=False):
+                    assert isinstance(rows, RowSet)
+                    write(rows)
+                    exchanges += len(rows)
             for path, handle in taken:
                 handle.seek(0)
-                for item in _items(handle):
-                    if isinstance(item, FollowUp):
-                        apply(item)
-                        applied += 1
+                for followup in _items(handle, rows=False):
+                    assert isinstance(followup, FollowUp)
+                    apply(followup)
+                    applied += 1
                 path.unlink(missing_ok=True)  # a writer that opened it before may have taken it after us
         finally:
             for _, handle in taken:
@@ -231,9 +231,12 @@ def _locked(path: Path) -> Any:
     return handle
 
 
-def _items(handle: Any) -> Iterator[RowSet | FollowUp]:
+def _items(handle: Any, *, rows: bool = True, followups: bool = True) -> Iterator[RowSet | FollowUp]:
+    """The lines of a spool file, decoded; only the kinds asked for are decoded at all."""
     for line in handle:
         if not line.strip():
+            continue
+        if not (followups if line.lstrip().startswith(_FOLLOWUP) else rows):
             continue
         try:
             yield decode_line(line)
