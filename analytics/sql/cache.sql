@@ -22,19 +22,26 @@ WITH turns AS (
         usage_cache_creation_input_tokens,
         rate_input_pico,
         rate_cache_read_pico,
+        minimum,
+        threaded,
         CASE WHEN takes_part THEN lag(usage_input_tokens) OVER w END AS prev_input,
-        -- the model (one per conversation) where the minimum may matter: only a previous
-        -- request under the largest minimum could be under its model's, so the window
-        -- carries a model string for those few rows and NULL for the rest
-        CASE WHEN takes_part THEN
-            lag(CASE WHEN usage_input_tokens < $largest_minimum THEN model END) OVER w END AS served_model,
-        CASE WHEN takes_part THEN epoch(started_at) - epoch(lag(coalesce(ended_at, started_at)) OVER w) END AS gap_s,
-        thread_key IS NOT NULL AS threaded  -- a session or chain goes on after any gap
+        CASE WHEN takes_part THEN epoch(started_at) - lag(end_s) OVER w END AS gap_s
     FROM (
-        SELECT *,
+        -- what the window carries is worked out before it, as numbers and booleans: the
+        -- strings it would otherwise carry through its sort (thread_key, a model) cost more
+        SELECT e.*,
             first_message_hash IS NOT NULL AND usage_input_tokens IS NOT NULL
-                AND coalesce(status, 0) < 400 AS takes_part
-        FROM exchanges
+                AND coalesce(status, 0) < 400 AS takes_part,
+            thread_key IS NOT NULL AS threaded,  -- a session or chain goes on after any gap
+            epoch(coalesce(ended_at, started_at)) AS end_s,
+            -- the model's minimum cacheable length: one partition is one model, so the
+            -- previous request's minimum is this one's; looked up once per distinct model
+            m.minimum
+        FROM exchanges AS e
+        LEFT JOIN (
+            SELECT served_model, $minimum_case AS minimum
+            FROM (SELECT DISTINCT model AS served_model FROM exchanges)
+        ) AS m ON m.served_model = e.model
     ) AS e
     -- one 64-bit key per line of a conversation (see cache_misses.sql: a response chain is
     -- one line per model); the others share one partition. A thread_key (`s…`, `c…`,
@@ -54,9 +61,7 @@ scored AS (
         SELECT turns.*,
             prev_input > 0 AND (threaded OR gap_s <= 3600) AND usage_cache_read_input_tokens < 0.05 * prev_input AS candidate,
             greatest(least(prev_input, usage_input_tokens) - usage_cache_read_input_tokens, 0) AS would_read,
-            -- the model's minimum cacheable length, looked up for the would-be misses only
-            CASE WHEN prev_input > 0 AND usage_cache_read_input_tokens < 0.05 * prev_input
-                THEN prev_input < $minimum_case END AS under_minimum
+            prev_input < minimum AS under_minimum
         FROM turns
         WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
     ) AS t
