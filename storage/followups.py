@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -108,6 +108,19 @@ class FollowUp:
     def build(self) -> FollowUp:
         """Already finished (the writer finishes pending items by calling `build`)."""
         return self
+
+    def kept(self, body_mode: str) -> FollowUp:
+        """What a file may keep of this follow-up under the writer's body mode, as rows
+        keep it: its response body only in `full`; in `none` no text or refusal either.
+        Tool-call arguments stay in every mode: `apply` checks the calls against the tools
+        the stored POST declared, which it can read only once the store is back (the rows
+        it writes then keep them as the body mode says). A copy; this one is unchanged."""
+        if body_mode == "full":
+            return self
+        record, exchange = self.record, self.record.exchange
+        if body_mode == "none":
+            exchange = replace(exchange, text="", refusal=None)
+        return FollowUp(self.route, replace(record, exchange=exchange, request_body=None, response_body=None), self.id)
 
     def to_json(self) -> dict[str, Any]:
         """What `apply` needs, as JSON values: the route and the decoded response with who

@@ -348,7 +348,7 @@ class Writer:
 
     def _spool_followups(self, waiting: list[followups.FollowUp]) -> None:
         try:
-            unkept = self.spool.append_followups(waiting)
+            unkept = self.spool.append_followups([followup.kept(self.body_mode) for followup in waiting])
         except OSError as exc:  # the disk refuses too: hold them in memory, retry with the rows
             kept = waiting[-FOLLOWUPS_WAITING:]
             if len(kept) > self._followups_held:
@@ -396,7 +396,7 @@ class Writer:
             _first_line(exc),
         )
         try:
-            line = rejected.followup_line(followup, _first_line(exc))
+            line = rejected.followup_line(followup.kept(self.body_mode), _first_line(exc))
         except Exception as why:  # noqa: BLE001 - values bad enough to fail the store may fail this too
             log.error("llmtap writer: could not keep the rejected follow-up either: %r", why)
             return

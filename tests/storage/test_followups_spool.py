@@ -22,6 +22,7 @@ from llmtap.analytics.pricing import Pricer
 from llmtap.storage import rejected, schema, spool
 from llmtap.storage.followups import FollowUp
 from llmtap.storage.ingest import to_follow_up, to_record
+from llmtap.storage.maintenance import load_blob
 from llmtap.storage.migrate import upgrade
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import RowSet, rows_for
@@ -175,6 +176,7 @@ def test_a_poll_waits_in_the_spool_across_a_clean_shutdown(
     assert waiting.record.exchange.usage.input_tokens == 1200
     raw = b"".join(path.read_bytes() for path in spool_files(spool_dir))
     assert KEY.encode() not in raw and b"Bearer" not in raw
+    assert waiting.record.response_body is None  # body mode metadata keeps no body, spooled or not
     row = store.row()
     assert (row["background_state"], row["usage_input_tokens"], row["price_status"]) == (
         "queued",
@@ -412,3 +414,34 @@ def test_json_round_trip_keeps_what_apply_needs(fingerprinter: KeyFingerprinter)
     with pytest.raises(ValueError):
         spool.decode_line(b'{"followup": {"v": 99}}')
     assert json.loads(spool.encode_followup(followup))["followup"]["v"] == 1
+
+
+@pytest.mark.parametrize("body_mode", ["none", "full"])
+def test_the_spool_keeps_what_the_body_mode_keeps(
+    store: Store, spool_dir: Path, fingerprinter: KeyFingerprinter, body_mode: str
+) -> None:
+    """`none`: no answer text in the spool line (nor, after the replay, in the row); `full`:
+    the body that completed the exchange, kept by the replay as it would be live."""
+    secret_answer = "the answer nobody may keep"
+    with store.away():
+        writer = Writer(store.engine, spool_dir=spool_dir, body_mode=body_mode, **FAST)
+        writer.submit(post(fingerprinter))
+        writer.submit(poll(fingerprinter, at=9, said=secret_answer))
+        assert writer.close()
+    raw = b"".join(path.read_bytes() for path in spool_files(spool_dir))
+    (waiting,) = followups_in(spool_dir)
+    if body_mode == "none":
+        assert secret_answer.encode() not in raw and waiting.record.response_body is None
+    else:
+        assert waiting.record.response_body is not None and secret_answer.encode() in waiting.record.response_body
+    replay = Writer(store.direct, spool_dir=spool_dir, body_mode=body_mode, max_delay=30)
+    assert replay.close()
+    row = store.row()
+    assert (row["background_state"], row["usage_input_tokens"]) == ("completed", 1200)
+    if body_mode == "none":
+        assert row["text"] is None and row["response_body_ref"] is None
+    else:
+        assert row["text"] == secret_answer
+        with store.direct.connect() as connection:
+            kept = json.loads(load_blob(connection, row["response_body_ref"]))
+        assert kept["status"] == "completed" and kept["output"] == answer(secret_answer)
