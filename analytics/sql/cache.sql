@@ -33,6 +33,14 @@ WITH turns AS (
             first_message_hash IS NOT NULL AND usage_input_tokens IS NOT NULL
                 AND coalesce(status, 0) < 400 AS takes_part,
             thread_key IS NOT NULL AS threaded,  -- a session or chain goes on after any gap
+            -- one 64-bit key per line of a conversation (see cache_misses.sql: a response
+            -- chain is one line per model); the others share one partition. A thread_key
+            -- (`s…`, `c…`, `r…`) never equals a key fingerprint or `team:…`.
+            CASE WHEN first_message_hash IS NOT NULL AND usage_input_tokens IS NOT NULL
+                      AND coalesce(status, 0) < 400 THEN
+                hash(coalesce(thread_key, key_fingerprint, 'team:' || team), e.model,
+                     CASE WHEN left(thread_key, 1) IN ('c', 'r') THEN '' ELSE first_message_hash END)
+            END AS line,
             epoch(coalesce(ended_at, started_at)) AS end_s,
             -- the model's minimum cacheable length: one partition is one model, so the
             -- previous request's minimum is this one's; looked up once per distinct model
@@ -43,15 +51,7 @@ WITH turns AS (
             FROM (SELECT DISTINCT model AS served_model FROM exchanges)
         ) AS m ON m.served_model = e.model
     ) AS e
-    -- one 64-bit key per line of a conversation (see cache_misses.sql: a response chain is
-    -- one line per model); the others share one partition. A thread_key (`s…`, `c…`,
-    -- `r…`) never equals a key fingerprint or `team:…`.
-    WINDOW w AS (
-        PARTITION BY CASE WHEN takes_part THEN
-            hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model,
-                 CASE WHEN left(thread_key, 1) IN ('c', 'r') THEN '' ELSE first_message_hash END) END
-        ORDER BY started_at, id
-    )
+    WINDOW w AS (PARTITION BY line ORDER BY started_at, id)
 ),
 scored AS (
     SELECT *,
