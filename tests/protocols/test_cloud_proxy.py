@@ -17,7 +17,7 @@ from tests.addon.conftest import Rig, rig  # noqa: F401 - the fixture, for this 
 from tests.addon.flows import request_flow, respond, start_stream
 
 ROOT = Path(__file__).resolve().parents[2]
-NEXT = next((p for p in (ROOT / "tests" / "corpus-next", ROOT.parent / "shared" / "corpus-next") if p.is_dir()), None)
+NEXT = ROOT / "tests" / "corpus_next"  # the project's copy of ../shared/corpus-next
 BEDROCK_HOST = "bedrock-runtime.us-east-1.amazonaws.com"
 EVENTSTREAM = "application/vnd.amazon.eventstream"
 
@@ -71,8 +71,6 @@ def test_token_counting_routes_are_passed_through_unrecorded(rig: Rig) -> None: 
 
 
 def _case(name: str) -> tuple[dict, bytes, bytes]:
-    if NEXT is None:
-        pytest.skip("corpus-next is not in this checkout")
     folder = NEXT / name
     return (
         json.loads((folder / "case.json").read_text()),
