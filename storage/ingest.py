@@ -13,9 +13,11 @@ import base64
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 from urllib.parse import unquote
 
 from llmtap.protocols import decode_exchange, route
+from llmtap.protocols.canonical import Exchange
 from llmtap.protocols.exchange import SERVED_TIER_HEADER
 from llmtap.protocols.followups import CONTINUES, follow_up
 from llmtap.storage.followups import FollowUp
@@ -105,6 +107,25 @@ def retry_after(seconds: str | None, milliseconds: str | None = None) -> float |
     return None
 
 
+def _decoded(http: HttpExchange, protocol: str, request: bytes | dict[str, Any] | None) -> Exchange:
+    """The response decoded as `protocol` (with `request` as what it answers), as it came
+    off the wire: still content-encoded where the file kept it so."""
+    exchange = decode_exchange(
+        protocol,
+        response=http.response_body or b"",
+        request=request,
+        path=http.path,
+        host=http.host,
+        status=http.status,
+        content_type=http.header("content-type", "response"),
+        content_encoding=http.header("content-encoding", "response") if http.response_encoded else None,
+        served_tier=http.header(SERVED_TIER_HEADER, "response"),
+    )
+    if http.interrupted and not exchange.interrupted:
+        exchange.interrupted = http.interrupted
+    return exchange
+
+
 def to_record(
     http: HttpExchange,
     *,
@@ -118,19 +139,7 @@ def to_record(
     if protocol is None:
         return None
     content_type = http.header("content-type", "response")
-    exchange = decode_exchange(
-        protocol,
-        response=http.response_body or b"",
-        request=http.request_body,
-        path=http.path,
-        host=http.host,
-        status=http.status,
-        content_type=content_type,
-        content_encoding=http.header("content-encoding", "response") if http.response_encoded else None,
-        served_tier=http.header(SERVED_TIER_HEADER, "response"),
-    )
-    if http.interrupted and not exchange.interrupted:
-        exchange.interrupted = http.interrupted
+    exchange = _decoded(http, protocol, http.request_body)
     query = http.path.partition("?")[2]  # any path a client sent: `//[x/…` is no URL, yet recorded
     key = api_key(http.request_headers, query)
     fingerprint = fingerprinter.fingerprint(key) if key else None
@@ -186,19 +195,7 @@ def to_follow_up(http: HttpExchange, *, fingerprinter: KeyFingerprinter, source:
     if continued is None:
         return None
     content_type = http.header("content-type", "response")
-    exchange = decode_exchange(
-        continued.protocol,
-        response=http.response_body or b"",
-        request=CONTINUES,
-        path=http.path,
-        host=http.host,
-        status=http.status,
-        content_type=content_type,
-        content_encoding=http.header("content-encoding", "response") if http.response_encoded else None,
-        served_tier=http.header(SERVED_TIER_HEADER, "response"),
-    )
-    if http.interrupted and not exchange.interrupted:
-        exchange.interrupted = http.interrupted
+    exchange = _decoded(http, continued.protocol, CONTINUES)
     query = http.path.partition("?")[2]
     key = api_key(http.request_headers, query)
     record = Recorded(
