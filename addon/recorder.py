@@ -193,6 +193,26 @@ class Recorder:
             self.counts["other"] += 1
             self.attribution.strip(flow)
             return
+        self._track(
+            flow,
+            protocol,
+            body,
+            # only a client's session-id header (conversation identity, storage/threads.py);
+            # body mode `full` keeps every header, redacted, from raw_headers instead
+            session_headers(request.headers.fields),
+            raw_headers=request.headers.fields if self._keep_bodies() else None,
+        )
+
+    def _track(
+        self,
+        flow: http.HTTPFlow,
+        protocol: str,
+        request_body: bytes | None,
+        request_headers: list[tuple[str, str]],
+        raw_headers: tuple[tuple[bytes, bytes], ...] | None = None,
+    ) -> None:
+        """Start the flow's `ExchangeMeta` (who, where, when) for its response hooks."""
+        request = flow.request
         secrets = self._secrets(flow)  # before `identify` strips Proxy-Authorization
         who = self.attribution.identify(flow)
         flow.metadata[META_KEY] = ExchangeMeta(
@@ -204,11 +224,9 @@ class Recorder:
             key_fingerprint=who.key_fingerprint,
             key_last4=who.key_last4,
             client_addr=who.client_addr,
-            request_body=body,
-            # only a client's session-id header (conversation identity, storage/threads.py);
-            # body mode `full` keeps every header, redacted, from raw_headers instead
-            request_headers=session_headers(request.headers.fields),
-            raw_headers=request.headers.fields if self._keep_bodies() else None,
+            request_body=request_body,
+            request_headers=request_headers,
+            raw_headers=raw_headers,
             started=request.timestamp_start or time.time(),
             protocol=protocol,
             provider=self.attribution.listener_provider(flow),
@@ -287,28 +305,8 @@ class Recorder:
     def _follow(self, flow: http.HTTPFlow, continued: FollowUpRoute) -> None:
         """Tee or hold its response as an exchange's; the writer applies it to the
         exchange it continues (storage/followups.py) rather than storing a row."""
-        request = flow.request
-        secrets = self._secrets(flow)  # before `identify` strips Proxy-Authorization
-        who = self.attribution.identify(flow)
         flow.metadata[FOLLOW_KEY] = continued
-        flow.metadata[META_KEY] = ExchangeMeta(
-            method=request.method,
-            host=request.host,
-            path=request.path,
-            team=who.team,
-            key_fingerprint=who.key_fingerprint,
-            key_last4=who.key_last4,
-            client_addr=who.client_addr,
-            request_body=CONTINUES,  # decoded as the background work it continues
-            request_headers=[],
-            started=request.timestamp_start or time.time(),
-            protocol=continued.protocol,
-            provider=self.attribution.listener_provider(flow),
-            attribution=who.attribution,
-            price_reason=who.price_reason,
-            secrets=secrets,
-        )
-        self.in_flight[flow.id] = flow
+        self._track(flow, continued.protocol, CONTINUES, [])  # decoded as the background work it continues
 
     def _sink(self, flow: http.HTTPFlow) -> Callable[[PendingExchange], None]:
         """Where a flow's finished response goes: the writer, as an exchange or a follow-up."""

@@ -154,6 +154,12 @@ class PendingExchange:
             request_headers=headers,
         )
 
+    def follow_up_record(self, request: bytes) -> Recorded:
+        """The response decoded as the background work `request` stands for (a poll, a
+        resumed stream, a cancel: addon/followups.py), with its who, when and where."""
+        exchange = self._decoder(self.meta.request_body or request).finish(self.interrupted)
+        return self._record(exchange, path=redact_query(self.meta.path), response_body=self._response_body())
+
     def salvage(self, error: str) -> Recorded:
         """The record of an exchange whose `build` failed (a bug): who, when and where,
         with the failure as its decode error, rather than nothing (SPEC §6). Only the
