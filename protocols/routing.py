@@ -157,7 +157,7 @@ def route(method: str, path: str, body: bytes | dict[str, Any] | None = None) ->
     if protocol is None or body is None:
         return protocol
     parsed = _parse(body)
-    if _cloud_anthropic_path(path):
+    if _cloud_anthropic_path(_bare(path)):
         return protocol if isinstance(parsed, dict) and (not parsed or _cloud_anthropic(parsed)) else None
     return protocol if has_shape(protocol, parsed) else None
 
@@ -180,7 +180,7 @@ def may_be_json_object(body: bytes | None) -> bool:
 def protocol_for_path(path: str) -> str | None:
     """The protocol a POST to this path would speak, ignoring the query string."""
     bare = _bare(path)
-    if _ANTHROPIC.search(bare) or _cloud_anthropic_path(path):
+    if _ANTHROPIC.search(bare) or _cloud_anthropic_path(bare):
         return "anthropic.messages"
     if _BEDROCK_CONVERSE.search(bare):
         return "bedrock.converse"
@@ -201,8 +201,8 @@ def _bare(path: str) -> str:
     return path.split("?", 1)[0].split("#", 1)[0].rstrip("/")
 
 
-def _cloud_anthropic_path(path: str) -> bool:
-    bare = _bare(path)
+def _cloud_anthropic_path(bare: str) -> bool:
+    """Bedrock InvokeModel or Vertex rawPredict of an Anthropic model (`bare`: no query)."""
     return _BEDROCK_INVOKE.search(bare) is not None or _VERTEX_ANTHROPIC.search(bare) is not None
 
 
