@@ -20,6 +20,7 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mitmproxy import exceptions, options
 from mitmproxy.proxy.mode_specs import ProxyMode, RegularMode, ReverseMode, UpstreamMode
@@ -253,12 +254,17 @@ class _Announce:
         return out or planned(self.plan, self.master.options.listen_host)
 
 
-def run(plan: ProxyPlan, writer: Writer | WriterProcess, attribution: Attribution, db_label: str) -> int:
-    """Run until SIGINT/SIGTERM; returns the exit status."""
-    return asyncio.run(_main(plan, writer, attribution, db_label))
+def run(
+    plan: ProxyPlan, writer: Writer | WriterProcess, attribution: Attribution, db_label: str, gate: Any = None
+) -> int:
+    """Run until SIGINT/SIGTERM; returns the exit status. `gate`: the budget gate the CLI
+    made (llmtap.telemetry.proxy_side), asked before a request is forwarded; None: none."""
+    return asyncio.run(_main(plan, writer, attribution, db_label, gate))
 
 
-async def _main(plan: ProxyPlan, writer: Writer | WriterProcess, attribution: Attribution, db_label: str) -> int:
+async def _main(
+    plan: ProxyPlan, writer: Writer | WriterProcess, attribution: Attribution, db_label: str, gate: Any = None
+) -> int:
     logging.getLogger("llmtap").setLevel(logging.INFO)
     opts = options.Options()
     master = DumpMaster(opts, with_termlog=True, with_dumper=False)

@@ -69,6 +69,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         dest="settings",
         help="a mitmproxy option, as mitmdump --set takes it (e.g. ssl_insecure=true); repeats",
     )
+    parser.add_argument(
+        "--metrics", metavar="HOST:PORT", help="serve Prometheus metrics at http://HOST:PORT/metrics ([metrics])"
+    )
+    parser.add_argument(
+        "--otlp-endpoint", metavar="URL", help="send one OpenTelemetry span per exchange over OTLP/HTTP ([otlp])"
+    )
     settings_module.add_common(parser)
     parser.set_defaults(run=run)
 
@@ -177,20 +183,35 @@ def run(args: argparse.Namespace) -> int:
     from llmtap.storage.engine import home
     from llmtap.storage.secrets import KeyFingerprinter
     from llmtap.storage.writer_process import WriterProcess, WriterSpec
+    from llmtap.telemetry import observers, proxy_side
+    from llmtap.telemetry.settings import from_config
 
     settings = settings_module.load(args)
     plan = plan_from(args, settings)
     engine = open_store(settings)
+    url = engine.url.render_as_string(hide_password=False)
+    try:
+        telemetry = from_config(
+            db_url=url,
+            spool_dir=settings.spool_dir,
+            config=settings.config,
+            metrics_flag=args.metrics,
+            otlp_flag=args.otlp_endpoint,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     plan.ca_bundle = prepare_ca(plan.confdir, home() / "ca-bundle.pem")
     pricer_for(settings)  # a bad price file is a usage error now, not in the writer's process
     writer = WriterProcess(
         WriterSpec(
-            url=engine.url.render_as_string(hide_password=False),
+            url=url,
             spool_dir=settings.spool_dir,
             body_mode=settings.body_mode,
-            enrich_factory=functools.partial(row_pricer, settings.price_file, engine.url.render_as_string(False)),
+            enrich_factory=functools.partial(row_pricer, settings.price_file, url),
+            observers_factory=functools.partial(observers.build, telemetry) if telemetry.any else None,
         )
     )
+    side = proxy_side.start(telemetry, writer)
     attribution = Attribution(
         fingerprinter=KeyFingerprinter.from_file(settings.secret_file),
         key_teams=settings.key_teams,
@@ -203,11 +224,12 @@ def run(args: argparse.Namespace) -> int:
     )
     label = engine.url.render_as_string(hide_password=True)
     try:
-        return run_proxy(plan, writer, attribution, f"{label} (bodies: {settings.body_mode})")
+        return run_proxy(plan, writer, attribution, f"{label} (bodies: {settings.body_mode})", gate=side.gate)
     except ProxyOptionError as exc:
         raise UsageError(str(exc)) from None
     finally:
         _close_ignoring_sigterm(writer)
+        side.close()
 
 
 def _close_ignoring_sigterm(writer: Any) -> None:

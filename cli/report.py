@@ -19,7 +19,7 @@ from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import moment
 
-KINDS = ("usage", "cost", "cache", "finish", "tools", "errors", "latency", "conversations")
+KINDS = ("usage", "cost", "cache", "finish", "tools", "errors", "latency", "conversations", "budgets", "whatif")
 PRICED = ("cost", "cache", "conversations")  # the reports that read prices (cache: what a miss cost)
 
 
@@ -43,6 +43,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", choices=("table", "json", "csv"), default="table")
     parser.add_argument("--list", action="store_true", help="single items: cache misses, tool-call problems")
     parser.add_argument("--prices", metavar="FILE", help="local price file (TOML) overriding or adding models")
+    parser.add_argument("--model", help="whatif: the model to price the recorded traffic at")
+    parser.add_argument("--provider", help="whatif: that model's provider (genai-prices' id) if ambiguous")
     settings_module.add_common(parser)
     parser.set_defaults(run=run)
 
@@ -54,6 +56,14 @@ def _positive(value: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.kind == "budgets":  # spend against the config's [budgets], not a grouping of exchanges
+        from llmtap.cli import report_budgets
+
+        return report_budgets.run(args)
+    if args.kind == "whatif":  # the recorded traffic at another model's prices
+        from llmtap.cli import report_whatif
+
+        return report_whatif.run(args)
     from llmtap.analytics import reports
     from llmtap.analytics.duck import connect
     from llmtap.cli.store import open_store

@@ -24,7 +24,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -51,6 +51,17 @@ class Pending(Protocol):
     run on the writer's thread: `build()` returns the record, or None to skip it."""
 
     def build(self) -> Recorded | followups.FollowUp | None: ...
+
+
+class Observer(Protocol):
+    """Something told of every exchange the store took, after its transaction committed
+    (metrics, span export, budgets: llmtap.telemetry). `observe` runs on the writer's
+    thread, between batches: it must be quick and must not raise (the writer logs and
+    carries on if it does); `close` runs once, after the last batch."""
+
+    def observe(self, rows: RowSet) -> None: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -88,6 +99,7 @@ class Writer:
         retry_max: float = 10.0,
         enrich: Callable[[list[dict[str, Any]]], None] | None = None,
         yield_gil: bool = True,
+        observers: Sequence[Observer] = (),
     ) -> None:
         if body_mode not in BODY_MODES:
             raise ValueError(f"body mode must be one of {', '.join(BODY_MODES)}")
@@ -99,6 +111,7 @@ class Writer:
         self.retry_max = retry_max
         self.enrich = enrich  # e.g. the pricer: fills columns of exchange rows in place
         self.yield_gil = yield_gil  # before finishing each pending record (see `_rows`)
+        self.observers = tuple(observers)  # told of the exchanges each commit added
         self.spool = spool.Spool(spool_dir)
         self.rejected_path = spool_dir / "rejected.jsonl"
         self.stats = WriterStats()
@@ -166,6 +179,11 @@ class Writer:
         finished = not self._thread.is_alive()
         self.spool.close()
         self._report_left()
+        for observer in self.observers:
+            try:
+                observer.close()
+            except Exception:  # noqa: BLE001 - closing an observer never fails the writer's close
+                log.exception("llmtap writer: closing %s failed", type(observer).__name__)
         return finished and not self._held and not self._followups
 
     def _report_left(self) -> None:
@@ -487,9 +505,21 @@ class Writer:
                     refs = [r for r in rows.body_refs if r["exchange_id"] in inserted]
                     self._insert_children(connection, calls, refs)
                 added = len(inserted)
+                rows = RowSet(
+                    exchanges=[e for e in rows.exchanges if e["id"] in inserted], tool_calls=calls, body_refs=refs
+                )
         self._check_file()  # deleted while it was written: the rows went nowhere, and spool
         self.stats.batches += 1
+        if added:
+            self._observe(rows)
         return added
+
+    def _observe(self, added: RowSet) -> None:
+        for observer in self.observers:
+            try:
+                observer.observe(added)
+            except Exception:  # noqa: BLE001 - an observer's bug never costs a record
+                log.exception("llmtap writer: %s failed on a batch", type(observer).__name__)
 
     def _insert_bodies(self, connection: Any, rows: RowSet) -> None:
         if rows.bodies:

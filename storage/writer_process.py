@@ -40,14 +40,14 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import IO, Any
 
 from llmtap.storage.ids import new_id
 from llmtap.storage.record import Recorded
-from llmtap.storage.writer import STOP, Writer, WriterStats, drain
+from llmtap.storage.writer import STOP, Observer, Writer, WriterStats, drain
 
 log = logging.getLogger("llmtap.storage")
 
@@ -69,6 +69,9 @@ class WriterSpec:
     # A picklable callable (a module-level function, or functools.partial of one) that
     # returns the writer's `enrich` step, e.g. the pricer's `price_rows`.
     enrich_factory: Callable[[], Callable[[list[dict[str, Any]]], None]] | None = None
+    # Likewise picklable: the observers told of what each commit added (llmtap.telemetry),
+    # made in the process that writes, so their work never runs on the proxy's event loop.
+    observers_factory: Callable[[], Sequence[Observer]] | None = None
     batch_size: int = 500
     max_delay: float = 0.2
     retry_initial: float = 0.5
@@ -88,6 +91,7 @@ class WriterSpec:
             retry_max=self.retry_max,
             enrich=self.enrich_factory() if self.enrich_factory is not None else None,
             yield_gil=yield_gil,
+            observers=self.observers_factory() if self.observers_factory is not None else (),
         )
 
 
