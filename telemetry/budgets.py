@@ -1,30 +1,176 @@
-"""Budgets per team (`[budgets]`): spend against limits, alerts, enforcement. Being written (issue 16)."""
+"""Budgets per team or key (`[budgets]`): spend against limits, alerts, enforcement.
+
+In the writer's process, `BudgetObserver` (a storage.writer.Observer) keeps each limit's
+spend in its current UTC period: read from the store at start, then each committed
+row's cost added as the writer tells of it, and re-read from the store every
+`refresh_s` (15 s) so other proxies' spend and reprices count. After each change a
+thread of its own checks the thresholds (alerts: budget_alerts.py) and rewrites the
+over-limit file (budget_state.py). Spend is fresh within a commit (the writer batches
+for up to 0.2 s) plus that thread's wake-up; the gate sees it within another
+`state_poll_s` (1 s).
+
+A re-read runs on the writer's thread when rows are flowing (so no commit of this writer
+falls between the query and its rows being added), else on the budget thread once the
+writer has been idle for a second.
+
+In the proxy's process, `gate_in_proxy` gives the gate the budget addon asks: from
+memory, (team, key fingerprint, protocol, path) -> None or a refusal in the protocol's
+shape (budget_refusal.py). With `enforce = false` there is no gate.
+
+Not responsible for parsing the table (budget_config.py), the SQL (budget_spend.py),
+answering the flow (addon/budget_gate.py) or the report (cli/report_budgets.py).
+"""
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from llmtap.telemetry import budget_alerts, budget_refusal, budget_state
+from llmtap.telemetry.budget_config import BudgetSettings, parse
+from llmtap.telemetry.budget_spend import Standing, Tracker
+
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from llmtap.storage.rows import RowSet
     from llmtap.storage.writer import Observer
     from llmtap.telemetry.settings import Telemetry
 
+log = logging.getLogger("llmtap.budgets")
 
-@dataclass(frozen=True)
-class BudgetSettings:
-    pass
+IDLE_S = 1.0  # the writer counts as idle after this long without a commit
+Gate = Callable[[str | None, str | None, str | None, str], budget_refusal.Refusal | None]
+
+__all__ = ["BudgetObserver", "BudgetSettings", "Gate", "gate_in_proxy", "observer", "settings_from"]
 
 
 def settings_from(section: Any) -> BudgetSettings | None:
-    if section is None:
-        return None
-    raise ValueError("[budgets] is not available yet")
+    """None without a `[budgets]` table; ValueError naming the bad key."""
+    return None if section is None else parse(section)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class BudgetObserver:
+    def __init__(
+        self, settings: BudgetSettings, engine: Engine, state_path: Any, clock: Callable[[], datetime] = _now
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.state_path = state_path
+        self.clock = clock
+        self.tracker = Tracker(settings.limits, clock())
+        self.webhook = budget_alerts.Webhook(settings.webhook) if settings.webhook else None
+        self._lock = threading.Lock()
+        self._loaded = False
+        self._next_load = 0.0  # monotonic
+        self._last_commit = 0.0  # monotonic
+        self._fired: dict[tuple[int, datetime], set[int]] = {}  # (standing index, period start) -> thresholds
+        self._written: tuple[Any, ...] | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="llmtap-budgets", daemon=True)
+        self._thread.start()
+
+    # -- the writer's thread ----------------------------------------------------------
+
+    def observe(self, rows: RowSet) -> None:
+        with self._lock:
+            self._last_commit = time.monotonic()
+            self.tracker.roll(self.clock())
+            self.tracker.add(rows.exchanges)
+            if self._loaded and time.monotonic() >= self._next_load:
+                self._load()  # here, between this writer's commits: no row is counted twice
+        self._wake.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(10)
+        if self.webhook is not None:
+            self.webhook.close()
+        self.engine.dispose()
+
+    # -- the budget thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._step()
+            except Exception:  # noqa: BLE001 - the store may be away; the next step tries again
+                log.warning("llmtap budgets: cannot read spend from the store; retrying", exc_info=True)
+            self._wake.wait(min(self.settings.refresh_s, 1.0))
+            self._wake.clear()
+
+    def _step(self) -> None:
+        now = self.clock()
+        with self._lock:
+            rolled = self.tracker.roll(now)
+            idle = time.monotonic() - self._last_commit >= IDLE_S
+            if (rolled or not self._loaded or time.monotonic() >= self._next_load) and idle:
+                self._load()
+            snapshot = [Standing(s.limit, s.start, s.end, s.spent_pico) for s in self.tracker.standings]
+        self._alert(snapshot, now)
+        over = [s for s in snapshot if s.over]
+        written = tuple((s.limit, s.end) for s in over)
+        if written != self._written:  # only when the set changes (and once at start)
+            budget_state.write(self.state_path, budget_state.encode(over, now))
+            self._written = written
+
+    def _load(self) -> None:
+        self.tracker.load(self.engine)
+        self._loaded = True
+        self._next_load = time.monotonic() + self.settings.refresh_s
+
+    def _alert(self, snapshot: list[Standing], now: datetime) -> None:
+        for index, standing in enumerate(snapshot):
+            crossed = standing.crossed()
+            if not crossed:
+                continue
+            period = (index, standing.start)
+            if period not in self._fired:
+                self._fired = {k: v for k, v in self._fired.items() if k[0] != index}  # the old period's
+                self._fired[period] = budget_alerts.fired(self.engine, standing.limit, standing.start)
+            done = self._fired[period]
+            for threshold in crossed:
+                if threshold in done:
+                    continue
+                if budget_alerts.claim(self.engine, standing, threshold, now):  # raises: tried again next step
+                    log.warning("%s", budget_alerts.line(standing, threshold))
+                    if self.webhook is not None:
+                        self.webhook.send(budget_alerts.payload(standing, threshold, now))
+                done.add(threshold)
 
 
 def observer(telemetry: Telemetry) -> Observer:
-    raise NotImplementedError
+    from llmtap.storage.engine import make_engine
+
+    assert telemetry.budgets is not None
+    return BudgetObserver(telemetry.budgets, make_engine(telemetry.db_url), budget_state.path_in(telemetry.spool_dir))
 
 
-def gate_in_proxy(telemetry: Telemetry) -> tuple[Callable[[str | None, str | None], Any], Callable[[], None]]:
-    raise NotImplementedError
+def gate_in_proxy(telemetry: Telemetry) -> tuple[Gate | None, Callable[[], None]]:
+    """The gate (None unless `enforce = true`) and what closes it."""
+    settings = telemetry.budgets
+    assert settings is not None
+    if not settings.enforce:
+        return None, lambda: None
+    reader = budget_state.StateReader(
+        budget_state.path_in(telemetry.spool_dir), settings.limits, settings.state_poll_s
+    ).start()
+
+    def gate(team: str | None, fingerprint: str | None, protocol: str | None, path: str) -> Any:
+        hit = reader.find(team, fingerprint)
+        if hit is None:
+            return None
+        limit, end = hit
+        return budget_refusal.refusal(protocol, path, limit, end, reader.clock())
+
+    return gate, reader.close

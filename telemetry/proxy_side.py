@@ -17,9 +17,9 @@ from llmtap.telemetry.settings import Telemetry
 
 @dataclass
 class ProxySide:
-    # (team, protocol) -> None to let the request through, or a refusal (status, headers,
-    # body) in the protocol's own error shape: see budgets.gate_in_proxy
-    gate: Callable[[str | None, str | None], Any] | None = None
+    # (team, key fingerprint, protocol, path) -> None to let the request through, or a refusal
+    # (status, headers, body) in the protocol's own error shape: see budgets.gate_in_proxy
+    gate: Callable[[str | None, str | None, str | None, str], Any] | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:

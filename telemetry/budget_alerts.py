@@ -1,0 +1,167 @@
+"""Budget alerts: each threshold of each limit fires once per period, remembered in the
+store, and goes out as one log line and, with `[budgets].webhook`, a JSON POST.
+
+Once per period, across restarts and across proxies sharing a store: firing a threshold
+is an INSERT of its own key into `store_settings` (primary key `key`); the proxy whose
+insert succeeds sends the alert, any other insert fails and sends nothing. The key is a
+digest of (scope, name, period, period start, threshold); the value says them in clear.
+Old periods' keys stay (a few per limit and period) and are what `report budgets` reads.
+
+The webhook is POSTed from a thread of its own, with up to ATTEMPTS tries and a doubling
+pause between them; a 2xx ends it, a 4xx other than 408/429 gives up at once. It never
+runs on the writer's thread, let alone the proxy's event loop.
+
+Not responsible for counting spend (budget_spend.py) or deciding when to check
+(budgets.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import queue
+import threading
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Engine, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from llmtap.storage.schema import store_settings
+from llmtap.telemetry.budget_config import Limit
+from llmtap.telemetry.budget_spend import Standing
+
+log = logging.getLogger("llmtap.budgets")
+
+KEY_PREFIX = "budget_alert:"
+ATTEMPTS = 5
+FIRST_PAUSE = 0.5  # seconds; doubles after each failed try
+TIMEOUT = 5.0  # seconds per try
+_MICRO = Decimal("0.000001")
+
+
+def key(limit: Limit, start: datetime, threshold: int) -> str:
+    """The store_settings key of one threshold in one period (under its 64 characters)."""
+    text = f"{limit.scope}\0{limit.name}\0{limit.period}\0{start.isoformat()}\0{threshold}"
+    return KEY_PREFIX + hashlib.sha256(text.encode()).hexdigest()[:48]
+
+
+def fired(engine: Engine, limit: Limit, start: datetime) -> set[int]:
+    """The thresholds already fired for `limit` in the period that starts at `start`."""
+    keys = {key(limit, start, t): t for t in limit.thresholds}
+    with engine.connect() as connection:
+        found = connection.execute(select(store_settings.c.key).where(store_settings.c.key.in_(keys))).scalars()
+        return {keys[k] for k in found}
+
+
+def claim(engine: Engine, standing: Standing, threshold: int, now: datetime) -> bool:
+    """Take the right to send this alert; False when it was fired already (here or by
+    another proxy on the same store)."""
+    value = {
+        "scope": standing.limit.scope,
+        "name": standing.limit.name,
+        "period": standing.limit.period,
+        "period_start": standing.start.isoformat(),
+        "threshold": threshold,
+        "spent_usd": str(standing.spent_usd),
+    }
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                insert(store_settings).values(
+                    key=key(standing.limit, standing.start, threshold), value=value, updated_at=now
+                )
+            )
+    except IntegrityError:
+        return False
+    return True
+
+
+def payload(standing: Standing, threshold: int, now: datetime) -> dict[str, Any]:
+    limit = standing.limit
+    return {
+        "source": "llmtap",
+        "kind": "budget_threshold",
+        "scope": limit.scope,
+        "name": limit.name,
+        "period": limit.period,
+        "period_start": standing.start.isoformat(),
+        "period_end": standing.end.isoformat(),
+        "threshold_percent": threshold,
+        "limit_usd": str(limit.usd),
+        "spent_usd": str(standing.spent_usd.quantize(_MICRO)),
+        "percent": float(round(standing.ratio * 100, 2)),
+        "over": standing.over,
+        "at": now.astimezone(UTC).isoformat(),
+    }
+
+
+def line(standing: Standing, threshold: int) -> str:
+    limit = standing.limit
+    return (
+        f"llmtap budgets: {limit.label} reached {threshold}% of its {limit.period} limit "
+        f"(${standing.spent_usd:.2f} of ${limit.usd:.2f}, period from {standing.start:%Y-%m-%d} UTC)"
+    )
+
+
+class Webhook:
+    """POSTs alerts to one URL from a daemon thread; `close` waits a bounded time."""
+
+    def __init__(self, url: str, attempts: int = ATTEMPTS, first_pause: float = FIRST_PAUSE) -> None:
+        self.url = url
+        self.attempts = attempts
+        self.first_pause = first_pause
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="llmtap-budget-webhook", daemon=True)
+        self._thread.start()
+
+    def send(self, alert: dict[str, Any]) -> None:
+        self._queue.put(alert)
+
+    def close(self, timeout: float = 10.0) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout)
+        self._stopping.set()  # whatever is still retrying stops at its next pause
+
+    def _run(self) -> None:
+        while True:
+            alert = self._queue.get()
+            if alert is None:
+                return
+            self._deliver(alert)
+
+    def _deliver(self, alert: dict[str, Any]) -> None:
+        body = json.dumps(alert).encode()
+        pause = self.first_pause
+        for attempt in range(1, self.attempts + 1):
+            outcome = self._post(body)
+            if outcome is None:
+                return
+            if outcome.startswith("gave up") or attempt == self.attempts:
+                log.warning("llmtap budgets: webhook %s not delivered (%s)", self.url, outcome)
+                return
+            if self._stopping.wait(pause):
+                log.warning("llmtap budgets: webhook %s not delivered (shutting down)", self.url)
+                return
+            pause *= 2
+
+    def _post(self, body: bytes) -> str | None:
+        """None when delivered; else why not ("gave up: …" when a retry cannot help)."""
+        request = urllib.request.Request(
+            self.url, data=body, method="POST", headers={"content-type": "application/json", "user-agent": "llmtap"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310 - the operator's URL
+                response.read()
+            return None
+        except urllib.error.HTTPError as exc:
+            if 400 <= exc.code < 500 and exc.code not in (408, 429):
+                return f"gave up: HTTP {exc.code}"
+            return f"HTTP {exc.code}"
+        except (OSError, ValueError) as exc:
+            return type(exc).__name__

@@ -1,0 +1,140 @@
+"""Spend against each budget limit in its current period: read from the store (one SQL
+query for all limits), then kept up to date from the rows each commit adds.
+
+Spend is the sum of `cost_total_pico` of the exchanges in the period (by `started_at`,
+UTC) whose team, or key fingerprint, the limit names. An unpriced exchange (no cost: an
+unknown model, usage missing, an unverified host) adds nothing. A refusal the proxy made
+itself (429) has no usage and costs nothing.
+
+Not responsible for what crossing a limit does (budget_alerts.py, budget_state.py), nor
+for pricing (the rows arrive priced: analytics/pricing.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Engine, and_, case, func, select
+
+from llmtap.storage.schema import exchanges
+from llmtap.telemetry.budget_config import Limit, bounds
+
+PICO = Decimal(10) ** 12
+
+
+@dataclass
+class Standing:
+    """One limit's spend in its current period [start, end)."""
+
+    limit: Limit
+    start: datetime
+    end: datetime
+    spent_pico: int = 0
+
+    @property
+    def spent_usd(self) -> Decimal:
+        return Decimal(self.spent_pico) / PICO
+
+    @property
+    def ratio(self) -> Decimal:
+        return Decimal(self.spent_pico) / Decimal(self.limit.pico)
+
+    @property
+    def over(self) -> bool:
+        return self.spent_pico >= self.limit.pico
+
+    def crossed(self) -> tuple[int, ...]:
+        """The thresholds (percent) the spend has reached."""
+        return tuple(t for t in self.limit.thresholds if self.spent_pico * 100 >= self.limit.pico * t)
+
+
+def utc(moment: datetime) -> datetime:
+    """A stored time (naive UTC on SQLite, aware on PostgreSQL) as an aware UTC time."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def standings(limits: Iterable[Limit], now: datetime) -> list[Standing]:
+    return [Standing(limit, *bounds(limit.period, now)) for limit in limits]
+
+
+def _matches(limit: Limit) -> Any:
+    column = exchanges.c.team if limit.scope == "team" else exchanges.c.key_fingerprint
+    return column == limit.name
+
+
+def read(engine: Engine, found: Sequence[Standing]) -> list[int]:
+    """Each standing's spend in its period, as the store says now (pico-dollars)."""
+    if not found:
+        return []
+    sums = [
+        func.sum(
+            case(
+                (
+                    and_(_matches(s.limit), exchanges.c.started_at >= s.start, exchanges.c.started_at < s.end),
+                    exchanges.c.cost_total_pico,
+                ),
+                else_=0,
+            )
+        )
+        for s in found
+    ]
+    query = select(*sums).where(
+        exchanges.c.started_at >= min(s.start for s in found),
+        exchanges.c.started_at < max(s.end for s in found),
+        exchanges.c.cost_total_pico.is_not(None),
+    )
+    with engine.connect() as connection:
+        row = connection.execute(query).one()
+    return [int(value or 0) for value in row]
+
+
+class Tracker:
+    """The standings of all limits, rolled to the current period, fed by committed rows.
+    Not thread-safe: its owner (budgets.BudgetObserver) holds a lock around it."""
+
+    def __init__(self, limits: Sequence[Limit], now: datetime) -> None:
+        self.standings = standings(limits, now)
+        self._by_team: dict[str, list[Standing]] = {}
+        self._by_key: dict[str, list[Standing]] = {}
+        for standing in self.standings:
+            index = self._by_team if standing.limit.scope == "team" else self._by_key
+            index.setdefault(standing.limit.name, []).append(standing)
+
+    def roll(self, now: datetime) -> list[Standing]:
+        """Start a new period for each limit whose period ended; those that rolled."""
+        rolled = []
+        for standing in self.standings:
+            if now >= standing.end:
+                standing.start, standing.end = bounds(standing.limit.period, now)
+                standing.spent_pico = 0
+                rolled.append(standing)
+        return rolled
+
+    def load(self, engine: Engine) -> None:
+        for standing, spent in zip(self.standings, read(engine, self.standings), strict=True):
+            standing.spent_pico = spent
+
+    def add(self, rows: Iterable[dict[str, Any]]) -> bool:
+        """Count each priced exchange row toward the limits it falls under; whether any did."""
+        counted = False
+        for row in rows:
+            cost = row.get("cost_total_pico")
+            if not cost:
+                continue
+            started = row.get("started_at")
+            if not isinstance(started, datetime):
+                continue
+            started = utc(started)
+            fingerprint = row.get("key_fingerprint")
+            matching = self._by_team.get(row.get("team") or "", [])
+            if fingerprint:
+                matching = matching + self._by_key.get(fingerprint, [])
+            for standing in matching:
+                if standing.start <= started < standing.end:
+                    standing.spent_pico += int(cost)
+                    counted = True
+        return counted
