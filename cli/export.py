@@ -1,5 +1,7 @@
 """`llmtap export`: canonical exchange rows with their conversation and money as JSON
-Lines, CSV or Parquet (SPEC §3), in a file private to its user (0600) in every format.
+Lines, CSV or Parquet (SPEC §3), in a file private to its user (0600) in every format; or
+`--format otlp --endpoint URL` to send them as OpenTelemetry spans (telemetry/otlp_backfill.py),
+the ones `llmtap proxy --otlp-endpoint` sends live.
 
 Rows whose price is stale (stored unpriced, or under another price file) are priced first,
 as `report cost` prices them, so an export's `cost_usd` adds up to that report's total for
@@ -36,11 +38,21 @@ def register(commands: argparse._SubParsersAction) -> None:
         "fingerprint, host, path, timings and the money (cost_usd and its parts in exact dollars, "
         "price_status, price_version). Stale prices are brought up to date first.",
     )
-    parser.add_argument("--format", choices=("jsonl", "csv", "parquet"), default="jsonl")
+    parser.add_argument("--format", choices=("jsonl", "csv", "parquet", "otlp"), default="jsonl")
     parser.add_argument("--since", help="ISO date/time or age (7d) — exchanges started at or after")
     parser.add_argument("--until", help="ISO date/time or age — exchanges started before")
     parser.add_argument("-o", "--output", metavar="FILE", help="file to write (default stdout; required for parquet)")
     parser.add_argument("--prices", metavar="FILE", help="local price file (TOML) overriding or adding models")
+    parser.add_argument(
+        "--endpoint", metavar="URL", help="with --format otlp: the OTLP/HTTP traces endpoint (else [otlp] endpoint)"
+    )
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="with --format otlp: a header for the endpoint (else [otlp] headers); repeats",
+    )
     settings_module.add_common(parser)
     parser.set_defaults(run=run)
 
@@ -49,11 +61,16 @@ def run(args: argparse.Namespace) -> int:
     since, until = moment(args.since), moment(args.until)
     if args.format == "parquet" and not args.output:
         raise UsageError("--format parquet needs --output FILE")
+    if args.format != "otlp" and (args.endpoint or args.header):
+        raise UsageError("--endpoint and --header go with --format otlp")
+    if args.format == "otlp" and args.output:
+        raise UsageError("--format otlp sends spans to --endpoint; it writes no --output")
     from llmtap.analytics.duck import connect
     from llmtap.analytics.export_rows import export_rows
     from llmtap.cli.store import open_store
 
     settings = settings_module.load(args)
+    otlp = _otlp_options(args, settings.config) if args.format == "otlp" else None
     pricing.pricer_for(settings)  # a bad price file fails before the store is opened
     engine = open_store(settings)
     try:
@@ -62,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             pricing.catch_up(engine, pricer, duck)
             rows = export_rows(engine, duck, since, until)
+            if otlp is not None:
+                return _otlp(engine, duck, rows, otlp, since, until)
             if args.format == "parquet":
                 _parquet(rows, Path(args.output))
             else:
@@ -71,6 +90,38 @@ def run(args: argparse.Namespace) -> int:
             duck.close()
     finally:
         engine.dispose()
+    return 0
+
+
+def _otlp_options(args: argparse.Namespace, config: dict[str, Any]) -> Any:
+    """The endpoint and headers from the flags, else the config file's [otlp]."""
+    from llmtap.telemetry.otlp import headers_from, settings_from
+
+    section = dict(config.get("otlp") or {}) if isinstance(config.get("otlp"), dict) else config.get("otlp")
+    if args.endpoint is None and not (isinstance(section, dict) and "endpoint" in section):
+        raise UsageError("--format otlp needs --endpoint URL (or endpoint in the config file's [otlp])")
+    try:
+        if args.header:
+            section = {**(section or {}), "headers": dict(headers_from(args.header))}
+        found = settings_from(args.endpoint, section)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    assert found is not None
+    return found.options
+
+
+def _otlp(engine: Any, duck: Any, rows: Iterable[dict[str, Any]], options: Any, since: Any, until: Any) -> int:
+    from llmtap.telemetry.otlp_backfill import cache_verdicts, send_history
+
+    stats = send_history(engine, rows, cache_verdicts(duck, since, until), options)
+    print(f"llmtap export: {stats.sent} spans sent to {options.endpoint}", file=sys.stderr)
+    if stats.given_up or stats.dropped:
+        print(
+            f"llmtap export: {options.endpoint} did not take spans for {options.hold_s:g} s; "
+            "stopped (send the rest again: a span sent twice has the same ids)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

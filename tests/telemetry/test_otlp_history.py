@@ -1,0 +1,289 @@
+"""Live spans and backfilled spans of the same store, both received by a real OTLP/HTTP
+receiver, against `llmtap export`'s rows: every exchange arrives once in each; ids,
+times and every attribute of a live span equal its backfilled twin's; the values equal
+export's (tokens, cost to the pico-dollar, team, finish, conversation); the cache
+verdicts the live export works out as rows arrive equal the cache report's.
+
+Traffic: agent conversations answered by the simulated provider (its prompt cache hits
+and misses for real reasons), written by the real Writer (SQLite, and PostgreSQL when
+LLMTAP_TEST_POSTGRES_URL is set) with the span observer attached, priced as the proxy's
+writer prices.
+
+Not responsible for the proxy (test_otlp_proxy.py) or the pipeline's outages
+(test_otlp_export.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from llmtap.analytics.pricing import row_pricer
+from llmtap.simulator.provider import SimulatedProvider
+from llmtap.simulator.upstream import Seen
+from llmtap.storage.engine import make_engine
+from llmtap.storage.ingest import HttpExchange, to_record
+from llmtap.storage.migrate import ensure_current
+from llmtap.storage.secrets import KeyFingerprinter
+from llmtap.storage.writer import Writer
+from llmtap.telemetry.otlp import SpanObserver, settings_from
+from tests.helpers import llmtap
+from tests.telemetry.otlp_receiver import Receiver, Received
+
+pytestmark = pytest.mark.timeout(180)
+
+KEYS = ("sk-ant-api03-OTLPCANARY00000000000000000000000000000000000001", "sk-proj-OTLPCANARY000000000000000000002")
+SYSTEM = "You maintain the billing service and answer in short sentences. " * 120
+TOOLS = [{"name": "read_file", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
+START = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
+
+
+def _anthropic(
+    provider: SimulatedProvider, body: dict[str, Any], key: str, at: datetime, **headers: str
+) -> HttpExchange:
+    raw = json.dumps(body).encode()
+    reply = provider(Seen("POST", "/v1/messages", {}, raw, 0.0))
+    return HttpExchange(
+        method="POST",
+        host="api.anthropic.com",
+        path="/v1/messages",
+        request_headers=[("x-api-key", key), ("content-type", "application/json"), *headers.items()],
+        request_body=raw,
+        status=reply.status,
+        response_headers=[("content-type", reply.content_type)],
+        response_body=b"".join(reply.chunks),
+        response_encoded=False,
+        started_at=at,
+        first_byte_at=at + timedelta(milliseconds=700),
+        ended_at=at + timedelta(seconds=2, microseconds=123457),
+    )
+
+
+def _chat(provider: SimulatedProvider, messages: list[dict[str, Any]], key: str, at: datetime) -> HttpExchange:
+    raw = json.dumps({"model": "gpt-4.1-mini", "messages": messages}).encode()
+    reply = provider(Seen("POST", "/v1/chat/completions", {}, raw, 0.0))
+    return HttpExchange(
+        method="POST",
+        host="api.openai.com",
+        path="/v1/chat/completions",
+        request_headers=[("authorization", f"Bearer {key}"), ("content-type", "application/json")],
+        request_body=raw,
+        status=reply.status,
+        response_headers=[("content-type", reply.content_type)],
+        response_body=b"".join(reply.chunks),
+        response_encoded=False,
+        started_at=at,
+        ended_at=at + timedelta(seconds=1),
+    )
+
+
+def traffic() -> list[HttpExchange]:
+    """Conversations with hits, misses for a changed system prompt and changed tools, a
+    tool call, a malformed one, a 429, a session header, and a line an hour apart."""
+    provider = SimulatedProvider()
+    out = []
+    for conversation, (offset, variant) in enumerate(
+        [(0, "plain"), (30, "system"), (60, "tools"), (90, "session"), (200, "plain")]
+    ):
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": f"Why did invoice {conversation % 4} fail? [tool:read_file]"}
+        ]
+        for turn in range(4):
+            system = SYSTEM + (" Be brief." if variant == "system" and turn >= 2 else "")
+            tools = TOOLS + (
+                [{"name": "grep", "input_schema": {"type": "object"}}] if variant == "tools" and turn >= 2 else []
+            )
+            body = {
+                "model": "claude-sonnet-4-5-20250929",
+                "max_tokens": 512,
+                "tools": tools,
+                "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
+                "messages": json.loads(json.dumps(messages)),
+            }
+            headers = {"x-llmtap-team": "billing"}
+            if variant == "session":
+                headers["x-claude-code-session-id"] = "session-0123456789"
+            at = START + timedelta(minutes=offset, seconds=20 * turn)
+            exchange = _anthropic(provider, body, KEYS[0], at, **headers)
+            out.append(exchange)
+            answer = json.loads(exchange.response_body or b"{}")
+            messages.append({"role": "assistant", "content": answer.get("content", [])})
+            calls = [b for b in answer.get("content", []) if b.get("type") == "tool_use"]
+            if calls:
+                results = [{"type": "tool_result", "tool_use_id": c["id"], "content": "ok"} for c in calls]
+                messages.append({"role": "user", "content": results})
+            else:
+                messages.append(
+                    {"role": "user", "content": "Thanks. Again, please. [malformed]" if turn == 1 else "More."}
+                )
+    chat = [{"role": "user", "content": "Summarise the ticket."}]
+    out.append(_chat(provider, chat, KEYS[1], START + timedelta(minutes=5)))
+    out.append(
+        _chat(provider, [{"role": "user", "content": "Too fast [error:429]"}], KEYS[1], START + timedelta(minutes=6))
+    )
+    return sorted(out, key=lambda e: e.started_at)
+
+
+def _urls() -> Iterator[str]:
+    yield "sqlite"
+    if os.environ.get("LLMTAP_TEST_POSTGRES_URL"):
+        yield "postgresql"
+
+
+@pytest.fixture(scope="module", params=list(_urls()))
+def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("otlp-history")
+    env = {"LLMTAP_HOME": str(folder / "home"), "LLMTAP_CONFIG": None}
+    if request.param == "sqlite":
+        url, drop = f"sqlite:///{folder / 'store.db'}", None
+    else:
+        base = os.environ["LLMTAP_TEST_POSTGRES_URL"]
+        name = f"otlp_{uuid.uuid4().hex[:12]}"
+        admin = create_engine(base, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        url = base.rsplit("/", 1)[0] + f"/{name}"
+
+        def drop() -> None:
+            with admin.connect() as connection:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            admin.dispose()
+
+    engine = make_engine(url)
+    ensure_current(engine)
+    fingerprinter = KeyFingerprinter.from_file(folder / "home" / "fingerprint.secret")
+    exchanges = traffic()
+    with Receiver() as live:
+        settings = settings_from(live.url, None)
+        assert settings is not None
+        observer = SpanObserver(settings.options)
+        writer = Writer(engine, spool_dir=folder / "spool", enrich=row_pricer(None, url), observers=[observer])
+        for exchange in exchanges:
+            writer.submit(to_record(exchange, fingerprinter=fingerprinter))
+            assert writer.flush(30)  # one commit per exchange, as live traffic mostly comes
+        assert writer.close()
+        live_spans = live.wait_for(len(exchanges))
+    engine.dispose()
+    exported = llmtap("export", "--db", url, env=env)
+    assert exported.code == 0, exported.err
+    rows = [json.loads(line, parse_float=Decimal) for line in exported.out.splitlines()]
+    with Receiver() as later:
+        backfill = llmtap("export", "--db", url, "--format", "otlp", "--endpoint", later.url, env=env)
+        assert backfill.code == 0, backfill.err
+        backfilled = later.taken()
+    misses = llmtap("report", "cache", "--list", "--db", url, "--format", "json", env=env)
+    assert misses.code == 0, misses.err
+    yield {
+        "count": len(exchanges),
+        "live": live_spans,
+        "backfilled": backfilled,
+        "rows": rows,
+        "misses": json.loads(misses.out),
+        "stderr": backfill.err,
+        "folder": folder,
+    }
+    if drop is not None:
+        drop()
+
+
+def _by_exchange(spans: list[Received]) -> dict[str, Received]:
+    found: dict[str, Received] = {}
+    for span in spans:
+        exchange = span.attributes["llmtap.exchange.id"]
+        assert exchange not in found, f"{exchange} arrived twice"
+        found[exchange] = span
+    return found
+
+
+def test_every_exchange_arrives_once_live_and_backfilled(recorded: dict[str, Any]) -> None:
+    live, backfilled = _by_exchange(recorded["live"]), _by_exchange(recorded["backfilled"])
+    ids = {row["id"] for row in recorded["rows"]}
+    assert len(ids) == recorded["count"]
+    assert set(live) == set(backfilled) == ids
+    assert f"{len(ids)} spans sent" in recorded["stderr"]
+
+
+def test_a_live_span_equals_its_backfilled_twin(recorded: dict[str, Any]) -> None:
+    live, backfilled = _by_exchange(recorded["live"]), _by_exchange(recorded["backfilled"])
+    for exchange, span in live.items():
+        twin = backfilled[exchange]
+        assert (span.trace_id, span.span_id, span.name) == (twin.trace_id, twin.span_id, twin.name)
+        assert (span.start_ns, span.end_ns, span.kind, span.status_code) == (
+            twin.start_ns,
+            twin.end_ns,
+            twin.kind,
+            twin.status_code,
+        )
+        assert span.attributes == twin.attributes, exchange
+
+
+def test_values_equal_export_and_conventions(recorded: dict[str, Any]) -> None:
+    live = _by_exchange(recorded["live"])
+    traces: dict[str, set[str]] = {}
+    for row in recorded["rows"]:
+        a = live[row["id"]].attributes
+        span = live[row["id"]]
+        usage = row["usage"] or {}
+        assert a["gen_ai.operation.name"] == "chat"
+        assert a["gen_ai.provider.name"] == {"anthropic": "anthropic", "openai": "openai"}[row["provider"]]
+        assert a.get("gen_ai.request.model") == row["model_requested"]
+        assert a.get("gen_ai.response.model") == row["model"]
+        assert a.get("gen_ai.response.id") == row["response_id"]
+        assert a.get("gen_ai.response.finish_reasons") == (
+            [row["finish_reason_raw"] or row["finish_reason"]]
+            if row["finish_reason"] or row["finish_reason_raw"]
+            else None
+        )
+        assert a.get("gen_ai.usage.input_tokens") == usage.get("input_tokens")
+        assert a.get("gen_ai.usage.output_tokens") == usage.get("output_tokens")
+        assert a.get("gen_ai.usage.cache_read.input_tokens") == usage.get("cache_read_tokens")
+        assert a.get("gen_ai.usage.cache_creation.input_tokens") == usage.get("cache_write_tokens")
+        assert a["server.address"] == row["host"]
+        assert a["gen_ai.conversation.id"] == row["conversation_id"]
+        assert a["llmtap.team"] == row["team"]
+        assert a.get("llmtap.attribution") == row["attribution"]
+        assert a.get("http.response.status_code") == row["status"]
+        if row["cost_usd"] is None:
+            assert "llmtap.cost_usd" not in a
+        else:
+            assert Decimal(a["llmtap.cost_usd.exact"]) == row["cost_usd"]
+            assert a["llmtap.cost_usd"] == float(row["cost_usd"])
+        assert a.get("llmtap.tool_calls.statuses", []) == [c["status"] for c in row["tool_calls"]]
+        started = datetime.fromisoformat(row["started_at"])
+        assert span.start_ns == (started - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
+        assert span.status_code == (2 if (row["status"] or 0) >= 400 or row["error"] else 0)
+        traces.setdefault(row["conversation_id"], set()).add(span.trace_id)
+        # metadata only: no answer text and no key in any attribute
+        flat = json.dumps(a)
+        assert not any(key in flat for key in KEYS)
+        assert not row["text"] or row["text"] not in flat
+    assert all(len(found) == 1 for found in traces.values())  # one trace per conversation
+    assert len(traces) >= 5
+    assert sum(1 for row in recorded["rows"] if row["cost_usd"] is not None) >= 20, "the traffic is priced"
+    assert any(row["status"] == 429 for row in recorded["rows"])
+    assert any(c["status"] != "ok" for row in recorded["rows"] for c in row["tool_calls"])
+
+
+def test_live_cache_verdicts_equal_the_cache_report(recorded: dict[str, Any]) -> None:
+    live = _by_exchange(recorded["live"])
+    report = {m["exchange_id"]: m["cause"] for m in recorded["misses"]}
+    assert {c for c in report.values() if c != "below_minimum"} >= {"system_changed", "tools_changed"}
+    for exchange, span in live.items():
+        verdict, cause = span.attributes["llmtap.cache.verdict"], span.attributes.get("llmtap.cache.cause")
+        if exchange in report:
+            assert (verdict, cause) == (
+                "not_cacheable" if report[exchange] == "below_minimum" else "miss",
+                report[exchange],
+            )
+        else:
+            assert verdict in ("hit", "no cache read", "unknown") and cause is None, exchange
+    assert {s.attributes["llmtap.cache.verdict"] for s in live.values()} >= {"hit", "miss"}
