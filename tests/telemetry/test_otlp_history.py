@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,7 +36,7 @@ from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.writer import Writer
 from llmtap.telemetry.otlp import SpanObserver, settings_from
 from tests.helpers import llmtap
-from tests.telemetry.otlp_receiver import Receiver, Received
+from tests.telemetry.otlp_receiver import Received, Receiver
 
 pytestmark = pytest.mark.timeout(180)
 
