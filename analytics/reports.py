@@ -50,6 +50,11 @@ MONEY = (
     "output_cost_usd",
     "fee_cost_usd",
     "extra_cost_usd",
+    # report whatif's (analytics/whatif.py): formatted as money in tables
+    "whatif_cost_usd",
+    "difference_usd",
+    "miss_cost_usd",
+    "whatif_miss_cost_usd",
 )
 PICO = Decimal(10) ** 12
 
