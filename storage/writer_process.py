@@ -199,6 +199,7 @@ class WriterProcess:
         self._past = WriterStats()  # the stats of children that have exited
         self._fallback: Writer | None = None
         self._deaths: deque[float] = deque()
+        self.restarts = 0  # children started again after one exited (a metric: llmtap.telemetry)
         self._closed = False
         self._child: _Child | None = _Child(spec, self._report, self.command)
         self._shipper = threading.Thread(target=self._ship, name="llmtap-writer-shipper", daemon=True)
@@ -339,6 +340,7 @@ class WriterProcess:
                 child = _Child(self.spec, self._report, self.command)
                 with self._lock:
                     self._child = child
+                    self.restarts += 1
             if self._child is None:
                 with self._lock:
                     self._retained.clear()

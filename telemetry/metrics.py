@@ -1,31 +1,112 @@
-"""Prometheus metrics (`--metrics HOST:PORT`, `[metrics]`). Being written (issue 16)."""
+"""Prometheus metrics (`--metrics HOST:PORT`, `[metrics]`): the settings, and the two
+entry points, the counting observer of the writer's process (`observer`) and the
+endpoint of the proxy's process (`start_in_proxy`).
+
+The two processes share one folder of prometheus-client multiprocess files per proxy
+run, `<spool dir>/metrics/<pid>-<token>`: named when the settings are read (in the proxy's
+process, before the writer's starts), removed when the proxy stops; a folder a crashed
+run left is removed at the next start once its process is gone.
+
+```toml
+[metrics]
+listen = "127.0.0.1:9464"   # --metrics wins over it
+teams = 200                 # distinct team labels, then `other`
+models = 200                # distinct priced models, then `other`
+unpriced_models = 50        # distinct models the price catalogue does not know, then `other`
+series = 10000              # distinct (team, provider, model) triples, then `other`
+```
+
+Not responsible for counting (metrics_count.py), bounding labels (metrics_labels.py), the
+cache-miss rule (metrics_cache.py) or serving (metrics_serve.py).
+"""
 
 from __future__ import annotations
 
+import os
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from llmtap.storage.writer import Observer
     from llmtap.telemetry.settings import Telemetry
 
+CAPS = {"teams": 200, "models": 200, "unpriced_models": 50, "series": 10_000}
+
 
 @dataclass(frozen=True)
 class MetricsSettings:
     host: str
     port: int
+    run: str  # this run's folder name under <spool dir>/metrics
+    teams: int = CAPS["teams"]
+    models: int = CAPS["models"]
+    unpriced_models: int = CAPS["unpriced_models"]
+    series: int = CAPS["series"]
 
 
 def settings_from(flag: str | None, section: Any) -> MetricsSettings | None:
+    """None when metrics are off. Raises ValueError naming the bad value."""
     if flag is None and section is None:
         return None
-    raise ValueError("--metrics is not available yet")
+    if section is None:
+        section = {}
+    if not isinstance(section, dict):
+        raise ValueError("[metrics] must be a table")
+    unknown = sorted(set(section) - {"listen", *CAPS})
+    if unknown:
+        raise ValueError(f"[metrics] has no setting {unknown[0]!r} (listen, {', '.join(CAPS)})")
+    listen = flag if flag is not None else section.get("listen")
+    if listen is None:
+        raise ValueError('[metrics] needs listen = "HOST:PORT" (or --metrics HOST:PORT)')
+    host, port = _address(listen)
+    caps = {name: _cap(name, section.get(name, default)) for name, default in CAPS.items()}
+    return MetricsSettings(host=host, port=port, run=f"{os.getpid()}-{secrets.token_hex(4)}", **caps)
+
+
+def _address(value: Any) -> tuple[str, int]:
+    text = value.strip() if isinstance(value, str) else ""
+    host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"metrics address must be HOST:PORT (e.g. 127.0.0.1:9464), not {value!r}")
+    return host, int(port)
+
+
+def _cap(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"[metrics] {name} must be a positive whole number, not {value!r}")
+    return value
+
+
+def folder(telemetry: Telemetry) -> Path:
+    assert telemetry.metrics is not None
+    return Path(telemetry.spool_dir) / "metrics" / telemetry.metrics.run
 
 
 def observer(telemetry: Telemetry) -> Observer:
-    raise NotImplementedError
+    """The counting observer, made in the writer's process."""
+    from llmtap.telemetry.metrics_count import Counting
+    from llmtap.telemetry.metrics_labels import Labels
+
+    settings = telemetry.metrics
+    assert settings is not None
+    labels = Labels(
+        teams=settings.teams, models=settings.models, unpriced_models=settings.unpriced_models, series=settings.series
+    )
+    return Counting(folder(telemetry), labels)
 
 
 def start_in_proxy(telemetry: Telemetry, writer: Any) -> Callable[[], None]:
-    raise NotImplementedError
+    """Serve `/metrics` on a thread; returns what stops it. Raises OSError (one line) when
+    the address is taken or cannot be had."""
+    from llmtap.telemetry.metrics_serve import serve
+
+    settings = telemetry.metrics
+    assert settings is not None
+    try:
+        return serve(folder(telemetry), settings.host, settings.port, writer)
+    except OSError as exc:
+        raise OSError(f"cannot serve metrics at {settings.host}:{settings.port}: {exc.strerror or exc}") from None

@@ -1,0 +1,150 @@
+"""Prompt-cache misses as exchanges are committed: the rule of analytics/sql/cache_misses.sql
+(SPEC §5) applied to each row against the previous row of its line, kept in memory.
+
+A line is one thread_key (else key fingerprint, else team), one model and one first
+message (a response chain: any first message); only exchanges with a first message and
+usage, and no error status, take part. A request that continues its line and reads under
+5% of the previous request's input from cache is a miss (without a thread_key, only
+within an hour of the previous request's end); its cause is the first that applies of
+below_minimum (then it is `not_cacheable`, no miss), tools_changed, system_changed,
+message_edited, ttl_expired, no_breakpoint, unexplained.
+
+Where it can differ from `llmtap report cache`: the report orders each line by start
+time over the whole store; this sees rows in commit order, one proxy's at a time. They
+agree for traffic whose requests on one line do not overlap, from one proxy, into a store
+this proxy started. They can differ for overlapping requests on one line (committed in
+the order they ended), for rows other proxies or `llmtap import` add to the same lines,
+for lines older than this process (their first request here has no previous one), and
+for lines pushed out of the memory (`lines` most recently used are kept).
+
+Not responsible for counting (metrics_count.py) or the grouped cache report (analytics).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+NOT_CACHEABLE = "below_minimum"
+BREAKPOINT_PROTOCOLS = ("anthropic.messages", "bedrock.converse")  # caching needs explicit breakpoints
+TTL_SECONDS = {"1h": 3600, "24h": 86400}  # else 5 minutes
+RUN_GAP_SECONDS = 3600  # without a thread_key, a longer gap starts a new conversation
+# The minimum cacheable prompt length per model, first match wins: the table of
+# analytics/reports.py (MINIMUM_CACHEABLE), copied because that module loads DuckDB, which
+# the writer's process has no other use for; a test keeps the two equal.
+MINIMUM_CACHEABLE = (
+    ("%opus-4-5%", 4096),
+    ("%opus-4-6%", 4096),
+    ("%haiku-4-5%", 4096),
+    ("%sonnet-4-6%", 2048),
+    ("%opus-4-7%", 2048),
+    ("%claude-3-haiku%", 2048),
+    ("%claude-3-5-haiku%", 2048),
+    ("%claude%", 1024),
+    ("gemini%pro%", 4096),
+    ("gemini%", 1024),
+    ("%", 1024),
+)
+
+
+def _like(pattern: str) -> re.Pattern[str]:
+    """A SQL ILIKE pattern as a regular expression."""
+    parts = (".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
+    return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
+
+
+_MINIMUMS = tuple((_like(pattern), tokens) for pattern, tokens in MINIMUM_CACHEABLE)
+
+
+def minimum(model: str | None) -> int | None:
+    """The model's minimum cacheable prompt length (first pattern that matches)."""
+    if model is None:
+        return None
+    for pattern, tokens in _MINIMUMS:
+        if pattern.fullmatch(model):
+            return tokens
+    return None
+
+
+@dataclass(frozen=True)
+class _Turn:
+    ended: datetime
+    input_tokens: int
+    tools: Any
+    system: Any
+    messages: list[Any]
+    breakpoints: int
+    ttl: str | None
+
+
+class CacheLines:
+    """The previous turn of each line, for the `lines` lines most recently seen."""
+
+    def __init__(self, lines: int = 50_000) -> None:
+        self.limit = lines
+        self._lines: OrderedDict[tuple[Any, ...], _Turn] = OrderedDict()
+
+    def observe(self, row: Mapping[str, Any]) -> str | None:
+        """A miss's cause (`below_minimum`: could not have been cached), or None."""
+        if row.get("first_message_hash") is None or row.get("usage_input_tokens") is None:
+            return None
+        if (row.get("status") or 0) >= 400:
+            return None
+        thread = row.get("thread_key")
+        chained = thread is not None and thread[:1] in ("c", "r")
+        who = thread or row.get("key_fingerprint") or f"team:{row.get('team')}"
+        line = (who, row.get("model"), "" if chained else row["first_message_hash"])
+        previous = self._lines.pop(line, None)
+        started: datetime = row["started_at"]
+        self._lines[line] = _Turn(
+            ended=row.get("ended_at") or started,
+            input_tokens=row["usage_input_tokens"],
+            tools=row.get("tools_hash"),
+            system=row.get("system_hash"),
+            messages=list(row.get("message_hashes") or []),
+            breakpoints=row.get("request_cache_breakpoints") or 0,
+            ttl=row.get("request_cache_ttl"),
+        )
+        while len(self._lines) > self.limit:
+            self._lines.popitem(last=False)
+        if previous is None:
+            return None
+        return _cause(row, previous, started, threaded=thread is not None, chained=chained)
+
+
+def _cause(row: Mapping[str, Any], prev: _Turn, started: datetime, *, threaded: bool, chained: bool) -> str | None:
+    cache_read = row.get("usage_cache_read_input_tokens")
+    gap = (started - prev.ended).total_seconds()
+    if prev.input_tokens <= 0 or cache_read is None or cache_read >= 0.05 * prev.input_tokens:
+        return None
+    if not threaded and gap > RUN_GAP_SECONDS:
+        return None
+    least = minimum(row.get("model"))
+    if least is not None and prev.input_tokens < least:
+        return NOT_CACHEABLE
+    if row.get("tools_hash") != prev.tools:
+        return "tools_changed"
+    if row.get("system_hash") != prev.system:
+        return "system_changed"
+    if not chained and _first_difference(prev.messages, list(row.get("message_hashes") or [])) is not None:
+        return "message_edited"
+    if gap > TTL_SECONDS.get(prev.ttl or "", 300):
+        return "ttl_expired"
+    if row.get("protocol") in BREAKPOINT_PROTOCOLS and (
+        not (row.get("request_cache_breakpoints") or 0) or not prev.breakpoints
+    ):
+        return "no_breakpoint"
+    return "unexplained"
+
+
+def _first_difference(previous: list[Any], current: list[Any]) -> int | None:
+    """The first message that differs among those both requests have; None when one
+    list is the start of the other (a continuation, or a shorter retry)."""
+    for index, (before, now) in enumerate(zip(previous, current, strict=False)):
+        if before is None or now is None or before != now:
+            return index
+    return None

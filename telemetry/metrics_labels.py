@@ -1,0 +1,115 @@
+"""The label values a metric may carry, bounded so that no client can grow the number of
+series without limit (a scrape, and the Prometheus behind it, stay small whatever the
+traffic).
+
+How each label is bounded:
+- provider: genai-prices' provider ids (a fixed set of a few dozen), else `other`;
+- model: the first `models` distinct models the store priced (known to the price
+  catalogue), and the first `unpriced_models` of those it did not, else `other`; no model
+  is `unknown`;
+- team: the first `teams` distinct teams, else `other` (a client that names a new team in
+  every request fills the cap once and adds nothing after);
+- finish_reason: the canonical set (SPEC §2), else `other`; none is `unknown`;
+- tool status: toolcheck's statuses, else `other`;
+- and, whatever the above allow, at most `series` distinct (team, provider, model)
+  triples: any more are `other` in all three.
+
+The values already taken are seeded from the counters a previous writer process of the
+same proxy run left (`seed`), so a restart does not open the caps again.
+
+Not responsible for counting (metrics_count.py) or for what the label values mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+OTHER = "other"
+UNKNOWN = "unknown"
+
+
+def _providers() -> frozenset[str]:
+    from genai_prices import data
+
+    return frozenset(provider.id for provider in data.providers)
+
+
+def _finish_reasons() -> frozenset[str]:
+    from llmtap.protocols.canonical import FINISH_REASONS
+
+    return frozenset(FINISH_REASONS)
+
+
+def _tool_statuses() -> frozenset[str]:
+    from llmtap.protocols.toolcheck import STATUSES
+
+    return frozenset(STATUSES)
+
+
+class Labels:
+    """First come, first kept, up to the caps; then `other`."""
+
+    def __init__(self, *, teams: int, models: int, unpriced_models: int, series: int) -> None:
+        self.caps = {"team": teams, "model": models, "unpriced": unpriced_models}
+        self.series_cap = series
+        self.providers = _providers()
+        self.finish_reasons = _finish_reasons()
+        self.tool_statuses = _tool_statuses()
+        self.teams: set[str] = set()
+        self.models: set[str] = set()
+        self.unpriced: set[str] = set()
+        self.triples: set[tuple[str, str, str]] = set()
+
+    def seed(self, triples: Iterable[tuple[str, str, str]]) -> None:
+        """Values a previous process of the same run already gave out (its counters)."""
+        for team, provider, model in triples:
+            self.teams.add(team)
+            self.models.add(model)  # priced or not, it keeps its series
+            self.triples.add((team, provider, model))
+
+    def who(self, team: str | None, provider: str | None, model: str | None, priced: bool) -> tuple[str, str, str]:
+        """The (team, provider, model) labels of one exchange."""
+        triple = (self.team(team), self.provider(provider), self.model(model, priced))
+        if triple in self.triples:
+            return triple
+        if len(self.triples) >= self.series_cap:
+            return (OTHER, OTHER, OTHER)
+        self.triples.add(triple)
+        return triple
+
+    def team(self, team: str | None) -> str:
+        name = team or UNKNOWN
+        if name in self.teams:
+            return name
+        if len(self.teams) >= self.caps["team"]:
+            return OTHER
+        self.teams.add(name)
+        return name
+
+    def provider(self, provider: str | None) -> str:
+        if provider is None:
+            return UNKNOWN
+        return provider if provider in self.providers else OTHER
+
+    def model(self, model: str | None, priced: bool) -> str:
+        if model is None:
+            return UNKNOWN
+        if model in self.models:
+            return model
+        if priced:
+            if len(self.models) - len(self.unpriced) >= self.caps["model"]:
+                return OTHER
+        elif len(self.unpriced) >= self.caps["unpriced"]:
+            return OTHER
+        else:
+            self.unpriced.add(model)
+        self.models.add(model)
+        return model
+
+    def finish_reason(self, reason: str | None) -> str:
+        if reason is None:
+            return UNKNOWN
+        return reason if reason in self.finish_reasons else OTHER
+
+    def tool_status(self, status: str | None) -> str:
+        return status if status in self.tool_statuses else OTHER

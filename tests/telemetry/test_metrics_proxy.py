@@ -1,0 +1,332 @@
+"""`llmtap proxy --metrics` end to end: the real proxy (console script, its writer process)
+in front of a local upstream that plays the corpus's recorded responses; `/metrics`
+scraped over HTTP and parsed with prometheus-client's own parser; the counters compared
+with `llmtap report usage / cost / cache / tools --format json` over the same store.
+
+Not responsible for the label caps' arithmetic or the cache rule's details (test_metrics_units.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from llmtap.protocols.toolcheck import STATUSES
+from llmtap.simulator.upstream import Upstream
+from tests.e2e import harness
+from tests.helpers import free_port, llmtap
+from tests.protocols.corpus import Case, load_cases
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+LISTENERS = {"anthropic": "anthropic", "openai": "openai", "gemini": "gemini"}
+KEYS = {"anthropic": harness.ANTHROPIC_KEY, "openai": harness.OPENAI_KEY, "gemini": harness.GOOGLE_KEY}
+HOSTILE_TEAMS = 10_000
+
+
+def _listener(case: Case) -> str:
+    protocol = case.case["protocol"]
+    return "anthropic" if protocol.startswith("anthropic") else "openai" if protocol.startswith("openai") else "gemini"
+
+
+@dataclass
+class Running:
+    root: Path
+    proc: subprocess.Popen[bytes]
+    ports: dict[str, int]
+    routes: harness.Routes
+    keys: dict[str, str]
+
+    @property
+    def db(self) -> Path:
+        return self.root / "llmtap.db"
+
+    @property
+    def metrics_dir(self) -> Path:
+        return self.root / "home" / "spool" / "metrics"
+
+    def send(self, case: Case, token: str, team: str, body: bytes | None = None) -> int:
+        listener = _listener(case)
+        key = self.keys[listener]
+        headers = {"content-type": "application/json", harness.CASE_HEADER: token, "X-LLMTap-Team": team}
+        headers |= {
+            "anthropic": {"x-api-key": key, "anthropic-version": "2023-06-01"},
+            "openai": {"authorization": f"Bearer {key}"},
+            "gemini": {"x-goog-api-key": key},
+        }[listener]
+        url = f"http://127.0.0.1:{self.ports[listener]}{case.case['path']}"
+        request = urllib.request.Request(url, data=body or case.request, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=20) as response:
+                response.read()
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            error.read()
+            return int(error.code)
+
+    def scrape(self) -> dict[str, list[Any]]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['metrics']}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        return {family.name: family.samples for family in text_string_to_metric_families(text)}
+
+    def settle(self, timeout: float = 60.0) -> dict[str, list[Any]]:
+        """The scrape once the writer has nothing left and the store stopped growing."""
+        deadline = time.monotonic() + timeout
+        last = -1
+        while time.monotonic() < deadline:
+            families = self.scrape()
+            stored = _count(self.db)
+            if _value(families, "llmtap_writer_queue_records") == 0 and stored == last:
+                return families
+            last = stored
+            time.sleep(0.5)
+        raise AssertionError("the writer did not settle")
+
+
+def _count(db: Path) -> int:
+    with sqlite3.connect(db) as connection:
+        try:
+            return int(connection.execute("SELECT count(*) FROM exchanges").fetchone()[0])
+        except sqlite3.OperationalError:
+            return 0
+
+
+def _value(families: dict[str, list[Any]], name: str) -> float:
+    return sum(s.value for s in families.get(name, []))
+
+
+def _by(families: dict[str, list[Any]], family: str, sample: str, *labels: str) -> dict[tuple[str, ...], float]:
+    out: dict[tuple[str, ...], float] = defaultdict(float)
+    for s in families.get(family, []):
+        if s.name == sample:
+            out[tuple(s.labels[label] for label in labels)] += s.value
+    return dict(out)
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    root = tmp_path_factory.mktemp("metrics")
+    routes = harness.Routes()
+    with Upstream(routes) as upstream:
+        ports = {name: free_port() for name in (*LISTENERS, "metrics")}
+        args = [
+            str(harness.LLMTAP), "proxy", "--quiet",
+            "--db", f"sqlite:///{root / 'llmtap.db'}",
+            "--confdir", str(root / "mitmproxy"),
+            "--metrics", f"127.0.0.1:{ports['metrics']}",
+        ]  # fmt: skip
+        for name in LISTENERS:
+            args += ["--reverse", f"{name}={ports[name]}", "--upstream", f"{name}={upstream.url}"]
+        log = root / "proxy.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                args, env=harness.clean_env(LLMTAP_HOME=str(root / "home")), stdout=subprocess.DEVNULL, stderr=out
+            )
+        try:
+            for port in ports.values():
+                harness.wait_for_port(port, proc, log)
+            keys = {name: harness.canary(prefix) for name, prefix in KEYS.items()}
+            yield Running(root=root, proc=proc, ports=ports, routes=routes, keys=keys)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(60)
+        text = log.read_text(errors="replace")
+        assert code == 0, text[-3000:]
+        assert "Traceback" not in text, text[-3000:]
+        # the run's folder of counter files goes with it
+        assert not any(root.joinpath("home", "spool", "metrics").glob("*")), text[-3000:]
+
+
+def _report(running: Running, kind: str, *extra: str) -> list[dict[str, Any]]:
+    result = llmtap("report", kind, "--db", f"sqlite:///{running.db}", "--format", "json", *extra)
+    assert result.code == 0, result.err
+    return list(result.json())
+
+
+Families = dict[str, list[Any]]
+
+
+def _tool_problems() -> list[tuple[Case, bytes]]:
+    """Corpus exchanges whose request is changed so that the recorded calls break it: a
+    call to a tool the request no longer declares, and one whose arguments miss a field
+    the schema now requires."""
+    cases = {c.id: c for c in load_cases()}
+    anthropic = cases["a_anth_json_parallel_tools"]
+    request = json.loads(anthropic.request or b"{}")
+    request["tools"] = [tool for tool in request["tools"] if tool["name"] != "get_time"]
+    openai = cases["a_oai_json_tool_call_single"]
+    changed = json.loads(openai.request or b"{}")
+    schema = changed["tools"][0]["function"]["parameters"]
+    schema["properties"]["c"] = {"type": "number"}
+    schema["required"] = [*schema.get("required", []), "c"]
+    return [(anthropic, json.dumps(request).encode()), (openai, json.dumps(changed).encode())]
+
+
+def _sql(running: Running, query: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(running.db) as connection:
+        return list(connection.execute(query))
+
+
+def test_counters_equal_the_reports_for_corpus_traffic(running: Running) -> None:
+    cases = [c for c in load_cases() if c.request is not None]
+    assert len(cases) >= 40
+    # every case twice in a row, with the same key: the second continues the first's line,
+    # so the cache rule has misses to find
+    for index, case in enumerate(cases):
+        reply = harness.stream_reply(case) if case.case["streamed"] else harness.json_reply(case)
+        token = running.routes.add(reply)
+        for _ in range(2):
+            running.send(case, token, team=f"team-{'ab'[index % 2]}")
+    for case, body in _tool_problems():
+        token = running.routes.add(harness.json_reply(case))
+        assert running.send(case, token, team="team-tools", body=body) == 200
+    families = running.settle()
+
+    stored = _count(running.db)
+    assert stored >= 2 * (len(cases) - 5)  # nearly every case is a generation
+    assert _value(families, "llmtap_requests") == stored
+    _usage_equals_report_usage(running, families)
+    _cost_equals_report_cost(running, families)
+    _finish_errors_and_latency_equal_the_store(running, families)
+    _cache_and_tools_equal_their_reports(running, families)
+    assert _value(families, "llmtap_writer_restarts") == 0
+    assert _value(families, "llmtap_rejected_records") == 0
+    assert _value(families, "llmtap_spool_records") == 0
+
+
+def _usage_equals_report_usage(running: Running, families: Families) -> None:
+    usage = _report(running, "usage", "--by", "team,provider,model")
+    tokens = _by(families, "llmtap_tokens", "llmtap_tokens_total", "team", "provider", "model", "kind")
+    requests = _by(families, "llmtap_requests", "llmtap_requests_total", "team", "provider", "model")
+    assert len(usage) >= 10
+    for row in usage:
+        who = (row["team"], row["provider"], row["model"] or "unknown")
+        assert requests[who] == row["requests"], who
+        for kind, column in (
+            ("input", "input_tokens"),
+            ("cache_read", "cache_read_tokens"),
+            ("cache_write", "cache_write_tokens"),
+            ("output", "output_tokens"),
+            ("reasoning", "reasoning_tokens"),
+        ):
+            assert tokens.get((*who, kind), 0) == row[column], (who, kind)
+    assert sum(requests.values()) == sum(row["requests"] for row in usage)
+
+
+def _cost_equals_report_cost(running: Running, families: Families) -> None:
+    cost = _report(running, "cost", "--by", "team,provider,model")
+    dollars = _by(families, "llmtap_cost_usd", "llmtap_cost_usd_total", "team", "provider", "model")
+    priced = [row for row in cost if row["cost_usd"] is not None]
+    assert priced, "the corpus prices some exchanges"
+    for row in cost:
+        who = (row["team"], row["provider"], row["model"] or "unknown")
+        expected = Decimal(str(row["cost_usd"] or 0))
+        assert round(Decimal(dollars.get(who, 0.0)), 2) == round(expected, 2), who
+        assert abs(Decimal(dollars.get(who, 0.0)) - expected) < Decimal("1e-9"), who
+    total = sum(Decimal(str(row["cost_usd"])) for row in priced)
+    assert round(Decimal(_value(families, "llmtap_cost_usd")), 2) == round(total, 2)
+
+
+def _finish_errors_and_latency_equal_the_store(running: Running, families: Families) -> None:
+    finishes = _sql(running, "SELECT coalesce(finish_reason, 'unknown'), count(*) FROM exchanges GROUP BY 1")
+    assert _by(families, "llmtap_requests", "llmtap_requests_total", "finish_reason") == {
+        (reason,): float(n) for reason, n in finishes
+    }
+    [(decode_errors,)] = _sql(running, "SELECT count(*) FROM exchanges WHERE decode_error IS NOT NULL")
+    assert _value(families, "llmtap_decode_errors") == decode_errors
+    for family, column in (
+        ("llmtap_request_duration_seconds", "duration_ms"),
+        ("llmtap_time_to_first_token_seconds", "ttft_ms"),
+    ):
+        [(timed, seconds)] = _sql(running, f"SELECT count({column}), sum({column}) / 1000 FROM exchanges")
+        assert timed > 0, column
+        assert sum(_by(families, family, f"{family}_count").values()) == timed
+        assert sum(_by(families, family, f"{family}_sum").values()) == pytest.approx(seconds)
+
+
+def _cache_and_tools_equal_their_reports(running: Running, families: Families) -> None:
+    misses = _report(running, "cache", "--list")
+    causes = Counter(row["cause"] for row in misses if row["cause"] != "below_minimum")
+    assert causes, "sending each request twice makes misses"
+    assert _by(families, "llmtap_cache_misses", "llmtap_cache_misses_total", "cause") == {
+        (cause,): float(n) for cause, n in causes.items()
+    }
+    not_cacheable = sum(1 for row in misses if row["cause"] == "below_minimum")
+    assert _value(families, "llmtap_cache_not_cacheable") == not_cacheable
+
+    problems = Counter(row["status"] for row in _report(running, "tools", "--list") if row["status"] in STATUSES)
+    assert problems == Counter({"unknown_tool": 1, "schema_violation": 1})
+    assert _by(families, "llmtap_tool_problems", "llmtap_tool_problems_total", "status") == {
+        (status,): float(n) for status, n in problems.items()
+    }
+
+
+def _writer_child(proxy_pid: int) -> int:
+    """The pid of the proxy's writer process (Linux: /proc)."""
+    for task in Path(f"/proc/{proxy_pid}/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            if b"llmtap.storage.writer_process" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return int(pid)
+    raise AssertionError("the proxy has no writer process")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the writer process through /proc")
+def test_counters_survive_a_writer_process_restart(running: Running) -> None:
+    before = running.settle()
+    stored = _count(running.db)
+    os.kill(_writer_child(running.proc.pid), signal.SIGKILL)
+    case = next(c for c in load_cases() if c.id == "a_anth_json_text_max_tokens")
+    token = running.routes.add(harness.json_reply(case))
+    for _ in range(20):
+        assert running.send(case, token, team="after-restart") == 200
+    deadline = time.monotonic() + 60
+    while _count(running.db) < stored + 20 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    after = running.settle()
+    assert _count(running.db) == stored + 20
+    assert _value(after, "llmtap_writer_restarts") == _value(before, "llmtap_writer_restarts") + 1
+    assert _value(after, "llmtap_requests") == _value(before, "llmtap_requests") + 20
+    assert _by(after, "llmtap_requests", "llmtap_requests_total", "team")[("after-restart",)] == 20
+    for kind in ("input", "output"):
+        grown = sum(v for k, v in _by(after, "llmtap_tokens", "llmtap_tokens_total", "kind").items() if k == (kind,))
+        was = sum(v for k, v in _by(before, "llmtap_tokens", "llmtap_tokens_total", "kind").items() if k == (kind,))
+        assert grown > was, kind
+
+
+def test_ten_thousand_team_names_leave_the_series_bounded(running: Running) -> None:
+    case = next(c for c in load_cases() if c.id == "a_oai_json_text_basic")
+    token = running.routes.add(harness.json_reply(case))
+    before = _count(running.db)
+
+    def send(n: int) -> int:
+        return running.send(case, token, team=f"hostile-{n:05d}")
+
+    with ThreadPoolExecutor(8) as pool:
+        assert set(pool.map(send, range(HOSTILE_TEAMS))) == {200}
+    families = running.settle(timeout=120)
+    assert _count(running.db) - before == HOSTILE_TEAMS
+
+    teams = {s.labels["team"] for samples in families.values() for s in samples if "team" in s.labels}
+    assert len(teams) <= 200 + 1  # the cap, and `other`
+    assert "other" in teams
+    series = sum(len(samples) for samples in families.values())
+    assert series < 5_000, series
+    hostile = _by(families, "llmtap_requests", "llmtap_requests_total", "team")
+    # every request counted: under its own team until the cap, then under `other`
+    counted = sum(v for (team,), v in hostile.items() if team.startswith("hostile-") or team == "other")
+    assert counted == HOSTILE_TEAMS

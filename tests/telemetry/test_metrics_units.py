@@ -1,0 +1,223 @@
+"""The metrics' parts that need no proxy: `--metrics` and `[metrics]` settings (and the
+one-line usage error for a bad one), the label caps, and the cache-miss rule's causes.
+
+Not responsible for the counters against the reports (test_metrics_proxy.py).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from llmtap.analytics.reports import MINIMUM_CACHEABLE
+from llmtap.telemetry import metrics, metrics_cache
+from llmtap.telemetry.metrics_cache import CacheLines
+from llmtap.telemetry.metrics_labels import OTHER, UNKNOWN, Labels
+from tests.helpers import llmtap
+
+# -- settings ------------------------------------------------------------------------------
+
+
+def test_the_flag_wins_over_the_table_and_the_caps_are_read() -> None:
+    got = metrics.settings_from("127.0.0.1:9464", {"listen": "0.0.0.0:1", "teams": 7, "series": 99})
+    assert got is not None
+    assert (got.host, got.port, got.teams, got.series) == ("127.0.0.1", 9464, 7, 99)
+    assert (got.models, got.unpriced_models) == (metrics.CAPS["models"], metrics.CAPS["unpriced_models"])
+    assert got.run.split("-")[0].isdigit()
+    assert metrics.settings_from(None, None) is None
+    table = metrics.settings_from(None, {"listen": "[::1]:9000"})
+    assert table is not None and (table.host, table.port) == ("::1", 9000)
+
+
+@pytest.mark.parametrize(
+    ("flag", "section", "says"),
+    [
+        ("9464", None, "HOST:PORT"),
+        ("127.0.0.1:0", None, "HOST:PORT"),
+        ("127.0.0.1:70000", None, "HOST:PORT"),
+        (":9464", None, "HOST:PORT"),
+        (None, {}, "needs listen"),
+        (None, {"listen": 9464}, "HOST:PORT"),
+        (None, "yes", "must be a table"),
+        ("127.0.0.1:9464", {"team": 5}, "no setting 'team'"),
+        ("127.0.0.1:9464", {"teams": 0}, "positive whole number"),
+        ("127.0.0.1:9464", {"series": True}, "positive whole number"),
+    ],
+)
+def test_a_bad_setting_is_one_line(flag: str | None, section: Any, says: str) -> None:
+    with pytest.raises(ValueError, match=says) as raised:
+        metrics.settings_from(flag, section)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_bad_flag_is_a_usage_error_on_the_command_line() -> None:
+    result = llmtap("proxy", "--metrics", "localhost", "--db", "sqlite://", process=True)
+    assert result.code == 2
+    assert "HOST:PORT" in result.err and len(result.err.strip().splitlines()) == 1
+
+
+# -- labels --------------------------------------------------------------------------------
+
+
+def _labels(**caps: int) -> Labels:
+    return Labels(**({"teams": 3, "models": 2, "unpriced_models": 1, "series": 1000} | caps))
+
+
+def test_teams_past_the_cap_are_other_and_known_ones_keep_their_name() -> None:
+    labels = _labels()
+    assert [labels.team(f"t{n}") for n in range(5)] == ["t0", "t1", "t2", OTHER, OTHER]
+    assert labels.team("t1") == "t1"
+    assert labels.team(None) == OTHER  # the cap is full: even `unknown` is new
+    assert _labels().team(None) == UNKNOWN
+
+
+def test_providers_are_the_price_catalogues_and_finish_reasons_the_canonical_set() -> None:
+    labels = _labels()
+    assert [labels.provider(p) for p in ("anthropic", "openai", "aws", "evil.example.com", None)] == [
+        "anthropic",
+        "openai",
+        "aws",
+        OTHER,
+        UNKNOWN,
+    ]
+    assert [labels.finish_reason(r) for r in ("end_turn", "tool_use", "STOP", None)] == [
+        "end_turn",
+        "tool_use",
+        OTHER,
+        UNKNOWN,
+    ]
+    assert [labels.tool_status(s) for s in ("invalid_json", "duplicate_id", None)] == ["invalid_json", OTHER, OTHER]
+
+
+def test_priced_and_unpriced_models_have_caps_of_their_own() -> None:
+    labels = _labels()
+    got = [
+        labels.model("gpt-4o", True),
+        labels.model("made-up-1", False),
+        labels.model("made-up-2", False),  # the unpriced cap (1) is full
+        labels.model("claude-sonnet-4", True),
+        labels.model("gpt-4.1", True),  # the priced cap (2) is full
+        labels.model("made-up-1", False),
+        labels.model(None, False),
+    ]
+    assert got == ["gpt-4o", "made-up-1", OTHER, "claude-sonnet-4", OTHER, "made-up-1", UNKNOWN]
+
+
+def test_the_series_cap_folds_every_label_of_a_new_triple() -> None:
+    labels = _labels(teams=100, series=2)
+    assert labels.who("a", "openai", "gpt-4o", True) == ("a", "openai", "gpt-4o")
+    assert labels.who("b", "openai", "gpt-4o", True) == ("b", "openai", "gpt-4o")
+    assert labels.who("c", "openai", "gpt-4o", True) == (OTHER, OTHER, OTHER)
+    assert labels.who("a", "openai", "gpt-4o", True) == ("a", "openai", "gpt-4o")
+
+
+def test_values_a_dead_writer_gave_out_count_against_the_caps() -> None:
+    labels = _labels(series=3)
+    labels.seed([("t0", "openai", "gpt-4o"), ("t1", "openai", "gpt-4o"), ("t2", "anthropic", "x")])
+    assert labels.team("t3") == OTHER
+    assert labels.who("t0", "openai", "gpt-4o", True) == ("t0", "openai", "gpt-4o")
+    assert labels.who("t0", "anthropic", "gpt-4o", True) == (OTHER, OTHER, OTHER)
+
+
+# -- the cache rule ------------------------------------------------------------------------
+
+
+def test_the_minimums_are_the_reports_table() -> None:
+    assert metrics_cache.MINIMUM_CACHEABLE == MINIMUM_CACHEABLE
+
+
+@pytest.mark.parametrize(
+    ("model", "tokens"),
+    [
+        ("claude-opus-4-5-20251101", 4096),
+        ("us.anthropic.claude-3-haiku-20240307-v1:0", 2048),
+        ("CLAUDE-SONNET-4", 1024),
+        ("gemini-2.5-pro", 4096),
+        ("gemini-2.5-flash", 1024),
+        ("gpt-4o", 1024),
+        (None, None),
+    ],
+)
+def test_a_models_minimum_is_the_first_pattern_that_matches(model: str | None, tokens: int | None) -> None:
+    assert metrics_cache.minimum(model) == tokens
+
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def _row(at: float = 0, **changes: Any) -> dict[str, Any]:
+    row = {
+        "id": f"{at:08.1f}",
+        "team": "t",
+        "key_fingerprint": "k1",
+        "thread_key": None,
+        "model": "claude-sonnet-4",
+        "protocol": "anthropic.messages",
+        "status": 200,
+        "started_at": T0 + timedelta(seconds=at),
+        "ended_at": T0 + timedelta(seconds=at + 2),
+        "first_message_hash": "m0",
+        "message_hashes": ["m0", "m1"],
+        "tools_hash": "tools",
+        "system_hash": "system",
+        "request_cache_breakpoints": 1,
+        "request_cache_ttl": None,
+        "usage_input_tokens": 5000,
+        "usage_cache_read_input_tokens": 0,
+    }
+    return row | changes
+
+
+@pytest.mark.parametrize(
+    ("second", "cause"),
+    [
+        ({}, "unexplained"),
+        ({"usage_cache_read_input_tokens": 4800}, None),  # a hit
+        ({"usage_cache_read_input_tokens": None}, None),  # unknown is no miss
+        ({"tools_hash": "other"}, "tools_changed"),
+        ({"system_hash": None}, "system_changed"),
+        ({"message_hashes": ["m0", "edited", "m2"]}, "message_edited"),
+        ({"message_hashes": ["m0", "m1", "m2", "m3"]}, "unexplained"),  # a continuation
+        ({"message_hashes": ["m0"]}, "unexplained"),  # a shorter retry
+        ({"started_at": T0 + timedelta(seconds=400)}, "ttl_expired"),
+        ({"started_at": T0 + timedelta(seconds=4000)}, None),  # a new run without a thread
+        ({"request_cache_breakpoints": 0}, "no_breakpoint"),
+        ({"request_cache_breakpoints": 0, "protocol": "openai.chat"}, "unexplained"),
+        ({"status": 529}, None),  # an error takes no part
+        ({"model": "claude-opus-4-5"}, None),  # another line (the first of its own)
+        ({"key_fingerprint": "k2"}, None),
+    ],
+)
+def test_the_second_request_of_a_line(second: dict[str, Any], cause: str | None) -> None:
+    lines = CacheLines()
+    assert lines.observe(_row()) is None  # the first of a line is never a miss
+    assert lines.observe(_row(10, **second)) == cause
+
+
+def test_a_thread_is_one_line_at_any_gap() -> None:
+    lines = CacheLines()
+    lines.observe(_row(thread_key="s1"))
+    assert lines.observe(_row(4000, thread_key="s1")) == "ttl_expired"
+
+
+def test_a_previous_request_under_the_minimum_could_not_be_cached() -> None:
+    lines = CacheLines()
+    lines.observe(_row(usage_input_tokens=900))
+    assert lines.observe(_row(10, tools_hash="changed")) == metrics_cache.NOT_CACHEABLE
+
+
+def test_a_response_chain_is_one_line_whatever_its_first_message() -> None:
+    lines = CacheLines()
+    lines.observe(_row(thread_key="r1", protocol="openai.responses"))
+    second = _row(10, thread_key="r1", protocol="openai.responses", first_message_hash="x", message_hashes=["x"])
+    assert lines.observe(second) == "unexplained"  # never message_edited: the server holds the history
+
+
+def test_only_the_most_recent_lines_are_kept() -> None:
+    lines = CacheLines(lines=2)
+    for key in ("a", "b", "c"):
+        lines.observe(_row(key_fingerprint=key))
+    assert lines.observe(_row(10, key_fingerprint="a")) is None  # forgotten: a first request again
+    assert lines.observe(_row(10, key_fingerprint="c")) == "unexplained"
