@@ -57,7 +57,7 @@ class BudgetSettings:
     webhook: str | None = None
     enforce: bool = False
     refresh_s: float = 15.0  # re-read spend from the store this often (other proxies, reprices)
-    state_poll_s: float = 1.0  # the proxy's side re-reads the over-limit state this often
+    state_poll_s: float = 0.25  # the proxy's side re-reads the over-limit state this often
 
 
 def parse(section: Any) -> BudgetSettings:

@@ -3,7 +3,7 @@ proxy's process (which refuses), through a small JSON file in the proxy's spool 
 
 The writer's side replaces the file atomically (write a temporary file, then
 `os.replace`) whenever the set changes and after each reload. The proxy's side re-reads
-it from a thread of its own every `state_poll_s` (1 s) when its size or mtime changed,
+it from a thread of its own every `state_poll_s` (0.25 s) when its size or mtime changed,
 so the gate answers from memory and the event loop never touches the file. An entry
 counts only while its period lasts and only for a limit the current config still sets
 with the same amount and period (a raised limit lets traffic through at once).

@@ -7,7 +7,7 @@ row's cost added as the writer tells of it, and re-read from the store every
 thread of its own checks the thresholds (alerts: budget_alerts.py) and rewrites the
 over-limit file (budget_state.py). Spend is fresh within a commit (the writer batches
 for up to 0.2 s) plus that thread's wake-up; the gate sees it within another
-`state_poll_s` (1 s).
+`state_poll_s` (0.25 s).
 
 A re-read runs on the writer's thread when rows are flowing (so no commit of this writer
 falls between the query and its rows being added), else on the budget thread once the
