@@ -225,46 +225,55 @@ def test_a_live_span_equals_its_backfilled_twin(recorded: dict[str, Any]) -> Non
         assert span.attributes == twin.attributes, exchange
 
 
+def check_against_export(span: Received, row: dict[str, Any]) -> None:
+    """A span's attributes, times and status against its exchange's export row."""
+    a = span.attributes
+    usage = row["usage"] or {}
+    operation = "generate_content" if row["protocol"] == "gemini.generate" else "chat"
+    assert a["gen_ai.operation.name"] == operation
+    provider = {"anthropic": "anthropic", "openai": "openai", "google": "gcp.gemini", "aws": "aws.bedrock"}
+    assert a["gen_ai.provider.name"] == provider.get(row["provider"], row["provider"])
+    model = row["model_requested"] or row["model"]
+    assert span.name == (f"{operation} {model}" if model else operation)
+    assert a.get("gen_ai.request.model") == row["model_requested"]
+    assert a.get("gen_ai.response.model") == row["model"]
+    assert a.get("gen_ai.response.id") == row["response_id"]
+    reason = row["finish_reason_raw"] or row["finish_reason"]
+    assert a.get("gen_ai.response.finish_reasons") == ([reason] if reason else None)
+    assert a.get("llmtap.finish_reason") == row["finish_reason"]
+    assert a.get("gen_ai.usage.input_tokens") == usage.get("input_tokens")
+    assert a.get("gen_ai.usage.output_tokens") == usage.get("output_tokens")
+    assert a.get("gen_ai.usage.cache_read.input_tokens") == usage.get("cache_read_tokens")
+    assert a.get("gen_ai.usage.cache_creation.input_tokens") == usage.get("cache_write_tokens")
+    assert a.get("llmtap.usage.reasoning_tokens") == usage.get("reasoning_tokens")
+    assert a["server.address"] == row["host"].rsplit(":", 1)[0]
+    assert a["gen_ai.conversation.id"] == row["conversation_id"]
+    assert a["llmtap.team"] == row["team"]
+    assert a.get("llmtap.attribution") == row["attribution"]
+    assert a.get("http.response.status_code") == row["status"]
+    assert a.get("llmtap.price.status") == row["price_status"]
+    if row["cost_usd"] is None:
+        assert "llmtap.cost_usd" not in a
+    else:
+        assert Decimal(a["llmtap.cost_usd.exact"]) == row["cost_usd"]
+        assert a["llmtap.cost_usd"] == float(row["cost_usd"])
+    assert a.get("llmtap.tool_calls.statuses", []) == [c["status"] for c in row["tool_calls"]]
+    started = datetime.fromisoformat(row["started_at"])
+    assert span.start_ns == (started - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
+    assert span.status_code == (2 if (row["status"] or 0) >= 400 or row["error"] else 0)
+    assert span.kind == 3  # CLIENT
+    # metadata only: no answer text and no key fingerprint's key in any attribute
+    assert not row["text"] or row["text"] not in json.dumps(a)
+
+
 def test_values_equal_export_and_conventions(recorded: dict[str, Any]) -> None:
     live = _by_exchange(recorded["live"])
     traces: dict[str, set[str]] = {}
     for row in recorded["rows"]:
-        a = live[row["id"]].attributes
         span = live[row["id"]]
-        usage = row["usage"] or {}
-        assert a["gen_ai.operation.name"] == "chat"
-        assert a["gen_ai.provider.name"] == {"anthropic": "anthropic", "openai": "openai"}[row["provider"]]
-        assert a.get("gen_ai.request.model") == row["model_requested"]
-        assert a.get("gen_ai.response.model") == row["model"]
-        assert a.get("gen_ai.response.id") == row["response_id"]
-        assert a.get("gen_ai.response.finish_reasons") == (
-            [row["finish_reason_raw"] or row["finish_reason"]]
-            if row["finish_reason"] or row["finish_reason_raw"]
-            else None
-        )
-        assert a.get("gen_ai.usage.input_tokens") == usage.get("input_tokens")
-        assert a.get("gen_ai.usage.output_tokens") == usage.get("output_tokens")
-        assert a.get("gen_ai.usage.cache_read.input_tokens") == usage.get("cache_read_tokens")
-        assert a.get("gen_ai.usage.cache_creation.input_tokens") == usage.get("cache_write_tokens")
-        assert a["server.address"] == row["host"]
-        assert a["gen_ai.conversation.id"] == row["conversation_id"]
-        assert a["llmtap.team"] == row["team"]
-        assert a.get("llmtap.attribution") == row["attribution"]
-        assert a.get("http.response.status_code") == row["status"]
-        if row["cost_usd"] is None:
-            assert "llmtap.cost_usd" not in a
-        else:
-            assert Decimal(a["llmtap.cost_usd.exact"]) == row["cost_usd"]
-            assert a["llmtap.cost_usd"] == float(row["cost_usd"])
-        assert a.get("llmtap.tool_calls.statuses", []) == [c["status"] for c in row["tool_calls"]]
-        started = datetime.fromisoformat(row["started_at"])
-        assert span.start_ns == (started - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
-        assert span.status_code == (2 if (row["status"] or 0) >= 400 or row["error"] else 0)
+        check_against_export(span, row)
+        assert not any(key in json.dumps(span.attributes) for key in KEYS)
         traces.setdefault(row["conversation_id"], set()).add(span.trace_id)
-        # metadata only: no answer text and no key in any attribute
-        flat = json.dumps(a)
-        assert not any(key in flat for key in KEYS)
-        assert not row["text"] or row["text"] not in flat
     assert all(len(found) == 1 for found in traces.values())  # one trace per conversation
     assert len(traces) >= 5
     assert sum(1 for row in recorded["rows"] if row["cost_usd"] is not None) >= 20, "the traffic is priced"
