@@ -1,0 +1,70 @@
+"""What `llmtap report budgets` shows: each limit's spend in its current UTC period as the
+store says it now, the percentage of the limit, a forecast to the end of the period, the
+thresholds the spend has reached and those whose alert was sent.
+
+The forecast is linear on the elapsed part of the period: spent × period length ÷ time
+elapsed (early in a period it swings widely). Rows are dicts of plain values; money is
+an exact Decimal in dollars, `percent` a ratio (0.5 for 50 %).
+
+Not responsible for rendering (cli/report_budgets.py, analytics/render.py) or for
+counting spend as traffic flows (budgets.py).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Engine
+
+from llmtap.telemetry import budget_alerts, budget_spend
+from llmtap.telemetry.budget_config import Limit
+
+MICRO = Decimal("0.000001")  # forecasts to a millionth of a dollar, ratios to a ten-thousandth of a percent
+COLUMNS = (
+    "scope",
+    "name",
+    "period",
+    "period_start",
+    "period_end",
+    "limit_usd",
+    "spent_usd",
+    "percent",
+    "forecast_usd",
+    "crossed",
+    "alerted",
+)
+
+
+def forecast(spent: Decimal, start: datetime, end: datetime, now: datetime) -> Decimal:
+    """Spend at the period's end if it goes on at the rate so far (linear)."""
+    elapsed = Decimal(str((now - start).total_seconds()))
+    if elapsed <= 0:
+        return spent
+    return spent * Decimal(str((end - start).total_seconds())) / elapsed
+
+
+def rows(engine: Engine, limits: tuple[Limit, ...], now: datetime) -> list[dict[str, Any]]:
+    found = budget_spend.standings(limits, now)
+    out = []
+    for standing, spent in zip(found, budget_spend.read(engine, found), strict=True):
+        standing.spent_pico = spent
+        usd = standing.spent_usd
+        alerted = budget_alerts.fired(engine, standing.limit, standing.start)
+        out.append(
+            {
+                "scope": standing.limit.scope,
+                "name": standing.limit.name,
+                "period": standing.limit.period,
+                "period_start": standing.start,
+                "period_end": standing.end,
+                "limit_usd": standing.limit.usd,
+                "spent_usd": usd,
+                "percent": standing.ratio.quantize(MICRO),
+                "forecast_usd": forecast(usd, standing.start, standing.end, now).quantize(MICRO),
+                "crossed": ", ".join(f"{t}%" for t in standing.crossed()),
+                "alerted": ", ".join(f"{t}%" for t in sorted(alerted)),
+            }
+        )
+    return out
