@@ -247,7 +247,10 @@ def dimensions_for(report: Report, by: list[str] | None) -> list[str]:
     return chosen
 
 
-def build(report: Report, by: list[str], tz: str = "UTC") -> str:
+def build(report: Report, by: list[str], tz: str = "UTC", extra: dict[str, str] | None = None) -> str:
+    """`extra`: grouping columns (name: SQL expression, never user text) after `by`, for a
+    caller that splits each group further (report whatif: by another model's tier)."""
+    by = [*by, *(extra or {})]
     names = [_ident(name) for name in by]
     positions = [str(i + 1) for i in range(len(by))]
     known = dict(DIMENSIONS)
@@ -255,6 +258,7 @@ def build(report: Report, by: list[str], tz: str = "UTC") -> str:
         quoted = "'" + zone(tz).key.replace("'", "''") + "'"
         known["day"] = _DAY_IN_ZONE.format(zone=quoted)
         known["hour"] = _HOUR_IN_ZONE.format(zone=quoted)
+    known.update(extra or {})
     text = Template(sql(report.name)).safe_substitute(
         dims="".join(f"{known[name]} AS {_ident(name)},\n    " for name in by),
         names="".join(f"{n},\n    " for n in names),

@@ -32,7 +32,6 @@ from copy import copy
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from string import Template
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -44,7 +43,7 @@ from llmtap.analytics.pricing import PICO, Pricer, price_context_of
 if TYPE_CHECKING:
     from genai_prices import types
 
-REPORT = reports.Report("whatif", (), needs=("cache_misses",))
+REPORT = reports.Report("whatif", ())
 COLUMNS = (
     "requests",
     "input_tokens",
@@ -231,83 +230,100 @@ def run(
     connection: duckdb.DuckDBPyConnection | None = None,
     tz: str = "UTC",
 ) -> reports.Table:
-    """The recorded traffic per `--by` group (default: one row) at M's prices."""
+    """The recorded traffic per `--by` group (default: one row) at M's prices: two passes,
+    the exchanges (`whatif.sql`) and their cache misses (`cache.sql`), each split by M's
+    tier bucket and the served tier."""
     dims = reports.dimensions_for(REPORT, by)
-    text = reports.build(REPORT, dims, tz)
-    bucket = " + ".join(f"CAST(e.usage_input_tokens > $start_{i} AS INTEGER)" for i in range(len(whatif.starts)))
-    query = Template(text).safe_substitute(bucket=bucket or "0")
+    # a bucket: how many of M's tier starts the input exceeds (the starts are bound values)
+    bucket = " + ".join(f"CAST(usage_input_tokens > $start_{i} AS INTEGER)" for i in range(len(whatif.starts)))
+    split = {"served_tier": "coalesce(service_tier, '')", "bucket": f"({bucket or '0'})"}
     params: dict[str, Any] = {**reports._bounds(since, until)}
     params.update({f"start_{i}": start for i, start in enumerate(whatif.starts)})
+    exchanges = reports.build(REPORT, dims, tz, {**split, "priced": "coalesce(price_status = 'priced', false)"})
+    misses = reports.build(_CACHE, dims, tz, split)
     own = connection is None
     connection = connection or connect(url)
     try:
-        result = connection.execute(query, params)
-        names = [d[0] for d in result.description]
-        parts = [dict(zip(names, values, strict=True)) for values in result.fetchall()]
+        parts = _fetch(connection, exchanges, params)
+        missed = _fetch(connection, misses, params)
     finally:
         if own:
             connection.close()
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     for part in parts:
         key = tuple(part[d] for d in dims)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = _empty(dims, key)
-        _add(group, part, whatif)
+        if key not in groups:
+            groups[key] = _empty(dims, key)
+        _add(groups[key], part, whatif)
+    for part in missed:
+        if part["misses"]:  # a group with misses has exchanges too
+            _add_misses(groups[tuple(part[d] for d in dims)], part, whatif)
     rows = [_finish(groups[key], whatif) for key in sorted(groups, key=lambda k: tuple(str(v) for v in k))]
     return reports.Table([*dims, *COLUMNS], rows, dims)
 
 
+_CACHE = reports.REPORTS["cache"]
+
+
+def _fetch(connection: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    used = {name: value for name, value in params.items() if f"${name}" in query}
+    result = connection.execute(query, used)
+    names = [d[0] for d in result.description]
+    return [dict(zip(names, values, strict=True)) for values in result.fetchall()]
+
+
+_COUNTS = ("requests", "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "unpriced")
+
+
 def _empty(dims: list[str], key: tuple[Any, ...]) -> dict[str, Any]:
     group: dict[str, Any] = dict(zip(dims, key, strict=True))
-    counts = ("requests", "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
-    group.update(dict.fromkeys((*counts, "misses", "missed_tokens", "unpriced", "usage_missing"), 0))
+    group.update(dict.fromkeys((*_COUNTS, "usage_missing", "misses", "missed_tokens"), 0))
     group.update(cost=None, whatif=None, whatif_priced=Decimal(0), miss_cost=None, whatif_miss=Decimal(0))
-    group["misses_unpriced"] = 0
     return group
 
 
 def _add(group: dict[str, Any], part: dict[str, Any], whatif: Target) -> None:
-    for name in ("requests", "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens"):
-        group[name] += part[name]
-    for name in ("misses", "missed_tokens", "unpriced", "usage_missing", "misses_unpriced"):
+    for name in (*_COUNTS, "usage_missing"):
         group[name] += part[name]
     if part["cost_usd"] is not None:
         group["cost"] = (group["cost"] or 0) + int(part["cost_usd"])
-    if part["miss_cost_usd"] is not None:
-        group["miss_cost"] = (group["miss_cost"] or 0) + int(part["miss_cost_usd"])
     with_usage = part["requests"] - part["usage_missing"]
     if part["bucket"] is None or not with_usage:
         return
-    priced = whatif.bucket(part["served_tier"], int(part["bucket"]))
     leaves = {n: int(part[f"{n}_leaf"]) for n in ("uncached", "read", "write", "output", "reasoning")}
-    cost = priced.cost(with_usage, leaves)
+    cost = whatif.bucket(part["served_tier"], int(part["bucket"])).cost(with_usage, leaves)
     group["whatif"] = (group["whatif"] or Decimal(0)) + cost
     if part["priced"]:
         group["whatif_priced"] += cost
-    group["whatif_miss"] += int(part["missed_tokens"]) * priced.miss_rate
+
+
+def _add_misses(group: dict[str, Any], part: dict[str, Any], whatif: Target) -> None:
+    group["misses"] += part["misses"]
+    group["missed_tokens"] += part["missed_tokens"]
+    if part["extra_cost_usd"] is not None:  # pico-dollars; None: none of these misses has a price
+        group["miss_cost"] = (group["miss_cost"] or 0) + int(part["extra_cost_usd"])
+    group["whatif_miss"] += (
+        int(part["missed_tokens"]) * whatif.bucket(part["served_tier"], int(part["bucket"])).miss_rate
+    )
 
 
 def _finish(group: dict[str, Any], whatif: Target) -> dict[str, Any]:
     actual = None if group["cost"] is None else Decimal(group["cost"]) / PICO
-    row = {k: v for k, v in group.items() if k not in _WORK}
+    row = dict(group)
     row["cost_usd"] = actual
-    row["whatif_cost_usd"] = group["whatif"]
-    row["difference_usd"] = None if actual is None else group["whatif_priced"] - actual
+    row["whatif_cost_usd"] = None if group["whatif"] is None else group["whatif"].normalize()
+    row["difference_usd"] = None if actual is None else (group["whatif_priced"] - actual).normalize()
     row["ratio"] = (group["whatif_priced"] / actual).quantize(_RATIO_PLACES) if actual else None
     # cache.sql's rule: 0 without misses, unknown (None) when none of the misses has a price
     if group["misses"] == 0:
         row["miss_cost_usd"] = Decimal(0)
     else:
         row["miss_cost_usd"] = None if group["miss_cost"] is None else Decimal(group["miss_cost"]) / PICO
-    row["whatif_miss_cost_usd"] = group["whatif_miss"]
+    row["whatif_miss_cost_usd"] = group["whatif_miss"].normalize()
     row["whatif_model"] = whatif.label
     row["whatif_prices"] = whatif.prices
-    return {name: row[name] for name in [*_dims(group), *COLUMNS]}
+    dims = [name for name in group if name not in _WORK and name not in COLUMNS]
+    return {name: row[name] for name in [*dims, *COLUMNS]}
 
 
-_WORK = ("cost", "whatif", "whatif_priced", "miss_cost", "whatif_miss", "misses_unpriced")
-
-
-def _dims(group: dict[str, Any]) -> list[str]:
-    return [k for k in group if k not in COLUMNS and k not in _WORK]
+_WORK = ("cost", "whatif", "whatif_priced", "miss_cost", "whatif_miss")
