@@ -10,6 +10,10 @@ its own so the load client does not share its GIL) and these targets in front of
     mitmdump+st   the same with `--set stream_large_bodies=1`: streams every body, as the tee does
     addon         `mitmdump -q -s cli/mitmdump_script.py --set llmtap_db=sqlite:///…` recording to SQLite
     llmtap proxy  `llmtap proxy --reverse anthropic=PORT` recording to SQLite
+  with --telemetry (issue 16), the same proxy twice more:
+    proxy+metrics `--metrics 127.0.0.1:PORT`, scraped every second while it runs
+    proxy+m+otlp  that and `--otlp-endpoint` to a local sink that takes OTLP/HTTP posts and
+                  discards them (the sink and the scraper share a process of their own)
 
 Workloads, each with a raw asyncio HTTP/1.1 client over keep-alive connections, and
 Anthropic Messages traffic so the addon records every request:
@@ -21,7 +25,8 @@ Targets run interleaved, round by round; each figure is the median over rounds. 
 are against bare mitmdump (and the streaming one for streams: bare mitmdump buffers SSE).
 Goal: the addon within 10% of bare mitmdump on p50 and on requests/s, and under 0.5 ms
 added per stream chunk. At the end the recording targets are stopped (SIGINT/SIGTERM)
-and their rows counted: every request must be in the store.
+and their rows counted: every request must be in the store (and, with metrics on, in
+`llmtap_requests_total`, scraped once more just before the stop).
 
 Not a timed test: it prints numbers and ratios, and exits 0 either way.
 """
@@ -42,7 +47,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,6 +160,84 @@ class UpstreamProcess:
         self.proc.join(5)
 
 
+# -- the OTLP sink and the metrics scraper, in a process of their own ------------------------
+
+SCRAPE_EVERY = 1.0  # seconds; Prometheus' default is 15 s, so this is 15 times the usual load
+
+
+def _sink_child(conn: Any) -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    counts = {"posts": 0, "scrapes": 0, "failed": 0, "slowest_ms": 0.0}
+
+    class Discard(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server's name
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(200)
+            self.send_header("content-type", "application/x-protobuf")
+            self.send_header("content-length", "0")
+            self.end_headers()
+            counts["posts"] += 1
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Discard)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    conn.send(server.server_address[1])
+    urls: list[str] = conn.recv()
+
+    def scrape() -> None:
+        while True:
+            time.sleep(SCRAPE_EVERY)
+            for url in urls:
+                began = time.perf_counter()
+                try:
+                    with urllib.request.urlopen(url, timeout=5) as response:
+                        response.read()
+                    counts["scrapes"] += 1
+                except OSError:
+                    counts["failed"] += 1
+                counts["slowest_ms"] = max(counts["slowest_ms"], (time.perf_counter() - began) * 1000)
+
+    threading.Thread(target=scrape, daemon=True).start()
+    while conn.recv() != "stop":
+        conn.send(dict(counts))
+
+
+class SinkProcess:
+    """`port`: where OTLP/HTTP posts go; `scrape(urls)` starts scraping those every second."""
+
+    def __enter__(self) -> SinkProcess:
+        context = multiprocessing.get_context("spawn")
+        self.conn, child = context.Pipe()
+        self.proc = context.Process(target=_sink_child, args=(child,), daemon=True)
+        self.proc.start()
+        self.port: int = self.conn.recv()
+        return self
+
+    def scrape(self, urls: list[str]) -> None:
+        self.conn.send(urls)
+
+    def counts(self) -> dict[str, float]:
+        self.conn.send("counts")
+        return dict(self.conn.recv())
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.send("stop")
+        self.proc.join(5)
+
+
+def requests_counted(port: int) -> float:
+    """`llmtap_requests_total` summed over its labels, as the endpoint says it now."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    families = text_string_to_metric_families(text)
+    return sum(s.value for f in families if f.name == "llmtap_requests" for s in f.samples)
+
+
 # -- targets ---------------------------------------------------------------------------------
 
 
@@ -172,6 +257,7 @@ class Target:
     stop_signal: int = signal.SIGINT
     proc: subprocess.Popen[bytes] | None = None
     log: Path | None = None
+    metrics_port: int | None = None  # `--metrics` on: where /metrics answers
 
     def start(self) -> None:
         if self.argv is None:
@@ -251,7 +337,7 @@ def _threads_cpu(pid: int) -> tuple[float, float]:
     return main, other
 
 
-def targets(upstream_port: int, tmp: Path, compare: Path | None = None) -> list[Target]:
+def targets(upstream_port: int, tmp: Path, compare: Path | None = None, sink: int | None = None) -> list[Target]:
     up = f"http://127.0.0.1:{upstream_port}"
     mitmdump = str(BIN / "mitmdump")
     confdir = f"confdir={tmp / 'mitmproxy'}"
@@ -281,8 +367,24 @@ def targets(upstream_port: int, tmp: Path, compare: Path | None = None) -> list[
         str(BIN / "llmtap"), "proxy", "--quiet", "--no-regular", "--reverse", f"anthropic={port}",
         "--upstream", f"anthropic={up}", "--db", f"sqlite:///{db}", "--confdir", str(tmp / "mitmproxy"),
     ], env={"LLMTAP_HOME": str(tmp / "home-proxy")}, db=db, stop_signal=signal.SIGTERM))  # fmt: skip
+    if sink is not None:
+        out += _telemetry_targets(up, tmp, sink)
     for target in out:
         target.log = tmp / f"{target.name.replace(' ', '-')}.log"
+    return out
+
+
+def _telemetry_targets(up: str, tmp: Path, sink: int) -> list[Target]:
+    out = []
+    otlp = ["--otlp-endpoint", f"http://127.0.0.1:{sink}/v1/traces"]
+    for name, extra in (("proxy+metrics", []), ("proxy+m+otlp", otlp)):
+        port, metrics, db = free_port(), free_port(), tmp / f"{name}.db"
+        home = tmp / f"home-{name}"
+        out.append(Target(name, port, [
+            str(BIN / "llmtap"), "proxy", "--quiet", "--no-regular", "--reverse", f"anthropic={port}",
+            "--upstream", f"anthropic={up}", "--db", f"sqlite:///{db}", "--confdir", str(tmp / "mitmproxy"),
+            "--metrics", f"127.0.0.1:{metrics}", *extra,
+        ], env={"LLMTAP_HOME": str(home)}, db=db, stop_signal=signal.SIGTERM, metrics_port=metrics))  # fmt: skip
     return out
 
 
@@ -432,7 +534,7 @@ def report(results: dict[str, list[dict[str, float]]]) -> None:
     if not base or not direct:
         return
     print("\nagainst bare mitmdump (p50 and req/s) and per stream chunk against direct / streaming mitmdump:")
-    for name in ("addon@compare", "addon", "llmtap proxy"):
+    for name in ("addon@compare", "addon", "llmtap proxy", "proxy+metrics", "proxy+m+otlp"):
         if name not in med:
             continue
         m = med[name]
@@ -453,6 +555,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="rounds over all targets (default 3, quick 1)")
     parser.add_argument("--only", help="comma-separated target names")
     parser.add_argument(
+        "--telemetry",
+        action="store_true",
+        help="also run the proxy with --metrics (scraped every second), and with --metrics and --otlp-endpoint",
+    )
+    parser.add_argument(
         "--compare",
         type=Path,
         metavar="DIR",
@@ -469,18 +576,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{os.cpu_count()} CPUs; {sizes.c1} requests at c=1, {sizes.c16} at c=16, {sizes.streams} streams of"
           f" {EVENTS} events {EVENT_GAP * 1000:.0f} ms apart; {sizes.rounds} round(s); logs in {tmp}")  # fmt: skip
     results: dict[str, list[dict[str, float]]] = {}
-    with UpstreamProcess() as upstream:
-        chosen = targets(upstream.port, tmp, args.compare)
+    with UpstreamProcess() as upstream, SinkProcess() as sink:
+        chosen = targets(upstream.port, tmp, args.compare, sink.port if args.telemetry else None)
         if args.only:
             names = {n.strip() for n in args.only.split(",")} | {"direct", "mitmdump"}
             chosen = [t for t in chosen if t.name in names]
+        counted: dict[str, float] = {}
         try:
             for target in chosen:
                 target.start()
+            sink.scrape([f"http://127.0.0.1:{t.metrics_port}/metrics" for t in chosen if t.metrics_port])
             for number in range(sizes.rounds):
                 for target in chosen:
                     results.setdefault(target.name, []).append(run_round(target, sizes, upstream))
                 print(f"round {number + 1} done", flush=True)
+            time.sleep(1.0)  # the writers' last batches
+            counted = {t.name: requests_counted(t.metrics_port) for t in chosen if t.metrics_port}
         finally:
             codes = {t.name: t.stop() for t in chosen}
         report(results)
@@ -488,9 +599,15 @@ def main(argv: list[str] | None = None) -> int:
         for target in chosen:
             rows = target.rows()
             if rows is not None:
+                metric = f", {counted[target.name]:.0f} in llmtap_requests_total" if target.name in counted else ""
                 print(
                     f"  {target.name}: exit {codes[target.name]}, {rows} rows stored of {sent * sizes.rounds} requests"
+                    + metric
                 )
+        if args.telemetry:
+            c = sink.counts()
+            print(f"  scrapes: {c['scrapes']:.0f} ({c['failed']:.0f} failed, slowest {c['slowest_ms']:.1f} ms);"
+                  f" OTLP posts taken by the sink: {c['posts']:.0f}")  # fmt: skip
     return 0
 
 
