@@ -114,10 +114,10 @@ def _otlp(engine: Any, duck: Any, rows: Iterable[dict[str, Any]], options: Any, 
     from llmtap.telemetry.otlp_backfill import cache_verdicts, send_history
 
     stats = send_history(engine, rows, cache_verdicts(duck, since, until), options)
-    print(f"llmtap export: {stats.sent} spans sent to {options.endpoint}", file=sys.stderr)
+    print(f"llmtap export: {stats.sent} spans sent to {options.shown}", file=sys.stderr)
     if stats.given_up or stats.dropped:
         print(
-            f"llmtap export: {options.endpoint} did not take spans for {options.hold_s:g} s; "
+            f"llmtap export: {options.shown} did not take spans for {options.hold_s:g} s; "
             "stopped (send the rest again: a span sent twice has the same ids)",
             file=sys.stderr,
         )

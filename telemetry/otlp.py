@@ -89,7 +89,8 @@ def endpoint_url(text: str) -> str:
     except ValueError:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--otlp-endpoint wants an http:// or https:// URL, not {text!r}")
+        shown = text if "@" not in text else "a URL with credentials"  # a password is never printed
+        raise ValueError(f"--otlp-endpoint wants an http:// or https:// URL, not {shown!r}")
     path = parts.path if parts.path not in ("", "/") else "/v1/traces"
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
@@ -102,7 +103,7 @@ def headers_from(given: Any) -> tuple[tuple[str, str], ...]:
         for text in given:
             name, sep, value = str(text).partition("=")
             if not sep or not name.strip():
-                raise ValueError(f"a header wants NAME=VALUE (got one named {name.strip()!r})")
+                raise ValueError("--header wants NAME=VALUE (a value is never printed)")
             pairs.append((name, value))
     out = []
     for name, value in pairs:

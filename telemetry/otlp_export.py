@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http import Compression
@@ -54,6 +55,13 @@ class ExportOptions:
     batch_size: int = 512
     delay_ms: int = 1000  # the processor's wait before it sends what it has
     service_name: str = "llmtap"
+
+    @property
+    def shown(self) -> str:
+        """The endpoint as logs print it: no user, password or query (they may hold a token)."""
+        parts = urlsplit(self.endpoint)
+        place = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+        return urlunsplit((parts.scheme, place, parts.path, "", ""))
 
 
 @dataclass
@@ -178,7 +186,7 @@ class _Patient(SpanExporter):
             log.warning(
                 "llmtap otlp: %d spans sent to %s, %d dropped while it was away, %d not sent",
                 self.stats.sent,
-                self.options.endpoint,
+                self.options.shown,
                 self.stats.dropped,
                 self.stats.given_up,
             )
@@ -194,7 +202,7 @@ class _Patient(SpanExporter):
         self.stats.outages += 1
         log.warning(
             "llmtap otlp: %s does not take spans; retrying, holding up to %d spans in memory",
-            self.options.endpoint,
+            self.options.shown,
             self.options.max_queue,
         )
 
@@ -209,7 +217,7 @@ class _Patient(SpanExporter):
         self.stats.sent_after_outage = count
         log.warning(
             "llmtap otlp: %s takes spans again after %.0f s; %d dropped while it was away",
-            self.options.endpoint,
+            self.options.shown,
             away,
             self.stats.dropped - self._dropped_before,
         )

@@ -1,0 +1,232 @@
+"""The small rules of the span export: settings and their one-line errors (flags and
+`[otlp]`, through the real CLI), the provider and operation names of the GenAI
+conventions, deterministic ids, the live conversation's gap rule and bounded memory, and
+`export --format otlp` against an endpoint that never answers (exit 1, one line, no
+traceback, no header value printed).
+
+Not responsible for spans on the wire (test_otlp_export.py) or their values against
+export's (test_otlp_history.py).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llmtap.telemetry.otlp import headers_from, settings_from
+from llmtap.telemetry.otlp_lines import Lines, minimum_cacheable
+from llmtap.telemetry.otlp_spans import ids_for, provider_name, trace_key
+from tests.helpers import free_port, llmtap
+
+
+@pytest.mark.parametrize(
+    ("flag", "section", "endpoint"),
+    [
+        ("http://127.0.0.1:4318", None, "http://127.0.0.1:4318/v1/traces"),
+        ("https://collector.example:4318/", None, "https://collector.example:4318/v1/traces"),
+        ("http://c:4318/custom/traces", None, "http://c:4318/custom/traces"),
+        (None, {"endpoint": "http://c:4318"}, "http://c:4318/v1/traces"),
+        ("http://flag:1", {"endpoint": "http://table:2"}, "http://flag:1/v1/traces"),  # the flag wins
+    ],
+)
+def test_endpoints(flag: str | None, section: Any, endpoint: str) -> None:
+    found = settings_from(flag, section)
+    assert found is not None and found.endpoint == found.options.endpoint == endpoint
+
+
+@pytest.mark.parametrize(
+    ("flag", "section", "message"),
+    [
+        ("ftp://c:4318", None, "http:// or https://"),
+        ("c:4318", None, "http:// or https://"),
+        ("http://c:99999", None, "http:// or https://"),
+        (None, {}, "needs endpoint"),
+        (None, "http://c", "must be a table"),
+        (None, {"endpoint": "http://c", "max_queue": 0}, "max_queue must be above 0"),
+        (None, {"endpoint": "http://c", "max_queue": True}, "wrong type"),
+        (None, {"endpoint": "http://c", "compression": "zstd"}, "gzip or none"),
+        (None, {"endpoint": "http://c", "headers": {"authorization": 5}}, "needs a text value"),
+        (None, {"endpoint": "http://c", "endpoints": "x"}, "no setting 'endpoints'"),
+    ],
+)
+def test_bad_settings_are_one_line_value_errors(flag: str | None, section: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as raised:
+        settings_from(flag, section)
+    assert "\n" not in str(raised.value)
+
+
+def test_header_values_never_show() -> None:
+    found = settings_from(None, {"endpoint": "http://c", "headers": {"Authorization": "Bearer s3cr3t-token"}})
+    assert found is not None
+    assert found.options.headers == (("authorization", "Bearer s3cr3t-token"),)
+    assert "s3cr3t" not in repr(found)
+    assert headers_from(["x-team=a=b"]) == (("x-team", "a=b"),)
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        headers_from(["no-value-s3cr3t"])
+
+
+@pytest.mark.parametrize(
+    ("provider", "host", "path", "name"),
+    [
+        ("anthropic", "api.anthropic.com", "/v1/messages", "anthropic"),
+        ("openai", "api.openai.com", "/v1/responses", "openai"),
+        ("aws", "bedrock-runtime.us-east-1.amazonaws.com", "/model/x/converse", "aws.bedrock"),
+        ("azure", "r.openai.azure.com", "/openai/deployments/d/chat/completions", "azure.ai.openai"),
+        ("google", "generativelanguage.googleapis.com", "/v1beta/models/g:generateContent", "gcp.gemini"),
+        ("google", "us-central1-aiplatform.googleapis.com", "/v1/projects/p/locations/l", "gcp.vertex_ai"),
+        (
+            "google",
+            "127.0.0.1:9000",
+            "/v1/projects/p/locations/l/publishers/anthropic/models/c:rawPredict",
+            "gcp.vertex_ai",
+        ),
+        ("api.groq.com", "api.groq.com", "/openai/v1/chat/completions", "groq"),
+        ("llm.internal:8000", "llm.internal:8000", "/v1/chat/completions", "llm.internal:8000"),
+        (None, None, None, None),
+    ],
+)
+def test_provider_names_follow_the_conventions(
+    provider: str | None, host: str | None, path: str | None, name: str | None
+) -> None:
+    assert provider_name(provider, host, path) == name
+
+
+def test_ids_are_deterministic_and_per_conversation() -> None:
+    assert ids_for("first:a", "x") == ids_for("first:a", "x")
+    assert ids_for("first:a", "x")[0] == ids_for("first:a", "y")[0]
+    assert ids_for("first:a", "x")[1] != ids_for("first:a", "y")[1]
+    assert ids_for("first:a", "x")[0] != ids_for("first:b", "x")[0]
+    trace, span = ids_for("first:a", "x")
+    assert 0 < trace < 2**128 and 0 < span < 2**64
+    # a session's exchanges share the thread's digits whatever their prefix letter
+    assert trace_key("sABC", "first-id", "x") == trace_key("cABC", None, "y") == "thread:ABC"
+    assert trace_key(None, "first-id", "x") == "first:first-id"
+    assert trace_key(None, None, "x") == "first:x"
+
+
+START = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
+
+
+def row(n: int, at: timedelta, **changes: Any) -> dict[str, Any]:
+    base = {
+        "id": f"ex{n:03d}",
+        "started_at": START + at,
+        "ended_at": START + at + timedelta(seconds=2),
+        "thread_key": None,
+        "first_message_hash": "m1",
+        "key_fingerprint": "k1",
+        "team": "t",
+        "model": "claude-sonnet-4-5",
+        "protocol": "anthropic.messages",
+        "status": 200,
+        "usage_input_tokens": 5000,
+        "usage_cache_read_input_tokens": 4000,
+        "tools_hash": "t1",
+        "system_hash": "s1",
+        "message_hashes": ["m1"],
+        "request_cache_breakpoints": 1,
+        "request_cache_ttl": None,
+    }
+    return base | changes
+
+
+def test_a_line_continues_within_an_hour_and_starts_again_after() -> None:
+    lines = Lines()
+    assert lines.conversation(row(1, timedelta(0))) == "ex001"
+    assert lines.conversation(row(2, timedelta(minutes=50))) == "ex001"
+    assert lines.conversation(row(3, timedelta(minutes=50 + 61))) == "ex003"  # over an hour after ex002 ended
+    assert lines.conversation(row(4, timedelta(minutes=112), model="other")) == "ex004"  # another model: another line
+    assert lines.conversation(row(5, timedelta(minutes=113), first_message_hash=None)) == "ex005"  # its own
+    # a session: any gap
+    assert lines.conversation(row(6, timedelta(0), thread_key="sS1")) == "ex006"
+    assert lines.conversation(row(7, timedelta(days=2), thread_key="cS1")) == "ex006"
+
+
+def test_cache_verdicts_follow_the_report_rules() -> None:
+    lines = Lines()
+    s = timedelta(seconds=1)
+    edited: dict[str, Any] = {"usage_cache_read_input_tokens": 0, "message_hashes": ["m1", "xx"]}
+    changed = {"tools_hash": "t2", "system_hash": "s2"}
+    haiku: dict[str, Any] = {"model": "claude-3-haiku-20240307", "usage_cache_read_input_tokens": 0}
+    steps = [
+        (row(1, 0 * s, usage_cache_read_input_tokens=0), {"verdict": "no cache read"}),  # a line's first
+        (row(2, 30 * s), {"verdict": "hit"}),
+        # 100 of the previous 5,000 is under 5%: a miss; the messages only grew
+        (row(3, 60 * s, usage_cache_read_input_tokens=100, message_hashes=["m1", "zz"]), ("miss", "unexplained")),
+        (row(4, 90 * s, **edited), ("miss", "message_edited")),
+        (row(5, 900 * s, **edited), ("miss", "ttl_expired")),
+        (row(6, 910 * s, **edited, tools_hash="t2"), ("miss", "tools_changed")),
+        (row(7, 920 * s, **edited, **changed), ("miss", "system_changed")),
+        (row(8, 930 * s, **edited, **changed, request_cache_breakpoints=0), ("miss", "no_breakpoint")),
+        (row(9, 940 * s, status=429, usage_cache_read_input_tokens=0), {"verdict": "no cache read"}),  # off the line
+        (row(10, 950 * s, **(edited | {"usage_cache_read_input_tokens": None})), {"verdict": "no cache read"}),
+        (row(11, 960 * s, usage_input_tokens=None, usage_cache_read_input_tokens=None), {"verdict": "unknown"}),
+        (row(12, 0 * s, **haiku, usage_input_tokens=1500), {"verdict": "no cache read"}),
+        (row(13, 30 * s, **haiku), ("not_cacheable", "below_minimum")),  # 1,500 is under haiku-3's 2,048
+    ]  # fmt: skip
+    for given, expected in steps:
+        if isinstance(expected, tuple):
+            expected = {"verdict": expected[0], "cause": expected[1]}
+        assert lines.cache(given) == expected, given["id"]
+    assert minimum_cacheable("claude-opus-4-5") == 4096 and minimum_cacheable("gemini-2.5-pro") == 4096
+    assert minimum_cacheable("gpt-4.1") == 1024 and minimum_cacheable(None) == 0
+
+
+def test_memory_is_bounded() -> None:
+    lines = Lines(size=100)
+    for n in range(1000):
+        lines.conversation(row(n, timedelta(seconds=n), first_message_hash=f"m{n}"))
+        lines.cache(row(n, timedelta(seconds=n), first_message_hash=f"m{n}"))
+    assert len(lines._conversations) == len(lines._cache) == 100
+    # the oldest line was forgotten: it starts afresh (a limit the module's docstring states)
+    assert lines.conversation(row(1001, timedelta(seconds=1001), first_message_hash="m0")) == "ex1001"
+
+
+def test_cli_errors_are_one_line(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    for args, message in [
+        (("proxy", "--otlp-endpoint", "ftp://c:4318", "--db", db), "http:// or https://"),
+        (("export", "--format", "otlp", "--db", db), "needs --endpoint"),
+        (("export", "--endpoint", "http://c:4318", "--db", db), "go with --format otlp"),
+        (
+            ("export", "--format", "otlp", "--endpoint", "http://c", "-o", str(tmp_path / "x"), "--db", db),
+            "no --output",
+        ),
+        (("export", "--format", "otlp", "--endpoint", "http://c", "--header", "s3cr3t", "--db", db), "NAME=VALUE"),
+    ]:
+        result = llmtap(*args, process=args[0] == "proxy")  # mitmproxy's imports warn in-process
+        assert result.code == 2, (args, result.err)
+        assert message in result.err and result.err.count("\n") == 1, result.err
+        assert "s3cr3t" not in result.err
+
+
+def test_export_to_an_endpoint_that_never_answers_stops_with_exit_1(tmp_path: Path) -> None:
+    from llmtap.storage.engine import make_engine
+    from llmtap.storage.ingest import to_record
+    from llmtap.storage.migrate import ensure_current
+    from llmtap.storage.secrets import KeyFingerprinter
+    from llmtap.storage.writer import Writer
+    from tests.telemetry.test_otlp_history import traffic
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = make_engine(url)
+    ensure_current(engine)
+    writer = Writer(engine, spool_dir=tmp_path / "spool")
+    fingerprinter = KeyFingerprinter.from_file(tmp_path / "home" / "fingerprint.secret")
+    for exchange in traffic()[:5]:
+        writer.submit(to_record(exchange, fingerprinter=fingerprinter))
+    assert writer.close()
+    engine.dispose()
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[otlp]\nhold_seconds = 1\ntimeout_seconds = 0.5\nheaders = { authorization = "Bearer s3cr3t" }\n'
+    )
+    nobody = f"http://127.0.0.1:{free_port()}/v1/traces"
+    env = {"LLMTAP_HOME": str(tmp_path / "home")}
+    result = llmtap("export", "--format", "otlp", "--endpoint", nobody, "--config", str(config), "--db", url, env=env)
+    assert result.code == 1, result.err
+    assert "0 spans sent" in result.err and "did not take spans for 1 s" in result.err
+    assert "s3cr3t" not in result.err and "Traceback" not in result.err
