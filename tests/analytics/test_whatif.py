@@ -201,6 +201,8 @@ def test_table_and_csv(store):
         (("--model", "claude-sonet-4-5"), "close: claude-sonnet-4-5"),
         (("--model", "gpt-4o", "--provider", "opnai"), "not a genai-prices provider (close: openai)"),
         (("--model", "nope-not-a-model"), "--model 'nope-not-a-model' has no price"),
+        (("--model", "gpt-4o-mnii"), "(close: gpt-4o-mini"),
+        (("--model", "claude-sonnet-4-5", "--provider", "openai"), "has no price at openai"),
         ((), "needs --model"),
         (("--model", "gpt-4o", "--list"), "has no --list"),
         (("--model", "gpt-4o", "--by", "colour"), "--by 'colour'"),
