@@ -19,6 +19,7 @@ Not responsible for what the reports compute (see `reports.py` and `sql/`).
 
 from __future__ import annotations
 
+import os
 import pathlib
 from typing import Any
 
@@ -27,12 +28,14 @@ import duckdb_extension_postgres_scanner
 import duckdb_extension_sqlite_scanner
 from sqlalchemy.engine import make_url
 
+from llmtap.analytics import facts_cache
 from llmtap.storage.errors import StoreError
 
 _BOOLEANS = ("streamed", "complete", "text_truncated", "request_stream", "valid_json", "warmup")
 # The view over each table reads its narrow copy, kept by triggers (storage/facts.py); the
 # callers (the CLI's commands) bring the store to the current revision before connecting.
 _SOURCES = {"exchanges": "exchange_facts", "tool_calls": "tool_call_facts"}
+_KEYS = {"exchanges": ("id",), "tool_calls": ("exchange_id", "position")}
 
 
 def extension_path(package: Any, name: str) -> str:
@@ -43,9 +46,12 @@ def extension_path(package: Any, name: str) -> str:
     return str(path)
 
 
-def connect(url: str, *, snapshot: bool = False) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with the store attached read-only as `store`, and views (or,
-    with `snapshot`, tables of the columns reports read, copied once)."""
+def connect(url: str, *, snapshot: bool = False, cached: bool = True, build: bool = False) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with the store attached read-only as `store`, and views over
+    its facts: on a SQLite store, over the columnar copy kept beside it (facts_cache.py;
+    `cached=False`: never; `build`: make it now if it must be made again, however
+    large); else over the store itself (with `snapshot`, over tables of the columns
+    reports read, copied once)."""
     connection = duckdb.connect(
         config={
             "autoinstall_known_extensions": False,
@@ -68,10 +74,33 @@ def connect(url: str, *, snapshot: bool = False) -> duckdb.DuckDBPyConnection:
         connection.execute(f"LOAD '{extension_path(duckdb_extension_postgres_scanner, 'postgres_scanner')}'")
         connection.execute(f"ATTACH {_literal(_libpq(parsed))} AS store (TYPE postgres, READ_ONLY)")
         kind = "postgres"
-    _views(connection, kind)
+    selects = _selects(connection, kind)
+    cached = cached and os.environ.get("LLMTAP_FACTS_COPY", "1") != "0"  # 0: never keep a copy
+    if (
+        kind == "sqlite"
+        and cached
+        and facts_cache.attach(connection, str(parsed.database), _cache_sources(selects), build=build)
+    ):
+        for table in _SOURCES:  # the copy is native already: no snapshot to take
+            connection.execute(f"CREATE TEMP VIEW {table} AS SELECT * EXCLUDE (revision) FROM facts.{table}")
+        return connection
+    for table, source in _SOURCES.items():
+        connection.execute(f"CREATE TEMP VIEW {table} AS SELECT {selects[table]} FROM store.{source}")
     if snapshot:
         _snapshot(connection)
     return connection
+
+
+def refresh(connection: duckdb.DuckDBPyConnection) -> None:
+    """After this connection's own process changed the store (`report` pricing what was
+    stored unpriced): bring the facts copy, when the connection reads one, up to date."""
+    attached = {row[0] for row in connection.execute("SELECT database_name FROM duckdb_databases()").fetchall()}
+    if "facts" in attached:
+        facts_cache.refresh(connection, _cache_sources(_selects(connection, "sqlite")))
+
+
+def _cache_sources(selects: dict[str, str]) -> list[facts_cache.Source]:
+    return [facts_cache.Source(source, table, _KEYS[table], selects[table]) for table, source in _SOURCES.items()]
 
 
 def _literal(text: str) -> str:
@@ -93,13 +122,15 @@ def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _views(connection: duckdb.DuckDBPyConnection, kind: str) -> None:
+def _selects(connection: duckdb.DuckDBPyConnection, kind: str) -> dict[str, str]:
+    """Each view's select list: the store's columns with the types reports expect."""
+    selects = {}
     for table, source in _SOURCES.items():
         # The column types as the scanner sees them (information_schema is slow to ask).
         found = connection.execute(f"SELECT * FROM store.{source} LIMIT 0").description
-        columns = [(d[0], str(d[1])) for d in found]
-        select = ", ".join(_column(name, data_type, kind) for name, data_type in columns)
-        connection.execute(f"CREATE TEMP VIEW {table} AS SELECT {select} FROM store.{source}")
+        columns = [(d[0], str(d[1])) for d in found if d[0] != "revision"]
+        selects[table] = ", ".join(_column(name, data_type, kind) for name, data_type in columns)
+    return selects
 
 
 def _column(name: str, data_type: str, kind: str) -> str:

@@ -55,8 +55,13 @@ def catch_up(engine: Any, pricer: Any, duck: Any = None) -> int:
 
     if duck is None:
         return reprice(engine, pricer)
+    from llmtap.analytics.duck import refresh
+
     ids = stale_ids(duck, pricer)
-    return reprice(engine, pricer, ids=ids) if ids else 0
+    count = reprice(engine, pricer, ids=ids) if ids else 0
+    if count:
+        refresh(duck)  # a facts copy it reads must show the prices just written
+    return count
 
 
 def run_reprice(args: argparse.Namespace) -> int:

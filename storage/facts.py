@@ -19,21 +19,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def create_statements(dialect: str, table: str, facts: str, columns: Sequence[str], key: Sequence[str]) -> list[str]:
-    """DDL that makes `facts` follow `table`'s inserts, updates and deletes."""
+def create_statements(
+    dialect: str, table: str, facts: str, columns: Sequence[str], key: Sequence[str], *, revisions: bool = False
+) -> list[str]:
+    """DDL that makes `facts` follow `table`'s inserts, updates and deletes. With
+    `revisions` (schema 0008 on), on SQLite each write also counts in `fact_revision` and
+    stamps the copy with the count (schema.fact_revision says why not on PostgreSQL)."""
     names = ", ".join(_q(c) for c in columns)
     values = ", ".join(f"NEW.{_q(c)}" for c in columns)
     match = " AND ".join(f"{_q(k)} = OLD.{_q(k)}" for k in key)
     if dialect == "sqlite":
         settings = ", ".join(f"{_q(c)} = NEW.{_q(c)}" for c in columns)
+        count = delete_count = stamp_name = stamp_value = stamp_set = ""
+        if revisions:
+            count = "UPDATE fact_revision SET n = n + 1; "
+            delete_count = "UPDATE fact_revision SET n = n + 1, deleted = n + 1; "
+            now = "(SELECT n FROM fact_revision WHERE id = 1)"
+            stamp_name, stamp_value, stamp_set = ", revision", f", {now}", f", revision = {now}"
         return [
             # OR REPLACE: an `INSERT OR REPLACE` into the table deletes the old row without
             # firing the delete trigger (recursive_triggers is off); its copy is replaced here.
-            f"CREATE TRIGGER {_q(table + '_facts_insert')} AFTER INSERT ON {_q(table)} BEGIN "
-            f"INSERT OR REPLACE INTO {_q(facts)} ({names}) VALUES ({values}); END",
-            f"CREATE TRIGGER {_q(table + '_facts_update')} AFTER UPDATE ON {_q(table)} BEGIN "
-            f"UPDATE {_q(facts)} SET {settings} WHERE {match}; END",
-            f"CREATE TRIGGER {_q(table + '_facts_delete')} AFTER DELETE ON {_q(table)} BEGIN "
+            f"CREATE TRIGGER {_q(table + '_facts_insert')} AFTER INSERT ON {_q(table)} BEGIN {count}"
+            f"INSERT OR REPLACE INTO {_q(facts)} ({names}{stamp_name}) VALUES ({values}{stamp_value}); END",
+            f"CREATE TRIGGER {_q(table + '_facts_update')} AFTER UPDATE ON {_q(table)} BEGIN {count}"
+            f"UPDATE {_q(facts)} SET {settings}{stamp_set} WHERE {match}; END",
+            f"CREATE TRIGGER {_q(table + '_facts_delete')} AFTER DELETE ON {_q(table)} BEGIN {delete_count}"
             f"DELETE FROM {_q(facts)} WHERE {match}; END",
         ]
     if dialect == "postgresql":

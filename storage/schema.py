@@ -247,15 +247,33 @@ TOOL_CALL_FACT_COLUMNS = ("exchange_id", "position", "call_id", "name", "status"
 def _facts(name: str, source: Table, columns: tuple[str, ...]) -> Table:
     """A narrow copy of `source`: the same column types (JSON as its text: PostgreSQL then
     sends what it stores rather than rendering JSONB on every scan), its primary key, no
-    foreign keys (the triggers delete a copy with its row) and no other indexes (reports
-    scan it)."""
+    foreign keys (the triggers delete a copy with its row), and `revision`: on SQLite, the
+    value of `fact_revision.n` when the triggers last wrote the row, so a reader that kept
+    a copy (analytics/facts_cache.py) fetches only what changed since; NULL on PostgreSQL
+    (see `fact_revision`). No other index (reports scan it)."""
     copied = []
     for column_name in columns:
         original = source.c[column_name]
         kind = Text() if isinstance(original.type, JSON) else original.type
         copied.append(Column(column_name, kind, primary_key=original.primary_key, nullable=original.nullable))
-    return Table(name, metadata, *copied)
+    copied.append(Column("revision", BigInteger, nullable=True))
+    return Table(name, metadata, *copied, Index(f"ix_{name}_revision", "revision"))
 
 
 exchange_facts = _facts("exchange_facts", exchanges, EXCHANGE_FACT_COLUMNS)
 tool_call_facts = _facts("tool_call_facts", tool_calls, TOOL_CALL_FACT_COLUMNS)
+
+# One row: the fact tables' change counter on SQLite. Each trigger that writes a fact row
+# adds one to `n` and stamps the row with it; a delete sets `deleted` to its `n` (the rows
+# are gone, so a reader that kept a copy compares keys). `token` is made once per store,
+# so a copy kept of another store (a file replaced by a new one) is never taken for this
+# one's. On PostgreSQL the triggers leave it alone: transactions commit out of the order
+# of any counter they take, so "changed after n" cannot be read from it there.
+fact_revision = Table(
+    "fact_revision",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("n", BigInteger, nullable=False),
+    Column("deleted", BigInteger, nullable=False),
+    Column("token", String(32), nullable=False),
+)
