@@ -211,7 +211,11 @@ def run(args: argparse.Namespace) -> int:
             observers_factory=functools.partial(observers.build, telemetry) if telemetry.any else None,
         )
     )
-    side = proxy_side.start(telemetry, writer)
+    try:
+        side = proxy_side.start(telemetry, writer)
+    except OSError as exc:  # the metrics address is taken
+        _close_ignoring_sigterm(writer)
+        raise UsageError(str(exc)) from None
     attribution = Attribution(
         fingerprinter=KeyFingerprinter.from_file(settings.secret_file),
         key_teams=settings.key_teams,

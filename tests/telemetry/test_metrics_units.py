@@ -6,7 +6,9 @@ Not responsible for the counters against the reports (test_metrics_proxy.py).
 
 from __future__ import annotations
 
+import socket
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,6 +58,19 @@ def test_a_bad_flag_is_a_usage_error_on_the_command_line() -> None:
     result = llmtap("proxy", "--metrics", "localhost", "--db", "sqlite://", process=True)
     assert result.code == 2
     assert "HOST:PORT" in result.err and len(result.err.strip().splitlines()) == 1
+
+
+def test_a_taken_address_is_a_one_line_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = llmtap(
+            "proxy", "--no-regular", "--reverse", "anthropic=0", "--db", f"sqlite:///{tmp_path / 'x.db'}",
+            "--metrics", f"127.0.0.1:{port}", process=True,
+        )  # fmt: skip
+    assert result.code == 2
+    assert result.err.strip() == f"llmtap: error: cannot serve metrics at 127.0.0.1:{port}: Address already in use"
 
 
 # -- labels --------------------------------------------------------------------------------
