@@ -110,14 +110,15 @@ def test_a_stopped_endpoint_that_comes_back_gets_everything() -> None:
 
 def test_a_full_queue_drops_and_counts_and_close_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
     nobody = f"http://127.0.0.1:{free_port()}/v1/traces"
-    sender = Sender(options(nobody, max_queue=20, batch_size=5, timeout_s=0.5))
+    # a request's own retries (the SDK's) may run 5 s: close cuts them at its bound
+    sender = Sender(options(nobody, max_queue=20, batch_size=5, timeout_s=5.0))
     for n in range(100):
         sender.send(parts(n))
     started = time.monotonic()
     stats = sender.close(timeout_s=2.0)
     took = time.monotonic() - started
-    assert took < 10, took  # the bound (2 s) plus one request in flight and the SDK's join
+    assert took < 4, took  # the bound, 2 s, and a little
     assert stats.sent == 0 and stats.outages == 1
-    assert stats.dropped >= 100 - 20 - 5  # the queue holds 20, one batch of 5 is being retried
+    assert stats.dropped >= 100 - 20 - 5  # the queue holds 20, one batch of at most 5 is being retried
     assert stats.dropped + stats.given_up == 100
     assert not [r for r in caplog.records if "Queue full" in r.getMessage()]  # counted, not logged per span
