@@ -18,7 +18,9 @@ The usage priced is the stored one: input (cache reads and writes included), cac
 reads, cache writes, output and reasoning. Not kept in the report tables, hence not
 priced: the 5-minute/1-hour split of cache writes (all at M's `cache_write` price),
 modality counts (audio, images), per-use tool fees, a region's multiplier, the sub-usage
-of an advisor model. Money is exact `Decimal` dollars.
+of an advisor model. An exchange from an unverified host has no what-if either: its usage
+is whatever an unknown server said (pricing.py prices it at no model). Money is exact
+`Decimal` dollars.
 
 Not responsible for the actual cost of the rows (pricing.py prices them when stored), for
 what a cache miss is (sql/cache_misses.sql) or for rendering (render.py).
@@ -59,6 +61,7 @@ COLUMNS = (
     "miss_cost_usd",
     "whatif_miss_cost_usd",
     "unpriced",
+    "unverified_host",
     "usage_missing",
     "whatif_model",
     "whatif_prices",
@@ -151,7 +154,8 @@ def target(model: str, provider: str | None, pricer: Pricer, at: datetime | None
         raise WhatIfError("--model is empty: name the model to price the traffic at")
     entry = _file_entry(pricer, provider, model, at)
     if entry is not None:
-        return Target(provider, model, pricer.file_version, lambda _context: entry.price, _starts([entry.price]))
+        named = provider or entry.naming.provider
+        return Target(named, model, pricer.file_version, lambda _context: entry.price, _starts([entry.price]))
     snapshot = pricer.snapshot
     if provider is not None and not any(p.id == provider for p in snapshot.providers):
         raise WhatIfError(
@@ -180,7 +184,9 @@ def _file_entry(pricer: Pricer, provider: str | None, model: str, at: datetime) 
     if pricer.file is None:
         return None
     for entry in pricer.file.prices:  # the first in force, as the pricer takes it
-        if entry.naming.names(provider, model) and not (entry.since and at.date() < entry.since):
+        # without --provider, an entry for one provider names the model too
+        names = entry.naming.names(provider or entry.naming.provider, model)
+        if names and not (entry.since and at.date() < entry.since):
             return entry
     return None
 
@@ -236,10 +242,10 @@ def run(
     dims = reports.dimensions_for(REPORT, by)
     # a bucket: how many of M's tier starts the input exceeds (the starts are bound values)
     bucket = " + ".join(f"CAST(usage_input_tokens > $start_{i} AS INTEGER)" for i in range(len(whatif.starts)))
-    split = {"served_tier": "coalesce(service_tier, '')", "bucket": f"({bucket or '0'})"}
+    split = {"served_tier": "coalesce(service_tier, '')", "bucket": f"({bucket or '0'})", "actual": _ACTUAL}
     params: dict[str, Any] = {**reports._bounds(since, until)}
     params.update({f"start_{i}": start for i, start in enumerate(whatif.starts)})
-    exchanges = reports.build(REPORT, dims, tz, {**split, "priced": "coalesce(price_status = 'priced', false)"})
+    exchanges = reports.build(REPORT, dims, tz, split)
     misses = reports.build(_CACHE, dims, tz, split)
     own = connection is None
     connection = connection or connect(url)
@@ -263,6 +269,13 @@ def run(
 
 
 _CACHE = reports.REPORTS["cache"]
+# Whether an exchange has an actual price (the comparison is like with like), and the rows
+# from an unverified host, whose usage is whatever an unknown server said: pricing.py never
+# prices them, and neither does a what-if.
+_ACTUAL = (
+    "CASE WHEN price_status = 'priced' THEN 'priced' "
+    "WHEN price_reason = 'unverified_host' THEN 'unverified_host' ELSE 'other' END"
+)
 
 
 def _fetch(connection: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -277,7 +290,7 @@ _COUNTS = ("requests", "input_tokens", "cache_read_tokens", "cache_write_tokens"
 
 def _empty(dims: list[str], key: tuple[Any, ...]) -> dict[str, Any]:
     group: dict[str, Any] = dict(zip(dims, key, strict=True))
-    group.update(dict.fromkeys((*_COUNTS, "usage_missing", "misses", "missed_tokens"), 0))
+    group.update(dict.fromkeys((*_COUNTS, "usage_missing", "unverified_host", "misses", "missed_tokens"), 0))
     group.update(cost=None, whatif=None, whatif_priced=Decimal(0), miss_cost=None, whatif_miss=Decimal(0))
     return group
 
@@ -287,13 +300,16 @@ def _add(group: dict[str, Any], part: dict[str, Any], whatif: Target) -> None:
         group[name] += part[name]
     if part["cost_usd"] is not None:
         group["cost"] = (group["cost"] or 0) + int(part["cost_usd"])
+    if part["actual"] == "unverified_host":
+        group["unverified_host"] += part["requests"]
+        return
     with_usage = part["requests"] - part["usage_missing"]
     if part["bucket"] is None or not with_usage:
         return
     leaves = {n: int(part[f"{n}_leaf"]) for n in ("uncached", "read", "write", "output", "reasoning")}
     cost = whatif.bucket(part["served_tier"], int(part["bucket"])).cost(with_usage, leaves)
     group["whatif"] = (group["whatif"] or Decimal(0)) + cost
-    if part["priced"]:
+    if part["actual"] == "priced":
         group["whatif_priced"] += cost
 
 
@@ -302,9 +318,9 @@ def _add_misses(group: dict[str, Any], part: dict[str, Any], whatif: Target) -> 
     group["missed_tokens"] += part["missed_tokens"]
     if part["extra_cost_usd"] is not None:  # pico-dollars; None: none of these misses has a price
         group["miss_cost"] = (group["miss_cost"] or 0) + int(part["extra_cost_usd"])
-    group["whatif_miss"] += (
-        int(part["missed_tokens"]) * whatif.bucket(part["served_tier"], int(part["bucket"])).miss_rate
-    )
+    if part["actual"] != "unverified_host":
+        priced = whatif.bucket(part["served_tier"], int(part["bucket"]))
+        group["whatif_miss"] += int(part["missed_tokens"]) * priced.miss_rate
 
 
 def _finish(group: dict[str, Any], whatif: Target) -> dict[str, Any]:

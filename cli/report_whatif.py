@@ -134,6 +134,9 @@ def footer_lines(table: Any, target: Any) -> list[str]:
             f"unpriced: {unpriced:,} exchange{'s' if unpriced != 1 else ''} without an actual price: "
             "in whatif_cost_usd, not in cost_usd, difference or ratio (never $0)"
         )
+    unverified = sum(row["unverified_host"] for row in table.rows)
+    if unverified:
+        lines.append(f"of those, {unverified:,} went to an unverified host: their usage is not priced at any model")
     missing = sum(row["usage_missing"] for row in table.rows)
     if missing:
         lines.append(f"usage missing: {missing:,} without usage, in neither total (not $0)")

@@ -3,7 +3,7 @@
 -- price of one exchange: `bucket`, how many of that model's tier starts the exchange's
 -- input exceeds (genai-prices applies a tier to every token of a request whose input is
 -- past its start), and `served_tier` (batch, flex, priority: a price variant); and per
--- `priced`, whether the exchange has an actual price, so the comparison is like with like.
+-- `actual`: priced, unverified_host (never priced, what-if neither) or other.
 -- Python prices each such sub-group once; within one the price is linear in the token
 -- counts, so the sum of the parts is the sum of the per-exchange prices.
 -- The leaves are what pricing.py bills: uncached input = input less cache reads and

@@ -160,6 +160,12 @@ PRICE_FILE = """
 model = "acme-whatif-1"
 input_mtok = 1
 output_mtok = 3
+
+[[price]]
+provider = "openai"
+model = "my-finetune-x"
+input_mtok = 2
+output_mtok = 5
 """
 
 
@@ -173,6 +179,14 @@ def test_a_price_file_names_the_model(store, known, tmp_path: Path):
         by_hand = sum((u["input_tokens"] * 1 + u["output_tokens"] * 3 for u in mine), 0)
         assert row["whatif_cost_usd"] == (Decimal(by_hand) / 10**6 if mine else None), team
         assert row["whatif_model"] == "acme-whatif-1" and "prices.toml" in row["whatif_prices"]
+    # an entry for one provider names its model without --provider too
+    rows = whatif(store, "--model", "my-finetune-x", "--prices", str(prices))
+    everything = [k.usage for k in known.values() if k.usage is not None]
+    assert (
+        rows[0]["whatif_cost_usd"]
+        == Decimal(sum(u["input_tokens"] * 2 + u["output_tokens"] * 5 for u in everything)) / 10**6
+    )
+    assert rows[0]["whatif_model"] == "openai/my-finetune-x"
 
 
 def test_table_and_csv(store):

@@ -1,6 +1,7 @@
-"""`report whatif` worked by hand on a store of four exchanges: the served tier (flex,
-priority) picks the other model's price variant, and an input past a tier's start prices
-every token of that one exchange at the tier's rate, not its neighbours'."""
+"""`report whatif` worked by hand on a store of five exchanges: the served tier (flex,
+priority) picks the other model's price variant, an input past a tier's start prices
+every token of that one exchange at the tier's rate, not its neighbours', and an
+exchange from an unverified host is priced at no model."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ def chat(tier: str | None, n: int):
     return rec
 
 
+def unverified():
+    rec = chat(None, 4)
+    rec.host, rec.price_reason = "llm.example.net", "unverified_host"
+    return rec
+
+
 def long_gemini():
     return w.record(
         w.gemini("gemini-2.5-pro"),
@@ -41,7 +48,7 @@ def long_gemini():
 def small(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp(f"tiers-{request.param}")
     with blank_database(request.param, folder) as url:
-        fill(url, [chat(None, 1), chat("flex", 2), chat("priority", 3), long_gemini()], folder / "spool")
+        fill(url, [chat(None, 1), chat("flex", 2), chat("priority", 3), long_gemini(), unverified()], folder / "spool")
         yield url
 
 
@@ -49,7 +56,8 @@ def test_the_served_tier_picks_the_price_variant(small):
     rows = by_key(report(small, "whatif", "--model", "gpt-5", "--provider", "openai", "--by", "tier"), "tier")
     # gpt-5 per MTok: standard $1.25 input, $0.125 cache read, $10 output; flex half;
     # priority double. 1000 input of which 200 read from cache, 100 output (µ$):
-    assert rows["(not stated)"]["requests"] == 2  # the gpt-4o one and the long Gemini one
+    # the gpt-4o one, the long Gemini one, and the unverified one (in no what-if)
+    assert rows["(not stated)"]["requests"] == 3 and rows["(not stated)"]["unverified_host"] == 1
     assert rows["flex"]["whatif_cost_usd"] == Decimal("0.0010125")  # 800×0.625 + 200×0.0625 + 100×5
     assert rows["priority"]["whatif_cost_usd"] == Decimal("0.00405")  # 800×2.5 + 200×0.25 + 100×20
     # 800×1.25 + 200×0.125 + 100×10 = 2025, and the Gemini one 250,000×1.25 + 1000×10
@@ -70,7 +78,8 @@ def test_a_tier_start_prices_only_the_exchange_past_it(small):
     short = Usage(input_tokens=1000, cache_read_tokens=200, output_tokens=100)
     each = genai_prices.calc_price(short, "gemini-2.5-pro", provider_id="google").total_price
     assert each == Decimal("0.002025")
-    assert rows["gpt-4o-2024-08-06"]["whatif_cost_usd"] == 3 * each
+    assert rows["gpt-4o-2024-08-06"]["whatif_cost_usd"] == 3 * each  # not the unverified one
+    assert rows["gpt-4o-2024-08-06"]["requests"] == 4 and rows["gpt-4o-2024-08-06"]["unpriced"] == 1
     one = by_key(report(small, "whatif", "--model", "gemini-2.5-pro"), "whatif_model")["google/gemini-2.5-pro"]
     assert one["whatif_cost_usd"] == Decimal("0.64") + 3 * each
-    assert one["requests"] == 4 and one["input_tokens"] == 253_000
+    assert one["requests"] == 5 and one["input_tokens"] == 254_000 and one["unverified_host"] == 1
