@@ -305,9 +305,15 @@ def test_thresholds_once_enforcement_and_restart(budget_proxy: BudgetProxy, open
     wait_for(lambda: state.stat().st_mtime_ns != before, 15, proxy.log)  # the new writer has checked
     with pytest.raises(anthropic.RateLimitError):
         _ask_anthropic(_anthropic(proxy, token, key, opened))
+    with pytest.raises(anthropic.RateLimitError):  # a streamed request gets the same JSON 429
+        _anthropic(proxy, token, key, opened).messages.create(
+            model="claude-haiku-4-5-20251001", max_tokens=16, messages=[{"role": "user", "content": "hi"}], stream=True
+        )
     time.sleep(1.5)
     assert receiver.of("alpha") == [50, 80, 100]
     assert len(proxy.routes.seen(token)) == sent
+    refusals = wait_for(lambda: [r for r in proxy.rows("alpha") if r["status"] == 429][2:], 10, proxy.log)
+    assert [(r["error_type"], r["decode_error"]) for r in refusals] == [("rate_limit_error", None)]
 
 
 def test_openai_gemini_and_key_budgets(budget_proxy: BudgetProxy, opened: list[Any]) -> None:
