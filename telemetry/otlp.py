@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from llmtap.telemetry.otlp_export import ExportOptions, Sender, describe
+from llmtap.telemetry.otlp_export import ExportOptions, Sender
 from llmtap.telemetry.otlp_lines import Lines
 from llmtap.telemetry.otlp_spans import from_table_row, span_parts, trace_key
 
@@ -149,7 +149,16 @@ class SpanObserver:
 
     def close(self) -> None:
         stats = self.sender.close(CLOSE_TIMEOUT_S)
-        log.info("llmtap otlp: %s", ", ".join(f"{k} {v}" for k, v in describe(stats).items()))
+        lost = stats.dropped + stats.given_up
+        log.log(
+            logging.WARNING if lost else logging.INFO,
+            "llmtap otlp: %d spans sent to %s, %d not (%d dropped while it was away, %d unsent at the end)",
+            stats.sent,
+            self.sender.options.shown,
+            lost,
+            stats.dropped,
+            stats.given_up,
+        )
 
 
 def observer(telemetry: Telemetry) -> Observer:

@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry.context import Context
@@ -130,14 +129,6 @@ class Sender:
         # thread took between its check and its append (and a span still queued when
         # the SDK stopped waiting is not sent either)
         stats.dropped = stats.queued - stats.sent - stats.given_up
-        if stats.given_up or stats.dropped:
-            log.warning(
-                "llmtap otlp: %d spans sent to %s, %d dropped while it was away, %d not sent at the end",
-                stats.sent,
-                self.options.shown,
-                stats.dropped,
-                stats.given_up,
-            )
         return stats
 
 
@@ -259,14 +250,3 @@ def _silence_sdk(stats: ExportStats) -> None:
             logger.removeFilter(old)
         # first: the SDK's own DuplicateFilter would hide the repeats this one counts
         logger.filters.insert(0, _SdkFilter(stats))
-
-
-def describe(stats: ExportStats) -> dict[str, Any]:
-    return {
-        "queued": stats.queued,
-        "sent": stats.sent,
-        "dropped": stats.dropped,
-        "given_up": stats.given_up,
-        "outages": stats.outages,
-        "sent_after_outage": stats.sent_after_outage,
-    }
