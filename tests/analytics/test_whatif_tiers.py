@@ -83,3 +83,12 @@ def test_a_tier_start_prices_only_the_exchange_past_it(small):
     one = by_key(report(small, "whatif", "--model", "gemini-2.5-pro"), "whatif_model")["google/gemini-2.5-pro"]
     assert one["whatif_cost_usd"] == Decimal("0.64") + 3 * each
     assert one["requests"] == 5 and one["input_tokens"] == 254_000 and one["unverified_host"] == 1
+
+
+def test_a_per_request_price_counts_once_per_exchange(small, tmp_path):
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[[price]]\nmodel = "per-call-x"\ninput_mtok = 1\noutput_mtok = 2\nrequests_kcount = 5\n')
+    row = report(small, "whatif", "--model", "per-call-x", "--prices", str(prices))[0]
+    # tokens (µ$): 3 × (1000×1 + 100×2) + 250,000×1 + 1000×2 = 255,600; and $5 per 1,000
+    # requests for the four exchanges with usage (the unverified one has no what-if)
+    assert row["whatif_cost_usd"] == Decimal("0.2556") + 4 * Decimal("0.005")
