@@ -17,8 +17,8 @@ counted once per exchange.
 The usage priced is the stored one: input (cache reads and writes included), cache
 reads, cache writes, output and reasoning. Not kept in the report tables, hence not
 priced: the 5-minute/1-hour split of cache writes (all at M's `cache_write` price),
-modality counts (audio, images), per-use tool fees, a region's multiplier, the sub-usage
-of an advisor model. An exchange from an unverified host has no what-if either: its usage
+modality counts (audio, images), per-use tool fees, a region's multiplier, the fast-mode
+speed, the sub-usage of an advisor model. An exchange from an unverified host has no what-if either: its usage
 is whatever an unknown server said (pricing.py prices it at no model). Money is exact
 `Decimal` dollars.
 
