@@ -1,5 +1,5 @@
 """Spend against each budget limit in its current period: read from the store (one SQL
-query for all limits), then kept up to date from the rows each commit adds.
+query per scope for all limits), then kept up to date from the rows each commit adds.
 
 Spend is the sum of `cost_total_pico` of the exchanges in the period (by `started_at`,
 UTC) whose team, or key fingerprint, the limit names. An unpriced exchange (no cost: an
@@ -61,35 +61,32 @@ def standings(limits: Iterable[Limit], now: datetime) -> list[Standing]:
     return [Standing(limit, *bounds(limit.period, now)) for limit in limits]
 
 
-def _matches(limit: Limit) -> Any:
-    column = exchanges.c.team if limit.scope == "team" else exchanges.c.key_fingerprint
-    return column == limit.name
-
-
 def read(engine: Engine, found: Sequence[Standing]) -> list[int]:
-    """Each standing's spend in its period, as the store says now (pico-dollars)."""
+    """Each standing's spend in its period, as the store says now (pico-dollars). One
+    query per scope (teams, keys), grouped by name, one sum per distinct period: the team
+    query walks the (team, started_at) index, and the work grows with the period's rows,
+    not with rows x limits."""
     if not found:
         return []
-    sums = [
-        func.sum(
-            case(
-                (
-                    and_(_matches(s.limit), exchanges.c.started_at >= s.start, exchanges.c.started_at < s.end),
-                    exchanges.c.cost_total_pico,
-                ),
-                else_=0,
-            )
-        )
-        for s in found
-    ]
-    query = select(*sums).where(
-        exchanges.c.started_at >= min(s.start for s in found),
-        exchanges.c.started_at < max(s.end for s in found),
-        exchanges.c.cost_total_pico.is_not(None),
-    )
+    windows = sorted({(s.start, s.end) for s in found})
+    started, cost = exchanges.c.started_at, exchanges.c.cost_total_pico
+    sums = [func.sum(case((and_(started >= a, started < b), cost), else_=0)) for a, b in windows]
+    totals: dict[tuple[str, str, int], int] = {}
     with engine.connect() as connection:
-        row = connection.execute(query).one()
-    return [int(value or 0) for value in row]
+        for scope, column in (("team", exchanges.c.team), ("key", exchanges.c.key_fingerprint)):
+            names = sorted({s.limit.name for s in found if s.limit.scope == scope})
+            if not names:
+                continue
+            query = (
+                select(column, *sums)
+                .where(column.in_(names), started >= windows[0][0], started < max(b for _, b in windows))
+                .where(cost.is_not(None))
+                .group_by(column)
+            )
+            for name, *values in connection.execute(query):
+                for index, value in enumerate(values):
+                    totals[(scope, name, index)] = int(value or 0)
+    return [totals.get((s.limit.scope, s.limit.name, windows.index((s.start, s.end))), 0) for s in found]
 
 
 class Tracker:
