@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from llmtap.storage.private import private_dir
 from llmtap.storage.rows import RowSet
 from llmtap.telemetry.metrics_cache import NOT_CACHEABLE, CacheLines
 from llmtap.telemetry.metrics_labels import Labels
@@ -50,7 +51,7 @@ def multiprocess(folder: Path) -> None:
     PROMETHEUS_MULTIPROC_DIR; this process may have imported it already (a writer thread
     in the proxy's own process, after the writer process kept failing), so the class is
     set again here, which is what the library does at import."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(folder)  # team and model names: private like the spool beside it
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
     from prometheus_client import values
 

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from llmtap.storage.private import private_dir
+
 
 class WriterHealth:
     """A collector of the writer's figures, read when Prometheus scrapes."""
@@ -85,7 +87,7 @@ def serve(folder: Path, host: str, port: int, writer: Any) -> Callable[[], None]
     from prometheus_client import CollectorRegistry, start_http_server
     from prometheus_client.multiprocess import MultiProcessCollector
 
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(folder)  # team and model names: private like the spool beside it
     clear_stale(folder.parent, keep=folder.name)
     registry = CollectorRegistry(auto_describe=False)
     MultiProcessCollector(registry, path=str(folder))

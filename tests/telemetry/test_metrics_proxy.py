@@ -85,6 +85,9 @@ class Running:
     def scrape(self) -> dict[str, list[Any]]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['metrics']}/metrics", timeout=10) as response:
             text = response.read().decode()
+        files = b"".join(path.read_bytes() for path in self.metrics_dir.rglob("*") if path.is_file())
+        for key in self.keys.values():  # never an API key, in the scrape or in the counters' files
+            assert key not in text and key.encode() not in files
         return {family.name: family.samples for family in text_string_to_metric_families(text)}
 
     def settle(self, timeout: float = 60.0) -> dict[str, list[Any]]:
