@@ -22,6 +22,7 @@ cache-miss rule (metrics_cache.py) or serving (metrics_serve.py).
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 from collections.abc import Callable
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from llmtap.storage.writer import Observer
     from llmtap.telemetry.settings import Telemetry
 
+log = logging.getLogger("llmtap.telemetry")
 CAPS = {"teams": 200, "models": 200, "unpriced_models": 50, "series": 10_000}
 
 
@@ -96,7 +98,21 @@ def observer(telemetry: Telemetry) -> Observer:
     labels = Labels(
         teams=settings.teams, models=settings.models, unpriced_models=settings.unpriced_models, series=settings.series
     )
-    return Counting(folder(telemetry), labels)
+    try:
+        return Counting(folder(telemetry), labels)
+    except Exception as exc:  # noqa: BLE001 - metrics never cost a record: the writer must open
+        log.error("llmtap metrics: cannot count in %s (%s); /metrics will show no exchanges", folder(telemetry), exc)
+        return _Silent()
+
+
+class _Silent:
+    """The observer when counting could not start: it takes every batch and does nothing."""
+
+    def observe(self, rows: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def start_in_proxy(telemetry: Telemetry, writer: Any) -> Callable[[], None]:

@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 from llmtap.analytics.reports import MINIMUM_CACHEABLE
+from llmtap.storage.rows import RowSet
 from llmtap.telemetry import metrics, metrics_cache
 from llmtap.telemetry.metrics_cache import CacheLines
 from llmtap.telemetry.metrics_labels import OTHER, UNKNOWN, Labels
+from llmtap.telemetry.settings import Telemetry
 from tests.helpers import llmtap
 
 # -- settings ------------------------------------------------------------------------------
@@ -71,6 +73,17 @@ def test_a_taken_address_is_a_one_line_error(tmp_path: Path) -> None:
         )  # fmt: skip
     assert result.code == 2
     assert result.err.strip() == f"llmtap: error: cannot serve metrics at 127.0.0.1:{port}: Address already in use"
+
+
+def test_counting_that_cannot_start_never_stops_the_writer(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    spool = tmp_path / "spool"
+    spool.write_text("a file where the spool folder should be")
+    settings = metrics.settings_from("127.0.0.1:9464", None)
+    telemetry = Telemetry(db_url="sqlite://", spool_dir=spool, metrics=settings)
+    observer = metrics.observer(telemetry)
+    observer.observe(RowSet(exchanges=[{"id": "x"}]))
+    observer.close()
+    assert "cannot count in" in caplog.text
 
 
 # -- labels --------------------------------------------------------------------------------
