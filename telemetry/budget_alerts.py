@@ -27,6 +27,7 @@ import urllib.request
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import Engine, insert, select
 from sqlalchemy.exc import IntegrityError
@@ -113,6 +114,8 @@ class Webhook:
 
     def __init__(self, url: str, attempts: int = ATTEMPTS, first_pause: float = FIRST_PAUSE) -> None:
         self.url = url
+        parts = urlsplit(url)  # a webhook's path or query may be its secret (Slack's are): never logged
+        self.shown = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
         self.attempts = attempts
         self.first_pause = first_pause
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -143,10 +146,10 @@ class Webhook:
             if outcome is None:
                 return
             if outcome.startswith("gave up") or attempt == self.attempts:
-                log.warning("llmtap budgets: webhook %s not delivered (%s)", self.url, outcome)
+                log.warning("llmtap budgets: webhook %s not delivered (%s)", self.shown, outcome)
                 return
             if self._stopping.wait(pause):
-                log.warning("llmtap budgets: webhook %s not delivered (shutting down)", self.url)
+                log.warning("llmtap budgets: webhook %s not delivered (shutting down)", self.shown)
                 return
             pause *= 2
 

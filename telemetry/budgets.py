@@ -33,6 +33,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from llmtap.telemetry import budget_alerts, budget_refusal, budget_state
 from llmtap.telemetry.budget_config import BudgetSettings, parse
 from llmtap.telemetry.budget_spend import Standing, Tracker
@@ -74,6 +76,7 @@ class BudgetObserver:
         self.webhook = budget_alerts.Webhook(settings.webhook) if settings.webhook else None
         self._lock = threading.Lock()
         self._loaded = False
+        self._failing = False
         self._next_load = 0.0  # monotonic
         self._last_commit = 0.0  # monotonic
         self._fired: dict[tuple[int, datetime], set[int]] = {}  # (standing index, period start) -> thresholds
@@ -90,7 +93,7 @@ class BudgetObserver:
             self._last_commit = time.monotonic()
             self.tracker.roll(self.clock())
             self.tracker.add(rows.exchanges)
-            if self._loaded and time.monotonic() >= self._next_load:
+            if time.monotonic() >= self._next_load:
                 self._load()  # here, between this writer's commits: no row is counted twice
         self._wake.set()
 
@@ -108,8 +111,8 @@ class BudgetObserver:
         while not self._stop.is_set():
             try:
                 self._step()
-            except Exception:  # noqa: BLE001 - the store may be away; the next step tries again
-                log.warning("llmtap budgets: cannot read spend from the store; retrying", exc_info=True)
+            except Exception as exc:  # noqa: BLE001 - the store may be away; the next step tries again
+                self._failed(exc)
             self._wake.wait(min(self.settings.refresh_s, 1.0))
             self._wake.clear()
 
@@ -120,6 +123,8 @@ class BudgetObserver:
             idle = time.monotonic() - self._last_commit >= IDLE_S
             if (rolled or not self._loaded or time.monotonic() >= self._next_load) and idle:
                 self._load()
+            if not self._loaded:  # no alert and no state from a part of the spend
+                return
             snapshot = [Standing(s.limit, s.start, s.end, s.spent_pico) for s in self.tracker.standings]
         self._alert(snapshot, now)
         over = [s for s in snapshot if s.over]
@@ -129,11 +134,27 @@ class BudgetObserver:
             self._written = written
 
     def _load(self) -> None:
+        """Re-read the spend (the caller holds the lock); a store that is away is tried
+        again after `refresh_s`, and the spend counted so far stands."""
         began = time.monotonic()
-        self.tracker.load(self.engine)
+        try:
+            self.tracker.load(self.engine)
+        except SQLAlchemyError as exc:
+            self._next_load = time.monotonic() + self.settings.refresh_s
+            self._failed(exc)
+            return
         self._loaded = True
         took = time.monotonic() - began
         self._next_load = time.monotonic() + max(self.settings.refresh_s, LOAD_SHARE * took)
+        if self._failing:
+            self._failing = False
+            log.info("llmtap budgets: reading spend from the store again")
+
+    def _failed(self, exc: Exception) -> None:
+        """One line when the store goes away, not one per try."""
+        if not self._failing:
+            self._failing = True
+            log.warning("llmtap budgets: cannot use the store (%s); retrying", type(exc).__name__)
 
     def _alert(self, snapshot: list[Standing], now: datetime) -> None:
         for index, standing in enumerate(snapshot):

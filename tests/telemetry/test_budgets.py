@@ -358,3 +358,19 @@ def test_report_budgets(tmp_path: Path) -> None:
     assert table.code == 0 and "$5.00" in table.out and "62.5%" in table.out and "$8.00" in table.out
     no_table = llmtap("report", "budgets", "--db", url, env=env)
     assert no_table.code == 2 and "no [budgets] table" in no_table.err
+
+
+def test_a_store_that_is_away_is_one_line_and_no_state(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    away = make_engine(f"postgresql+psycopg://llmtap@127.0.0.1:{free_port()}/none?connect_timeout=2")
+    settings = parse({"enforce": True, "teams": {"search": {"usd": 1, "period": "day"}}})
+    state = tmp_path / budget_state.FILE_NAME
+    observer = BudgetObserver(settings, away, state)
+    try:
+        rows = [_row("search", "5", datetime.now(UTC))]
+        observer.observe(RowSet(exchanges=rows, tool_calls=[], body_refs=[]))  # never raises into the writer
+        time.sleep(1.5)
+        assert not state.exists(), "a state from part of the spend"
+    finally:
+        observer.close()
+    lines = [r.getMessage() for r in caplog.records if "cannot use the store" in r.getMessage()]
+    assert lines == ["llmtap budgets: cannot use the store (OperationalError); retrying"]
