@@ -374,3 +374,30 @@ def test_a_store_that_is_away_is_one_line_and_no_state(tmp_path: Path, caplog: p
         observer.close()
     lines = [r.getMessage() for r in caplog.records if "cannot use the store" in r.getMessage()]
     assert lines == ["llmtap budgets: cannot use the store (OperationalError); retrying"]
+
+
+def test_a_new_period_starts_from_nothing_and_alerts_again(engine: Engine, tmp_path: Path) -> None:
+    receiver = Receiver()
+    settings = parse({"webhook": receiver.url, "teams": {"search": {"usd": 1, "period": "day", "thresholds": [100]}}})
+    state = tmp_path / budget_state.FILE_NAME
+    clock = [datetime(2026, 12, 3, 23, 59, 58, tzinfo=UTC)]
+    observer = BudgetObserver(settings, engine, state, clock=lambda: clock[0])
+    try:
+        _wait(lambda: state.exists())
+        for day, after_midnight in enumerate(
+            (datetime(2026, 12, 4, 0, 0, 1, tzinfo=UTC), datetime(2026, 12, 5, tzinfo=UTC))
+        ):
+            rows = [_row("search", "1.5", clock[0])]
+            _store(engine, rows)
+            observer.observe(RowSet(exchanges=rows, tool_calls=[], body_refs=[]))
+            _wait(lambda day=day: len(receiver.bodies) == day + 1)
+            _wait(lambda: budget_state.decode(state.read_bytes(), settings.limits) != {})
+            clock[0] = after_midnight  # a new UTC day: nothing spent yet, no one over
+            _wait(lambda: budget_state.decode(state.read_bytes(), settings.limits) == {})
+    finally:
+        observer.close()
+        receiver.close()
+    assert [(b["period_start"], b["threshold_percent"]) for b in receiver.bodies] == [
+        ("2026-12-03T00:00:00+00:00", 100),
+        ("2026-12-04T00:00:00+00:00", 100),
+    ]
