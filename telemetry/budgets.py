@@ -151,10 +151,11 @@ class BudgetObserver:
             log.info("llmtap budgets: reading spend from the store again")
 
     def _failed(self, exc: Exception) -> None:
-        """One line when the store goes away, not one per try."""
+        """One line when the store goes away, not one per try (a bug keeps its traceback)."""
         if not self._failing:
             self._failing = True
-            log.warning("llmtap budgets: cannot use the store (%s); retrying", type(exc).__name__)
+            bug = not isinstance(exc, (SQLAlchemyError, OSError))
+            log.warning("llmtap budgets: cannot use the store (%s); retrying", type(exc).__name__, exc_info=bug)
 
     def _alert(self, snapshot: list[Standing], now: datetime) -> None:
         for index, standing in enumerate(snapshot):
