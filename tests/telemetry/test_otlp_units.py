@@ -230,3 +230,36 @@ def test_export_to_an_endpoint_that_never_answers_stops_with_exit_1(tmp_path: Pa
     assert result.code == 1, result.err
     assert "0 spans sent" in result.err and "did not take spans for 1 s" in result.err
     assert "s3cr3t" not in result.err and "Traceback" not in result.err
+
+
+def test_the_hand_over_is_bounded_and_never_waits(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from llmtap.storage.ingest import to_record
+    from llmtap.storage.rows import RowSet, rows_for
+    from llmtap.storage.secrets import KeyFingerprinter
+    from llmtap.telemetry.otlp import SpanObserver
+    from llmtap.telemetry.otlp_export import ExportOptions
+    from tests.telemetry.otlp_receiver import Receiver
+    from tests.telemetry.test_otlp_history import traffic
+
+    fingerprinter = KeyFingerprinter.from_file(tmp_path / "fingerprint.secret")
+    records = [rows_for(to_record(e, fingerprinter=fingerprinter)) for e in traffic()[:12]]
+    first, second = RowSet(), RowSet()
+    for n, rows in enumerate(records):
+        (first if n < 6 else second).extend(rows)
+    with Receiver() as receiver:
+        observer = SpanObserver(ExportOptions(endpoint=receiver.url, max_queue=10, delay_ms=50))
+        held = threading.Event()
+        spans = observer._spans
+        observer._spans = lambda rows: (held.wait(10), spans(rows))  # type: ignore[method-assign]
+        started = time.monotonic()
+        observer.observe(first)  # 6 wait
+        observer.observe(second)  # 6 more would be 12 > 10: dropped, counted
+        assert time.monotonic() - started < 0.5  # the writer's thread never waits
+        held.set()
+        observer.close()
+        got = receiver.taken()
+    assert observer.skipped == 6
+    assert sorted(s.attributes["llmtap.exchange.id"] for s in got) == sorted(r["id"] for r in first.exchanges)
