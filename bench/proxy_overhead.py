@@ -582,6 +582,7 @@ def main(argv: list[str] | None = None) -> int:
             names = {n.strip() for n in args.only.split(",")} | {"direct", "mitmdump"}
             chosen = [t for t in chosen if t.name in names]
         counted: dict[str, float] = {}
+        sunk: dict[str, float] = {}
         try:
             for target in chosen:
                 target.start()
@@ -592,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {number + 1} done", flush=True)
             time.sleep(1.0)  # the writers' last batches
             counted = {t.name: requests_counted(t.metrics_port) for t in chosen if t.metrics_port}
+            sunk = sink.counts()  # before the stop: scrapes of a stopped proxy fail
         finally:
             codes = {t.name: t.stop() for t in chosen}
         report(results)
@@ -604,8 +606,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"  {target.name}: exit {codes[target.name]}, {rows} rows stored of {sent * sizes.rounds} requests"
                     + metric
                 )
-        if args.telemetry:
-            c = sink.counts()
+        if args.telemetry and sunk:
+            c = sunk
             print(f"  scrapes: {c['scrapes']:.0f} ({c['failed']:.0f} failed, slowest {c['slowest_ms']:.1f} ms);"
                   f" OTLP posts taken by the sink: {c['posts']:.0f}")  # fmt: skip
     return 0
