@@ -72,11 +72,26 @@ def attach(connection: duckdb.DuckDBPyConnection, database: str, sources: list[S
     made by a process of its own in the background (`build=True` there), so no report
     waits for it: this one reads the store as before, the next ones the copy."""
     path = path_for(database)
+    # the copy holds what the facts hold: its files are 0600 (DuckDB makes them with the
+    # umask, and will not take a file made empty beforehand)
+    umask = os.umask(0o077)
+    try:
+        return _attach(connection, path, database, sources, build)
+    finally:
+        os.umask(umask)
+
+
+def _attach(
+    connection: duckdb.DuckDBPyConnection, path: Path, database: str, sources: list[Source], build: bool
+) -> bool:
     try:
         private_dir(path.parent)
         connection.execute(f"ATTACH {_literal(str(path))} AS facts")
+        os.chmod(path, 0o600)
     except (OSError, duckdb.Error) as exc:  # a read-only folder, another process holding the file
         log.debug("llmtap: no facts copy at %s: %s", path, exc)
+        with contextlib.suppress(duckdb.Error):
+            connection.execute("DETACH DATABASE IF EXISTS facts")
         return False
     try:
         if refresh(connection, sources, rebuild=build or _small(connection, sources)) == "behind":

@@ -169,3 +169,11 @@ def test_a_large_store_is_copied_in_the_background(store, spool_dir, monkeypatch
     assert facts_cache._BUILDERS[-1].returncode == 0
     assert _refresh(url) == "current"
     _copy_equals_store(url)
+
+
+def test_the_copy_is_private(store, spool_dir) -> None:
+    url, engine = store
+    _write(engine, spool_dir, range(3))
+    _copy_equals_store(url)
+    path = facts_cache.path_for(url.removeprefix("sqlite:///"))
+    assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
