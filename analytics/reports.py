@@ -25,6 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import duckdb
 
 from llmtap.analytics.duck import connect
+from llmtap.analytics.minimums import MINIMUM_CACHEABLE
 
 # --by names and the SQL they group on. Values users type never reach SQL text.
 DIMENSIONS = {
@@ -195,26 +196,9 @@ class Table:
         return [c for c in self.columns if c in self.dimensions or c in metrics]
 
 
-# The minimum cacheable prompt length per model, in tokens, first match wins (Anthropic:
-# https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching; Gemini context
-# caching: 1,024 for Flash, 4,096 for Pro). A prefix under it cannot be cached: such a
-# would-be miss is `not_cacheable` (SPEC §5). One table for both cache queries: `$minimums`
-# (a VALUES CTE, for the few rows of --list) and `$minimum_case` (a CASE on
-# `served_model`, for the grouped report, which looks it up on its would-be misses only).
-MINIMUM_CACHEABLE = (
-    ("%opus-4-5%", 4096),
-    ("%opus-4-6%", 4096),
-    ("%haiku-4-5%", 4096),
-    ("%sonnet-4-6%", 2048),
-    ("%opus-4-7%", 2048),
-    # a leading % for the clouds' ids: Bedrock Converse records `us.anthropic.claude-…`
-    ("%claude-3-haiku%", 2048),
-    ("%claude-3-5-haiku%", 2048),
-    ("%claude%", 1024),
-    ("gemini%pro%", 4096),
-    ("gemini%", 1024),
-    ("%", 1024),
-)
+# MINIMUM_CACHEABLE (analytics/minimums.py): one table for both cache queries: `$minimums`
+# (a VALUES CTE, for the few rows of --list) and `$minimum_case` (a CASE on `served_model`,
+# for the grouped report, which looks it up on its would-be misses only).
 
 
 @cache

@@ -91,8 +91,18 @@ class WriterSpec:
             retry_max=self.retry_max,
             enrich=self.enrich_factory() if self.enrich_factory is not None else None,
             yield_gil=yield_gil,
-            observers=self.observers_factory() if self.observers_factory is not None else (),
+            observers=self._observers(),
         )
+
+    def _observers(self) -> Sequence[Observer]:
+        """The observers, or none if making them fails: a writer without them still records."""
+        if self.observers_factory is None:
+            return ()
+        try:
+            return self.observers_factory()
+        except Exception:  # noqa: BLE001 - whatever an observer's set-up raises
+            log.exception("llmtap writer: the observers could not start; writing without them")
+            return ()
 
 
 # -- frames: a header, then a pickle ----------------------------------------------------------

@@ -17,7 +17,7 @@ series = 10000              # distinct (team, provider, model) triples, then `ot
 ```
 
 Not responsible for counting (metrics_count.py), bounding labels (metrics_labels.py), the
-cache-miss rule (metrics_cache.py) or serving (metrics_serve.py).
+cache-miss rule (cache_lines.py) or serving (metrics_serve.py).
 """
 
 from __future__ import annotations

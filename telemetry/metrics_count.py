@@ -11,12 +11,12 @@ What is counted (each exchange once, as stored; a count the provider did not rep
 nothing, it is not zero): requests by team, provider, model and finish reason; tokens by
 kind; cost in USD (the rows' priced cost; an unpriced row adds nothing); decode errors by
 provider; time to first token and total time by provider and model; cache misses by
-cause (metrics_cache.py); tool-call problems by the status the record got when it was
+cause (cache_lines.py); tool-call problems by the status the record got when it was
 checked against its request's schema (the conversation-level checks of `report tools`,
 duplicate ids and missing or orphan results, need later requests and are not counted).
 
 Not responsible for serving the metrics (metrics_serve.py), for bounding label values
-(metrics_labels.py) or for the cache-miss rule (metrics_cache.py).
+(metrics_labels.py) or for the cache-miss rule (cache_lines.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 from llmtap.storage.private import private_dir
 from llmtap.storage.rows import RowSet
-from llmtap.telemetry.metrics_cache import NOT_CACHEABLE, CacheLines
+from llmtap.telemetry.cache_lines import NOT_CACHEABLE, CacheLines
 from llmtap.telemetry.metrics_labels import Labels
 
 WHO = ("team", "provider", "model")

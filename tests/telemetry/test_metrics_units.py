@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from llmtap.analytics.reports import MINIMUM_CACHEABLE
+from llmtap.analytics import minimums
 from llmtap.storage.rows import RowSet
-from llmtap.telemetry import metrics, metrics_cache
-from llmtap.telemetry.metrics_cache import CacheLines
+from llmtap.telemetry import cache_lines, metrics
+from llmtap.telemetry.cache_lines import CacheLines
 from llmtap.telemetry.metrics_labels import OTHER, UNKNOWN, Labels
 from llmtap.telemetry.settings import Telemetry
 from tests.helpers import llmtap
@@ -152,10 +152,6 @@ def test_values_a_dead_writer_gave_out_count_against_the_caps() -> None:
 # -- the cache rule ------------------------------------------------------------------------
 
 
-def test_the_minimums_are_the_reports_table() -> None:
-    assert metrics_cache.MINIMUM_CACHEABLE == MINIMUM_CACHEABLE
-
-
 @pytest.mark.parametrize(
     ("model", "tokens"),
     [
@@ -169,7 +165,7 @@ def test_the_minimums_are_the_reports_table() -> None:
     ],
 )
 def test_a_models_minimum_is_the_first_pattern_that_matches(model: str | None, tokens: int | None) -> None:
-    assert metrics_cache.minimum(model) == tokens
+    assert minimums.minimum(model) == tokens
 
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -233,7 +229,7 @@ def test_a_thread_is_one_line_at_any_gap() -> None:
 def test_a_previous_request_under_the_minimum_could_not_be_cached() -> None:
     lines = CacheLines()
     lines.observe(_row(usage_input_tokens=900))
-    assert lines.observe(_row(10, tools_hash="changed")) == metrics_cache.NOT_CACHEABLE
+    assert lines.observe(_row(10, tools_hash="changed")) == cache_lines.NOT_CACHEABLE
 
 
 def test_a_response_chain_is_one_line_whatever_its_first_message() -> None:

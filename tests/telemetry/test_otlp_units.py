@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from llmtap.analytics.minimums import minimum
 from llmtap.telemetry.otlp import headers_from, settings_from
-from llmtap.telemetry.otlp_lines import Lines, minimum_cacheable
+from llmtap.telemetry.otlp_lines import Lines
 from llmtap.telemetry.otlp_spans import ids_for, provider_name, trace_key
 from tests.helpers import free_port, llmtap
 
@@ -171,8 +172,8 @@ def test_cache_verdicts_follow_the_report_rules() -> None:
         if isinstance(expected, tuple):
             expected = {"verdict": expected[0], "cause": expected[1]}
         assert lines.cache(given) == expected, given["id"]
-    assert minimum_cacheable("claude-opus-4-5") == 4096 and minimum_cacheable("gemini-2.5-pro") == 4096
-    assert minimum_cacheable("gpt-4.1") == 1024 and minimum_cacheable(None) == 0
+    assert minimum("claude-opus-4-5") == 4096 and minimum("gemini-2.5-pro") == 4096
+    assert minimum("gpt-4.1") == 1024 and minimum(None) is None
 
 
 def test_memory_is_bounded() -> None:
@@ -180,7 +181,7 @@ def test_memory_is_bounded() -> None:
     for n in range(1000):
         lines.conversation(row(n, timedelta(seconds=n), first_message_hash=f"m{n}"))
         lines.cache(row(n, timedelta(seconds=n), first_message_hash=f"m{n}"))
-    assert len(lines._conversations) == len(lines._cache) == 100
+    assert len(lines._conversations) == len(lines._cache._lines) == 100
     # the oldest line was forgotten: it starts afresh (a limit the module's docstring states)
     assert lines.conversation(row(1001, timedelta(seconds=1001), first_message_hash="m0")) == "ex1001"
 

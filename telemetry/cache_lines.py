@@ -1,5 +1,7 @@
 """Prompt-cache misses as exchanges are committed: the rule of analytics/sql/cache_misses.sql
-(SPEC §5) applied to each row against the previous row of its line, kept in memory.
+(SPEC §5) applied to each row against the previous row of its line, kept in memory. One
+rule for the live telemetry: the metrics count its misses (metrics_count.py), the spans
+carry its verdicts (otlp_lines.py).
 
 A line is one thread_key (else key fingerprint, else team), one model and one first
 message (a response chain: any first message); only exchanges with a first message and
@@ -17,57 +19,25 @@ the order they ended), for rows other proxies or `llmtap import` add to the same
 for lines older than this process (their first request here has no previous one), and
 for lines pushed out of the memory (`lines` most recently used are kept).
 
-Not responsible for counting (metrics_count.py) or the grouped cache report (analytics).
+Not responsible for counting or spans (metrics_count.py, otlp_lines.py), the model
+minimums (analytics/minimums.py) or the grouped cache report (analytics).
 """
 
 from __future__ import annotations
 
-import re
+import json
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from llmtap.analytics.minimums import minimum
+
 NOT_CACHEABLE = "below_minimum"
 BREAKPOINT_PROTOCOLS = ("anthropic.messages", "bedrock.converse")  # caching needs explicit breakpoints
 TTL_SECONDS = {"1h": 3600, "24h": 86400}  # else 5 minutes
 RUN_GAP_SECONDS = 3600  # without a thread_key, a longer gap starts a new conversation
-# The minimum cacheable prompt length per model, first match wins: the table of
-# analytics/reports.py (MINIMUM_CACHEABLE), copied because that module loads DuckDB, which
-# the writer's process has no other use for; a test keeps the two equal.
-MINIMUM_CACHEABLE = (
-    ("%opus-4-5%", 4096),
-    ("%opus-4-6%", 4096),
-    ("%haiku-4-5%", 4096),
-    ("%sonnet-4-6%", 2048),
-    ("%opus-4-7%", 2048),
-    ("%claude-3-haiku%", 2048),
-    ("%claude-3-5-haiku%", 2048),
-    ("%claude%", 1024),
-    ("gemini%pro%", 4096),
-    ("gemini%", 1024),
-    ("%", 1024),
-)
-
-
-def _like(pattern: str) -> re.Pattern[str]:
-    """A SQL ILIKE pattern as a regular expression."""
-    parts = (".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
-    return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
-
-
-_MINIMUMS = tuple((_like(pattern), tokens) for pattern, tokens in MINIMUM_CACHEABLE)
-
-
-def minimum(model: str | None) -> int | None:
-    """The model's minimum cacheable prompt length (first pattern that matches)."""
-    if model is None:
-        return None
-    for pattern, tokens in _MINIMUMS:
-        if pattern.fullmatch(model):
-            return tokens
-    return None
 
 
 @dataclass(frozen=True)
@@ -88,6 +58,18 @@ class CacheLines:
         self.limit = lines
         self._lines: OrderedDict[tuple[Any, ...], _Turn] = OrderedDict()
 
+    def verdict(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """What a span says of the row: {"verdict": hit | miss | not_cacheable | no cache
+        read | unknown, "cause": … (misses and not_cacheable)}; remembers it as `observe`."""
+        read = row.get("usage_cache_read_input_tokens") or 0
+        usual = {"verdict": "hit" if read else "no cache read"}
+        if row.get("usage_input_tokens") is None:
+            return usual if read else {"verdict": "unknown"}
+        cause = self.observe(row)
+        if cause is None:
+            return usual
+        return {"verdict": "not_cacheable" if cause == NOT_CACHEABLE else "miss", "cause": cause}
+
     def observe(self, row: Mapping[str, Any]) -> str | None:
         """A miss's cause (`below_minimum`: could not have been cached), or None."""
         if row.get("first_message_hash") is None or row.get("usage_input_tokens") is None:
@@ -105,7 +87,7 @@ class CacheLines:
             input_tokens=row["usage_input_tokens"],
             tools=row.get("tools_hash"),
             system=row.get("system_hash"),
-            messages=list(row.get("message_hashes") or []),
+            messages=_messages(row.get("message_hashes")),
             breakpoints=row.get("request_cache_breakpoints") or 0,
             ttl=row.get("request_cache_ttl"),
         )
@@ -130,7 +112,7 @@ def _cause(row: Mapping[str, Any], prev: _Turn, started: datetime, *, threaded: 
         return "tools_changed"
     if row.get("system_hash") != prev.system:
         return "system_changed"
-    if not chained and _first_difference(prev.messages, list(row.get("message_hashes") or [])) is not None:
+    if not chained and _first_difference(prev.messages, _messages(row.get("message_hashes"))) is not None:
         return "message_edited"
     if gap > TTL_SECONDS.get(prev.ttl or "", 300):
         return "ttl_expired"
@@ -148,3 +130,10 @@ def _first_difference(previous: list[Any], current: list[Any]) -> int | None:
         if before is None or now is None or before != now:
             return index
     return None
+
+
+def _messages(value: Any) -> list[Any]:
+    """The row's message hashes: a list from the writer, JSON text from a store read."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return list(value or [])
