@@ -1,0 +1,67 @@
+"""The lake's tables: `llmtap.exchanges` and `llmtap.tool_calls`, one column for each column
+of the store's fact tables (storage/schema.py `exchange_facts`, `tool_call_facts`: what
+reports read, costs in integer pico-dollars), under the same names, plus `revision` (the
+store's change stamp the row was synced at). Exchanges are partitioned by the UTC day of
+`started_at`; tool calls carry their exchange's `started_at` so they partition the same way.
+
+Iceberg types: strings and JSON text as `string`, integers as `long`, booleans as
+`boolean`, floats as `double`, times as `timestamptz` (instants, microseconds, UTC).
+
+Not responsible for writing or reading the tables (sync and the readers are).
+"""
+
+from __future__ import annotations
+
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import DayTransform
+from pyiceberg.types import (
+    BooleanType,
+    DoubleType,
+    IcebergType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestamptzType,
+)
+from sqlalchemy import BigInteger, Boolean, DateTime, Float, Integer, Table
+
+from llmtap.storage import schema as store
+
+NAMESPACE = "llmtap"
+EXCHANGES = f"{NAMESPACE}.exchanges"
+TOOL_CALLS = f"{NAMESPACE}.tool_calls"
+
+
+def _iceberg_type(column_type: object) -> IcebergType:
+    if isinstance(column_type, Boolean):
+        return BooleanType()
+    if isinstance(column_type, (BigInteger, Integer)):
+        return LongType()
+    if isinstance(column_type, Float):
+        return DoubleType()
+    if isinstance(column_type, DateTime):
+        return TimestamptzType()
+    return StringType()
+
+
+def _schema(table: Table, *, extra_started_at: bool) -> Schema:
+    fields = []
+    for index, column in enumerate(table.columns, start=1):
+        fields.append(NestedField(index, column.name, _iceberg_type(column.type), required=bool(column.primary_key)))
+    if extra_started_at:
+        fields.append(NestedField(len(fields) + 1, "started_at", TimestamptzType(), required=False))
+    return Schema(*fields)
+
+
+EXCHANGES_SCHEMA = _schema(store.exchange_facts, extra_started_at=False)
+TOOL_CALLS_SCHEMA = _schema(store.tool_call_facts, extra_started_at=True)
+
+
+def _by_day(schema: Schema) -> PartitionSpec:
+    source = schema.find_field("started_at").field_id
+    return PartitionSpec(PartitionField(source_id=source, field_id=1000, transform=DayTransform(), name="day"))
+
+
+EXCHANGES_PARTITIONS = _by_day(EXCHANGES_SCHEMA)
+TOOL_CALLS_PARTITIONS = _by_day(TOOL_CALLS_SCHEMA)
