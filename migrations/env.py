@@ -29,9 +29,16 @@ def _configure_and_run(connection) -> None:
         target_metadata=metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=_ours,
     )
     with context.begin_transaction():
         context.run_migrations()
+
+
+def _ours(name, type_, _parent_names) -> bool:
+    """pyiceberg's SQL catalog (`llmtap lake sync`) keeps its tables in the store's
+    database: they are not ours to compare or migrate."""
+    return not (type_ == "table" and name is not None and name.startswith("iceberg_"))
 
 
 if context.is_offline_mode():

@@ -8,6 +8,12 @@ Triggers rather than the writer's own inserts, so that every path that changes a
 exchange (the writer, `import`, `reprocess`, `reprice`, `prune`, a person with `sqlite3`)
 changes its copy in the same transaction, and no report ever reads a stale copy.
 
+Change tracking (schema 0009, for `llmtap lake sync`): every fact row carries `revision`,
+"changed since watermark W" being `revision >= W`. On SQLite it is `fact_revision.n`, which
+the triggers bump; on PostgreSQL the writing transaction's id (`txid_current()`), read back
+below `pg_snapshot_xmin` of a reader's snapshot (every transaction below it has finished).
+A delete leaves a tombstone in `fact_deletions` stamped the same way.
+
 Caution for migrations: on SQLite, `batch_alter_table("exchanges")` (or `tool_calls`)
 rebuilds the table and drops its triggers; such a migration must create them again.
 
@@ -20,11 +26,20 @@ from collections.abc import Sequence
 
 
 def create_statements(
-    dialect: str, table: str, facts: str, columns: Sequence[str], key: Sequence[str], *, revisions: bool = False
+    dialect: str,
+    table: str,
+    facts: str,
+    columns: Sequence[str],
+    key: Sequence[str],
+    *,
+    revisions: bool = False,
+    tombstones: bool = False,
 ) -> list[str]:
     """DDL that makes `facts` follow `table`'s inserts, updates and deletes. With
     `revisions` (schema 0008 on), on SQLite each write also counts in `fact_revision` and
-    stamps the copy with the count (schema.fact_revision says why not on PostgreSQL)."""
+    stamps the copy with the count. With `tombstones` (schema 0009 on), a delete also
+    records the key in `fact_deletions`, and on PostgreSQL the rows and tombstones are
+    stamped with the writing transaction's id."""
     names = ", ".join(_q(c) for c in columns)
     values = ", ".join(f"NEW.{_q(c)}" for c in columns)
     match = " AND ".join(f"{_q(k)} = OLD.{_q(k)}" for k in key)
@@ -36,6 +51,7 @@ def create_statements(
             delete_count = "UPDATE fact_revision SET n = n + 1, deleted = n + 1; "
             now = "(SELECT n FROM fact_revision WHERE id = 1)"
             stamp_name, stamp_value, stamp_set = ", revision", f", {now}", f", revision = {now}"
+        tombstone = _tombstone(facts, key, "(SELECT n FROM fact_revision WHERE id = 1)") if tombstones else ""
         return [
             # OR REPLACE: an `INSERT OR REPLACE` into the table deletes the old row without
             # firing the delete trigger (recursive_triggers is off); its copy is replaced here.
@@ -44,23 +60,29 @@ def create_statements(
             f"CREATE TRIGGER {_q(table + '_facts_update')} AFTER UPDATE ON {_q(table)} BEGIN {count}"
             f"UPDATE {_q(facts)} SET {settings}{stamp_set} WHERE {match}; END",
             f"CREATE TRIGGER {_q(table + '_facts_delete')} AFTER DELETE ON {_q(table)} BEGIN {delete_count}"
-            f"DELETE FROM {_q(facts)} WHERE {match}; END",
+            f"DELETE FROM {_q(facts)} WHERE {match}; {tombstone}END",
         ]
     if dialect == "postgresql":
         function = _q(f"llmtap_{facts}")
         conflict = ", ".join(_q(k) for k in key)
         updates = ", ".join(f"{_q(c)} = EXCLUDED.{_q(c)}" for c in columns if c not in key)
+        stamp_name = stamp_value = tombstone = ""
+        if tombstones:
+            stamp_name, stamp_value = ", revision", ", txid_current()"
+            updates += ", revision = EXCLUDED.revision"
+            tombstone = "        " + _tombstone(facts, key, "txid_current()") + "\n"
         return [
             f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$\n"
             "BEGIN\n"
             "    IF TG_OP = 'DELETE' THEN\n"
             f"        DELETE FROM {_q(facts)} WHERE {match};\n"
+            f"{tombstone}"
             "        RETURN OLD;\n"
             "    END IF;\n"
             "    IF TG_OP = 'UPDATE' THEN\n"
             f"        DELETE FROM {_q(facts)} WHERE {match};\n"
             "    END IF;\n"
-            f"    INSERT INTO {_q(facts)} ({names}) VALUES ({values})\n"
+            f"    INSERT INTO {_q(facts)} ({names}{stamp_name}) VALUES ({values}{stamp_value})\n"
             f"        ON CONFLICT ({conflict}) DO UPDATE SET {updates};\n"
             "    RETURN NEW;\n"
             "END $$",
@@ -68,6 +90,16 @@ def create_statements(
             f"FOR EACH ROW EXECUTE FUNCTION {function}()",
         ]
     raise ValueError(f"no fact triggers for the {dialect} dialect")
+
+
+def _tombstone(facts: str, key: Sequence[str], stamp: str) -> str:
+    """The delete trigger's record of a deleted key: the exchange's id, and the position
+    for a tool call (NULL for an exchange)."""
+    position = f"OLD.{_q(key[1])}" if len(key) > 1 else "NULL"
+    return (
+        "INSERT INTO fact_deletions (table_name, exchange_id, position, revision) "
+        f"VALUES ('{facts}', OLD.{_q(key[0])}, {position}, {stamp}); "
+    )
 
 
 def drop_statements(dialect: str, table: str, facts: str) -> list[str]:

@@ -277,3 +277,17 @@ fact_revision = Table(
     Column("deleted", BigInteger, nullable=False),
     Column("token", String(32), nullable=False),
 )
+
+# Tombstones (schema 0009): the delete triggers record each fact row they delete, stamped
+# like the rows (`revision`: SQLite's `fact_revision.n`, PostgreSQL's transaction id), so a
+# copy kept elsewhere (`llmtap lake sync`) can delete what the store no longer holds.
+# `position` is NULL for an exchange. `prune --synced` removes the ones its own deletes make.
+fact_deletions = Table(
+    "fact_deletions",
+    metadata,
+    Column("table_name", Text, nullable=False),
+    Column("exchange_id", Text, nullable=False),
+    Column("position", Integer, nullable=True),
+    Column("revision", BigInteger, nullable=False),
+    Index("ix_fact_deletions_revision", "revision"),
+)
