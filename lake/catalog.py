@@ -1,0 +1,87 @@
+"""The lake's catalog: pyiceberg's `SqlCatalog` kept in the store's own database (its
+tables `iceberg_tables` and `iceberg_namespace_properties` sit beside the store's), one
+catalog per warehouse, and the two tables of lake/schema.py created in it on first use.
+
+A warehouse is a folder (`/data/lake`, `file:///data/lake`) or `s3://bucket/prefix`,
+written through pyiceberg's pyarrow FileIO. S3 settings come from the config file's
+`[lake]` table (`s3.endpoint`, `s3.region`, `s3.access-key-id`, `s3.secret-access-key`,
+any other pyiceberg FileIO property), else from the usual AWS environment.
+
+Not responsible for what the tables hold (sync.py) or for reading them in reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.table import Table
+
+from llmtap.lake import schema
+
+WATERMARK = "llmtap.watermark"  # snapshot summary: rows with revision >= it are not (all) in the lake
+STORE_TOKEN = "llmtap.store_token"  # snapshot summary: the store's fact_revision.token
+TABLES = {
+    schema.EXCHANGES: (schema.EXCHANGES_SCHEMA, schema.EXCHANGES_PARTITIONS),
+    schema.TOOL_CALLS: (schema.TOOL_CALLS_SCHEMA, schema.TOOL_CALLS_PARTITIONS),
+}
+
+
+class LakeError(Exception):
+    """Something a user can fix about a warehouse or its settings (one line)."""
+
+
+def warehouse_uri(warehouse: str) -> str:
+    """`s3://…` as given (no trailing slash); a folder as an absolute `file://` URI."""
+    if warehouse.startswith("s3://"):
+        if len(warehouse) <= len("s3://") or warehouse[5] == "/":
+            raise LakeError(f"not an S3 warehouse: {warehouse!r} (s3://bucket/prefix)")
+        return warehouse.rstrip("/")
+    if "://" in warehouse and not warehouse.startswith("file://"):
+        raise LakeError(f"unsupported warehouse {warehouse!r}: a folder or s3://bucket/prefix")
+    path = Path(warehouse.removeprefix("file://")).expanduser().resolve()
+    return f"file://{path}"
+
+
+def catalog_name(warehouse: str) -> str:
+    """The catalog's name in `iceberg_tables`: the warehouse itself, so two warehouses
+    synced from one store never share a table."""
+    return "llmtap:" + warehouse_uri(warehouse)
+
+
+def open_catalog(store_url: str, warehouse: str, settings: Mapping[str, object] | None = None) -> SqlCatalog:
+    """The warehouse's catalog in the store at `store_url` (a SQLAlchemy URL)."""
+    uri = warehouse_uri(warehouse)
+    properties = {str(k): str(v) for k, v in (settings or {}).items() if k != "warehouse"}
+    if uri.startswith("file://"):
+        Path(uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+    return SqlCatalog(catalog_name(warehouse), uri=store_url, warehouse=uri, **properties)
+
+
+def ensure_tables(catalog: SqlCatalog) -> dict[str, Table]:
+    """The lake's tables, made when missing (two first syncs at once: one makes each)."""
+    try:
+        catalog.create_namespace(schema.NAMESPACE)
+    except NamespaceAlreadyExistsError:
+        pass
+    tables = {}
+    for name, (table_schema, partitions) in TABLES.items():
+        try:
+            tables[name] = catalog.load_table(name)
+        except NoSuchTableError:
+            try:
+                tables[name] = catalog.create_table(name, table_schema, partition_spec=partitions)
+            except TableAlreadyExistsError:
+                tables[name] = catalog.load_table(name)
+    return tables
+
+
+def watermark(table: Table) -> tuple[int, str | None]:
+    """The table's `llmtap.watermark` (0 for a table never synced) and store token."""
+    snapshot = table.current_snapshot()
+    if snapshot is None or snapshot.summary is None:
+        return 0, None
+    value = snapshot.summary[WATERMARK]
+    return (int(value) if value else 0), snapshot.summary[STORE_TOKEN]
