@@ -1,13 +1,21 @@
 """Alembic, driven from code: bring a database to the head revision (or any other).
 
 The migration scripts live in `migrations/` (the `llmtap.migrations` package), so this
-works from an installed wheel with no alembic.ini. Not responsible for the tables' shape
-(see `schema.py`) nor for connections (see `engine.py`).
+works from an installed wheel with no alembic.ini. Several processes may start on one
+store at once (a fleet of proxies on one PostgreSQL, two commands on one SQLite file):
+one migrates, the others wait for it and then find the store current. On PostgreSQL a
+session advisory lock serialises them; on SQLite the migration's transaction begins with
+`BEGIN IMMEDIATE`, the file's write lock, so Alembic reads the revision only once no other
+process can change it (pysqlite would otherwise run the DDL outside any transaction).
+
+Not responsible for the tables' shape (see `schema.py`) nor for connections (see `engine.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
@@ -16,10 +24,17 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from llmtap import migrations
 from llmtap.storage.errors import StoreError
+
+# One key for "llmtap migrates this database" (advisory locks are per database); the
+# number is arbitrary, chosen not to collide with small keys other tools pick.
+ADVISORY_LOCK_KEY = 0x6C6C_6D74_6170_0001  # "llmtap" 0001
+# How long a process waits for another's migration before it gives up. A migration of a
+# large SQLite store rebuilds tables; minutes, not hours.
+LOCK_WAIT_S = 600.0
 
 
 def alembic_config() -> Config:
@@ -84,7 +99,9 @@ def _run(engine: Engine, action: Callable[[Config], None]) -> None:
             if sqlite:
                 _foreign_keys(connection, on=False)
             try:
-                with connection.begin():
+                with _one_migrator(connection), connection.begin():
+                    if sqlite:
+                        _begin_immediate(connection)
                     config.attributes["connection"] = connection
                     action(config)
             finally:
@@ -92,6 +109,42 @@ def _run(engine: Engine, action: Callable[[Config], None]) -> None:
                     _foreign_keys(connection, on=True)
     except (SQLAlchemyError, CommandError) as exc:  # CommandError: e.g. an unknown revision
         raise StoreError(f"migration failed: {_first_line(exc)}") from None
+
+
+@contextmanager
+def _one_migrator(connection: Connection) -> Iterator[None]:
+    """On PostgreSQL, hold the migration lock for the session around the migration's
+    transaction: taken and committed before that transaction begins, so the migration
+    reads the revision the previous holder committed whatever the isolation level. The
+    lock ends with the session if the process dies."""
+    if connection.dialect.name != "postgresql":
+        yield
+        return
+    connection.exec_driver_sql(f"SET lock_timeout = {int(LOCK_WAIT_S * 1000)}")
+    connection.exec_driver_sql(f"SELECT pg_advisory_lock({ADVISORY_LOCK_KEY})")
+    connection.commit()
+    try:
+        yield
+    finally:
+        connection.rollback()
+        connection.exec_driver_sql(f"SELECT pg_advisory_unlock({ADVISORY_LOCK_KEY})")
+        connection.exec_driver_sql("RESET lock_timeout")
+        connection.commit()
+
+
+def _begin_immediate(connection: Connection) -> None:
+    """Take SQLite's write lock now, waiting (beyond the busy timeout) while another
+    process migrates. pysqlite runs DDL in autocommit mode unless a transaction is open;
+    after this, the whole migration is one transaction (SQLite's DDL is transactional)."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            return
+        except OperationalError as exc:
+            if "locked" not in str(exc.orig) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _first_line(exc: Exception) -> str:
