@@ -21,6 +21,7 @@ from llmtap.cli import (
     export,
     fingerprint,
     importer,
+    lake,
     maintain,
     pricing,
     proxy,
@@ -29,7 +30,21 @@ from llmtap.cli import (
 from llmtap.cli.errors import UsageError, one_line
 from llmtap.storage.errors import StoreError
 
-COMMANDS = (demo_command, proxy, report, pricing, audit, dashboard, decode, importer, export, maintain, fingerprint, db)
+COMMANDS = (
+    demo_command,
+    proxy,
+    report,
+    pricing,
+    audit,
+    dashboard,
+    decode,
+    importer,
+    export,
+    maintain,
+    fingerprint,
+    db,
+    lake,
+)
 
 
 class _Parser(argparse.ArgumentParser):

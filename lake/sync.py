@@ -1,0 +1,247 @@
+"""`llmtap lake sync`: copy what changed in the store's fact tables since the lake's
+watermark into the lake's Iceberg tables, by key.
+
+The contract with the readers: a table's current snapshot carries `llmtap.watermark` W
+(catalog.WATERMARK) and `llmtap.store_token`. Every store row with `revision < W` is in
+the lake as the store holds it, and every fact row deleted with a tombstone `revision < W`
+is gone from it; the rows with `revision >= W` may or may not be there. So a reader takes
+the lake plus the store's rows with `revision >= W`, the store's row winning by key, and
+drops lake rows whose key has a tombstone with `revision >= W` and no store row.
+
+How W is taken, at the start of the sync's read of the store:
+- SQLite: `fact_revision.n + 1`. The triggers bump `n` and stamp the row with it, so every
+  row written later gets a larger revision; rows read in the same pass that were written
+  after `n` was read are copied too, and again next time (harmless: by key).
+- PostgreSQL: `pg_snapshot_xmin(pg_current_snapshot())` of the sync's REPEATABLE READ
+  snapshot. The triggers stamp `txid_current()`; every transaction below xmin has finished
+  and its rows are in the snapshot.
+
+Each table syncs on its own (its own watermark). Rows are read in key order and committed
+`CHUNK` rows at a time: each commit deletes those keys (and, in the first, keys the store
+deleted) and appends the store's rows, so a commit is idempotent. Commits before the last
+keep the old watermark; the last writes the new one. A killed sync leaves whole commits
+(Iceberg commits are atomic) under the old watermark: the next one redoes them by key.
+Two syncs at once: each commit asserts the table's snapshot it started from (Iceberg's
+optimistic commit); a sync that loses restarts from the lake's new state, so one sync's
+commits are never interleaved with another's and no key is ever held twice.
+
+Not responsible for the catalog or the tables' shape (catalog.py, schema.py) or for reading
+the lake in reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.expressions import In
+from pyiceberg.table import Table
+from sqlalchemy import Connection, Engine, text
+
+from llmtap.lake import partition, schema
+from llmtap.lake.catalog import STORE_TOKEN, WATERMARK, LakeError, ensure_tables, watermark
+from llmtap.storage.schema import EXCHANGE_FACT_COLUMNS, TOOL_CALL_FACT_COLUMNS
+
+log = logging.getLogger("llmtap.lake")
+
+CHUNK = 100_000  # rows per Iceberg commit: bounds the sync's memory
+ATTEMPTS = 20  # restarts after losing a commit to another sync, then a one-line error
+SYNC_ID = "llmtap.sync"  # snapshot summary: which sync made the commit
+
+
+@dataclass
+class TableSync:
+    """What one table's sync did: rows appended, keys deleted for the store's deletes,
+    commits made, restarts after a conflict, and the watermark the lake now holds."""
+
+    table: str
+    written: int = 0
+    gone: int = 0
+    commits: int = 0
+    restarts: int = 0
+    watermark: int = 0
+
+
+@dataclass(frozen=True)
+class _Source:
+    name: str  # the lake table
+    key: str  # the column commits delete by
+    gone_sql: str  # keys the store deleted since :w and holds no row for now
+    rows_sql: str  # the rows to copy, in key order
+
+
+def _q(columns: tuple[str, ...], prefix: str) -> str:
+    return ", ".join(f'{prefix}."{c}"' for c in columns)
+
+
+_EXCHANGES = _Source(
+    schema.EXCHANGES,
+    "id",
+    "SELECT DISTINCT d.exchange_id FROM fact_deletions d WHERE d.table_name = 'exchange_facts' "
+    "AND d.revision >= :w AND NOT EXISTS (SELECT 1 FROM exchange_facts e WHERE e.id = d.exchange_id)",
+    f"SELECT {_q(EXCHANGE_FACT_COLUMNS, 'e')}, e.revision FROM exchange_facts e WHERE e.revision >= :w ORDER BY e.id",
+)
+# A tool call's key is (exchange_id, position); commits replace an exchange's calls whole.
+_TOOL_CALLS = _Source(
+    schema.TOOL_CALLS,
+    "exchange_id",
+    "SELECT DISTINCT d.exchange_id FROM fact_deletions d WHERE d.table_name = 'tool_call_facts' "
+    "AND d.revision >= :w AND NOT EXISTS (SELECT 1 FROM tool_call_facts t WHERE t.exchange_id = d.exchange_id)",
+    f"SELECT {_q(TOOL_CALL_FACT_COLUMNS, 't')}, t.revision, e.started_at FROM tool_call_facts t "
+    "LEFT JOIN exchange_facts e ON e.id = t.exchange_id WHERE t.exchange_id IN ("
+    "SELECT exchange_id FROM tool_call_facts WHERE revision >= :w UNION "
+    "SELECT exchange_id FROM fact_deletions WHERE table_name = 'tool_call_facts' AND revision >= :w) "
+    "ORDER BY t.exchange_id, t.position",
+)
+
+
+def sync(engine: Engine, catalog: SqlCatalog, *, chunk: int = CHUNK) -> list[TableSync]:
+    """Bring the lake's tables up to the store; returns what each table's sync did."""
+    partition.install()
+    tables = ensure_tables(catalog)
+    return [_sync_table(engine, tables[source.name], source, chunk) for source in (_EXCHANGES, _TOOL_CALLS)]
+
+
+def _sync_table(engine: Engine, table: Table, source: _Source, chunk: int) -> TableSync:
+    result = TableSync(source.name)
+    for attempt in range(ATTEMPTS):
+        table.refresh()
+        try:
+            _copy(engine, table, source, chunk, result)
+            return result
+        except CommitFailedException:
+            result.restarts += 1
+            log.info("llmtap: another sync committed to %s first; starting again", source.name)
+            time.sleep(random.uniform(0.05, 0.3) * (attempt + 1))
+    raise LakeError(f"{source.name}: gave up after {ATTEMPTS} commits lost to other syncs; run lake sync again")
+
+
+def _copy(engine: Engine, table: Table, source: _Source, chunk: int, result: TableSync) -> None:
+    old, held_token = watermark(table)
+    sync_id = secrets.token_hex(8)
+    with _read(engine) as connection:
+        new, token = _mark(connection)
+        if held_token is not None and held_token != token:
+            raise LakeError(
+                f"{source.name} holds another store's facts (store token {held_token}, this store's {token}): "
+                "sync each store to a warehouse of its own"
+            )
+        gone = [row[0] for row in connection.execute(text(source.gone_sql), {"w": old})]
+        arrow_schema = table.schema().as_arrow()
+        pending: pa.Table | None = None
+        for batch in _batches(connection, source, old, arrow_schema, chunk):
+            if pending is not None:
+                _commit(table, source, pending, gone, {WATERMARK: str(old), STORE_TOKEN: token, SYNC_ID: sync_id})
+                result.commits += 1
+                result.written += pending.num_rows
+                gone = []
+            pending = batch
+        if pending is None and not gone:
+            result.watermark = old
+            return  # nothing changed: the watermark stays (readers read the same)
+        final = {WATERMARK: str(new), STORE_TOKEN: token, SYNC_ID: sync_id}
+        rows = pending if pending is not None else arrow_schema.empty_table()
+        _commit(table, source, rows, gone, final)
+        result.commits += 1
+        result.written += rows.num_rows
+        result.gone += len(gone)
+        result.watermark = new
+
+
+class _read:
+    """A read of the store in one snapshot: REPEATABLE READ on PostgreSQL, a deferred
+    transaction on SQLite (pysqlite would not begin one for a SELECT)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def __enter__(self) -> Connection:
+        if self.engine.dialect.name == "postgresql":
+            self.connection = self.engine.connect().execution_options(isolation_level="REPEATABLE READ")
+        else:
+            self.connection = self.engine.connect()
+            self.connection.exec_driver_sql("BEGIN")
+        return self.connection
+
+    def __exit__(self, *exc: object) -> None:
+        self.connection.rollback()
+        self.connection.close()
+
+
+def _mark(connection: Connection) -> tuple[int, str]:
+    """The new watermark and the store's token, taken first in the read's snapshot."""
+    n, token = connection.execute(text("SELECT n, token FROM fact_revision WHERE id = 1")).one()
+    if connection.dialect.name == "postgresql":
+        xmin = connection.execute(text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")).scalar_one()
+        return int(xmin), str(token)
+    return int(n) + 1, str(token)
+
+
+def _batches(
+    connection: Connection, source: _Source, old: int, arrow_schema: pa.Schema, chunk: int
+) -> Iterator[pa.Table]:
+    """The rows to copy as Arrow tables of about `chunk` rows, never splitting a key."""
+    result = connection.execution_options(stream_results=True).execute(text(source.rows_sql), {"w": old})
+    names = list(result.keys())
+    carry: list[Any] = []
+    while True:
+        fetched = result.fetchmany(chunk)
+        rows = carry + list(fetched)
+        carry = []
+        if len(fetched) < chunk:  # the end
+            break
+        cut = _cut(rows, names.index(source.key))
+        carry = rows[cut:]
+        if cut:
+            yield _arrow(rows[:cut], names, arrow_schema)
+    if rows:
+        yield _arrow(rows, names, arrow_schema)
+
+
+def _cut(rows: list[Any], key: int) -> int:
+    """Where to end a batch so that the last key's rows stay together (tool calls)."""
+    last = rows[-1][key]
+    cut = len(rows)
+    while cut > 0 and rows[cut - 1][key] == last:
+        cut -= 1
+    return cut if cut else len(rows)
+
+
+def _arrow(rows: list[Any], names: list[str], arrow_schema: pa.Schema) -> pa.Table:
+    columns = {name: [row[i] for row in rows] for i, name in enumerate(names)}
+    for field in arrow_schema:
+        values = columns[field.name]
+        if pa.types.is_boolean(field.type):
+            columns[field.name] = [None if v is None else bool(v) for v in values]
+        elif pa.types.is_timestamp(field.type):
+            columns[field.name] = [_instant(v) for v in values]
+    return pa.table({field.name: pa.array(columns[field.name], field.type) for field in arrow_schema}, arrow_schema)
+
+
+def _instant(value: Any) -> Any:
+    """SQLite hands back naive UTC datetimes (or their text); PostgreSQL aware ones."""
+    from datetime import UTC, datetime
+
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+def _commit(table: Table, source: _Source, rows: pa.Table, gone: list[str], properties: dict[str, str]) -> None:
+    """Delete the batch's keys and the gone ones, append the batch: one atomic commit."""
+    keys = sorted(set(rows.column(source.key).to_pylist()) | set(gone))
+    with table.transaction() as transaction:
+        if keys and table.current_snapshot() is not None:
+            transaction.delete(In(source.key, keys), snapshot_properties=properties)  # type: ignore[call-arg,arg-type]
+        if rows.num_rows:
+            transaction.append(rows, snapshot_properties=properties)
