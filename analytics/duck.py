@@ -46,12 +46,21 @@ def extension_path(package: Any, name: str) -> str:
     return str(path)
 
 
-def connect(url: str, *, snapshot: bool = False, cached: bool = True, build: bool = False) -> duckdb.DuckDBPyConnection:
+def connect(
+    url: str,
+    *,
+    snapshot: bool = False,
+    cached: bool = True,
+    build: bool = False,
+    lake: str | None = None,
+    lake_settings: dict[str, str] | None = None,
+) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the store attached read-only as `store`, and views over
     its facts: on a SQLite store, over the columnar copy kept beside it (facts_cache.py;
     `cached=False`: never; `build`: make it now if it must be made again, however
     large); else over the store itself (with `snapshot`, over tables of the columns
-    reports read, copied once)."""
+    reports read, copied once). With `lake` (a warehouse), over that lake's Iceberg
+    tables plus the store's rows it does not hold yet (lake_views.py)."""
     connection = duckdb.connect(
         config={
             "autoinstall_known_extensions": False,
@@ -83,12 +92,29 @@ def connect(url: str, *, snapshot: bool = False, cached: bool = True, build: boo
     ):
         for table in _SOURCES:  # the copy is native already: no snapshot to take
             connection.execute(f"CREATE TEMP VIEW {table} AS SELECT * EXCLUDE (revision) FROM facts.{table}")
+        if lake:
+            _over_lake(connection, url, lake, lake_settings, {t: f"SELECT * FROM facts.{t}" for t in _SOURCES})
         return connection
     for table, source in _SOURCES.items():
         connection.execute(f"CREATE TEMP VIEW {table} AS SELECT {selects[table]} FROM store.{source}")
+    if lake:
+        tails = {t: f'SELECT {selects[t]}, "revision" FROM store.{s}' for t, s in _SOURCES.items()}
+        _over_lake(connection, url, lake, lake_settings, tails)
     if snapshot:
         _snapshot(connection)
     return connection
+
+
+def _over_lake(
+    connection: duckdb.DuckDBPyConnection, url: str, lake: str, settings: dict[str, str] | None, tails: dict[str, str]
+) -> None:
+    from llmtap.analytics import lake_views  # pyiceberg: only for a report over a lake
+
+    try:
+        lake_views.attach(connection, url, lake, tails, properties=settings)
+    except BaseException:
+        connection.close()
+        raise
 
 
 def refresh(connection: duckdb.DuckDBPyConnection) -> None:

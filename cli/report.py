@@ -45,6 +45,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--prices", metavar="FILE", help="local price file (TOML) overriding or adding models")
     parser.add_argument("--model", help="whatif: the model to price the recorded traffic at")
     parser.add_argument("--provider", help="whatif: that model's provider (genai-prices' id) if ambiguous")
+    parser.add_argument(
+        "--lake",
+        metavar="WAREHOUSE",
+        help="read the lake `llmtap lake sync` keeps there (a folder or s3://bucket/prefix), "
+        "plus the store's rows not synced yet",
+    )
     settings_module.add_common(parser)
     parser.set_defaults(run=run)
 
@@ -81,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     pricer = pricing.pricer_for(settings, engine)  # the explicit file, else the store's
     url = engine.url.render_as_string(hide_password=False)
     try:
-        duck = connect(url)
+        duck = connect(url, lake=args.lake, lake_settings=_lake_settings(args))
         try:
             if args.kind in PRICED:
                 pricing.catch_up(engine, pricer, duck)
@@ -107,6 +113,22 @@ def run(args: argparse.Namespace) -> int:
         engine.dispose()
     _show(args, table, empty, engine.url.render_as_string(hide_password=True), zone, footer)
     return 0
+
+
+def _lake_settings(args: argparse.Namespace) -> dict[str, str] | None:
+    """The lake's S3 settings (pyiceberg's names) from the environment, for a report over an
+    s3:// warehouse: LLMTAP_LAKE_S3_ENDPOINT, _REGION, and AWS_ACCESS_KEY_ID/SECRET."""
+    import os
+
+    if not args.lake:
+        return None
+    names = {
+        "s3.endpoint": "LLMTAP_LAKE_S3_ENDPOINT",
+        "s3.region": "LLMTAP_LAKE_S3_REGION",
+        "s3.access-key-id": "AWS_ACCESS_KEY_ID",
+        "s3.secret-access-key": "AWS_SECRET_ACCESS_KEY",
+    }
+    return {key: os.environ[name] for key, name in names.items() if os.environ.get(name)}
 
 
 def _show(args: argparse.Namespace, table, empty: bool, label: str, zone, footer) -> None:

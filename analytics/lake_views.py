@@ -1,0 +1,290 @@
+"""Reports over the lake: point a DuckDB connection's `exchanges` and `tool_calls` views
+(analytics/duck.py) at the Iceberg tables `llmtap lake sync` wrote, plus the store's rows
+the lake does not hold yet, each row counted once.
+
+What the lake holds: each table's current snapshot names, in its summary properties, the
+store it was copied from (`llmtap.store_token`, the store's `fact_revision.token`) and a
+watermark (`llmtap.watermark`): every change the store made to that table at a revision
+below the watermark is in the lake. So a view is
+  lake rows whose key is neither in the store's tail nor deleted since
+  ∪ the tail: the store's fact rows with `revision >= watermark` (or no revision),
+where "deleted since" are the store's tombstones (`fact_deletions`) at `revision >=
+watermark`. A store row and a lake row of the same key: the store's wins. A store without
+`fact_deletions` (before the sync's migration) has no tombstones to read. The tail and
+the tombstones are views over the store, read at each query: what a report prices before
+it runs (cli/pricing.catch_up) is what it reads.
+
+DuckDB reads each table's current metadata file (found in the SQL catalog pyiceberg
+keeps in the store's own database) with its `iceberg` extension, loaded by file path from
+its PyPI package like the scanners; an `s3://` warehouse also through `httpfs`, with the
+S3 settings handed in. The lake's columns take the types the store's views give:
+timestamps as naive UTC `TIMESTAMP`, the rest cast to the store view's type.
+
+Not responsible for writing the lake (llmtap.lake.sync), for the views over the store
+(duck.py) or for what the reports compute.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import duckdb_extension_avro  # type: ignore[import-untyped]
+import duckdb_extension_httpfs  # type: ignore[import-untyped]
+import duckdb_extension_iceberg  # type: ignore[import-untyped]
+
+from llmtap.storage.errors import StoreError, mask_passwords
+
+log = logging.getLogger("llmtap.analytics")
+
+CATALOG = "llmtap"  # the SQL catalog's name in the store's database (lake sync uses it too)
+NAMESPACE = "llmtap"
+WATERMARK = "llmtap.watermark"
+STORE_TOKEN = "llmtap.store_token"
+# view -> (the lake table, the store's fact table, its key)
+TABLES = {
+    "exchanges": ("exchanges", "exchange_facts", ("id",)),
+    "tool_calls": ("tool_calls", "tool_call_facts", ("exchange_id", "position")),
+}
+
+
+class LakeError(StoreError):
+    """The lake cannot be read as asked (none there, another store's, unreadable)."""
+
+
+@dataclass(frozen=True)
+class LakeTable:
+    """One lake table as its current snapshot has it: None for `metadata` when it holds no
+    snapshot yet (then everything is the store's tail)."""
+
+    name: str
+    metadata: str | None
+    watermark: int
+    token: str | None
+
+
+def attach(
+    connection: duckdb.DuckDBPyConnection,
+    url: str,
+    warehouse: str,
+    tails: Mapping[str, str],
+    *,
+    properties: Mapping[str, str] | None = None,
+) -> dict[str, LakeTable]:
+    """Redefine the views `exchanges` and `tool_calls` of `connection` (made by duck.py,
+    with the store attached as `store`) as lake ∪ store tail. `tails[view]` is a query of
+    the store's rows for that view, in the view's columns plus `revision`. `properties`:
+    pyiceberg catalog/FileIO settings (`s3.endpoint`, `s3.access-key-id`, …)."""
+    tables = read_state(url, warehouse, properties or {})
+    token = _store_token(connection)
+    for table in tables.values():
+        if table.token is not None and table.token != token:
+            raise LakeError(
+                f"the lake at {warehouse} holds another store's records (store token {table.token}, "
+                f"this store's {token}): give this store's warehouse"
+            )
+    _load_extensions(connection, warehouse, properties or {})
+    gone = _tombstones(connection)
+    for view, (lake_name, store_table, key) in TABLES.items():
+        _point(connection, view, tables[lake_name], tails[view], gone, store_table, key)
+    return tables
+
+
+def read_state(url: str, warehouse: str, properties: Mapping[str, str]) -> dict[str, LakeTable]:
+    """Each lake table's current metadata file, watermark and store token, from the SQL
+    catalog in the store's database."""
+    catalog = open_catalog(url, warehouse, properties)
+    try:
+        return _read_state(catalog, warehouse)
+    finally:
+        catalog.engine.dispose()  # its own pool on the store's database: no connection left open
+
+
+def _read_state(catalog: Any, warehouse: str) -> dict[str, LakeTable]:
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+    from sqlalchemy import inspect
+
+    none_there = LakeError(
+        f"no lake for this store at {warehouse}: run `llmtap lake sync --warehouse {warehouse}` first"
+    )
+    try:
+        if not inspect(catalog.engine).has_table("iceberg_tables"):  # no sync ever ran on this store
+            raise none_there
+    except LakeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the store's database cannot be reached
+        raise LakeError(f"cannot read the lake's catalog: {mask_passwords(_first_line(exc))}") from None
+    tables = {}
+    for lake_name, _store_table, _key in TABLES.values():
+        try:
+            table = catalog.load_table(f"{NAMESPACE}.{lake_name}")
+        except (NoSuchTableError, NoSuchNamespaceError):
+            raise none_there from None
+        except Exception as exc:  # noqa: BLE001 - the catalog's database or the metadata file
+            raise LakeError(f"cannot read the lake at {warehouse}: {mask_passwords(_first_line(exc))}") from None
+        if not _under(table.location(), warehouse):
+            raise LakeError(f"this store's lake is at {table.location()}, not under {warehouse}")
+        snapshot = table.current_snapshot()
+        if snapshot is None:
+            tables[lake_name] = LakeTable(lake_name, None, 0, None)
+            continue
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        try:
+            watermark = int(summary.get(WATERMARK, ""))
+        except ValueError:
+            raise LakeError(
+                f"the lake table {NAMESPACE}.{lake_name} at {warehouse} has no {WATERMARK} in its "
+                "current snapshot: it was not written by `llmtap lake sync`"
+            ) from None
+        tables[lake_name] = LakeTable(lake_name, table.metadata_location, watermark, summary.get(STORE_TOKEN))
+    return tables
+
+
+def open_catalog(url: str, warehouse: str, properties: Mapping[str, str]) -> Any:
+    """pyiceberg's SQL catalog kept in the store's database (read only: it makes no tables)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    settings = {**properties, "uri": url, "warehouse": warehouse, "init_catalog_tables": "false"}
+    try:
+        return SqlCatalog(CATALOG, **settings)
+    except Exception as exc:  # noqa: BLE001 - a driver or URL pyiceberg cannot use
+        raise LakeError(f"cannot open the lake's catalog: {mask_passwords(_first_line(exc))}") from None
+
+
+def _point(
+    connection: duckdb.DuckDBPyConnection,
+    view: str,
+    table: LakeTable,
+    tail: str,
+    gone: str | None,
+    store_table: str,
+    key: tuple[str, ...],
+) -> None:
+    columns = connection.execute(f"DESCRIBE SELECT * FROM {view}").fetchall()
+    names = [(str(row[0]), str(row[1])) for row in columns]
+    select = ", ".join(_q(name) for name, _ in names)
+    connection.execute(
+        f"CREATE OR REPLACE TEMP VIEW lake_tail_{view} AS SELECT {select} FROM ({tail}) AS t "
+        f"WHERE t.revision IS NULL OR t.revision >= {int(table.watermark)}"
+    )
+    if table.metadata is None:
+        connection.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM lake_tail_{view}")
+        return
+    scan = f"iceberg_scan({_literal(table.metadata)})"
+    held = {str(row[0]): str(row[1]) for row in connection.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+    typed = ", ".join(_typed(name, data_type, held.get(name)) for name, data_type in names)
+    match = " AND ".join(f"t.{_q(k)} = l.{_q(k)}" for k in key)
+    conditions = [f"NOT EXISTS (SELECT 1 FROM lake_tail_{view} AS t WHERE {match})"]
+    if gone is not None:
+        since = int(table.watermark)
+        names_of = f"('{store_table}', '{view}')"
+        if view == "exchanges":
+            conditions.append(
+                f"NOT EXISTS (SELECT 1 FROM {gone} AS g WHERE g.table_name IN {names_of} "
+                f"AND g.revision >= {since} AND g.exchange_id = l.id)"
+            )
+        else:  # a tool call is gone with its own tombstone or with its exchange's
+            conditions.append(
+                f"NOT EXISTS (SELECT 1 FROM {gone} AS g WHERE g.revision >= {since} AND g.exchange_id = l.exchange_id "
+                f"AND ((g.table_name IN {names_of} AND g.position = l.position) "
+                "OR g.table_name IN ('exchange_facts', 'exchanges')))"
+            )
+    connection.execute(
+        f"CREATE OR REPLACE TEMP VIEW {view} AS "
+        f"SELECT {typed} FROM {scan} AS l WHERE {' AND '.join(conditions)} "
+        f"UNION ALL SELECT * FROM lake_tail_{view}"
+    )
+
+
+def _typed(name: str, data_type: str, held: str | None) -> str:
+    """A lake column in the store view's type (`TIMESTAMP`: the instant's UTC wall time)."""
+    quoted = _q(name)
+    if held is None:  # a column the lake does not have (yet): what the store would say of it
+        return f"CAST(NULL AS {data_type}) AS {quoted}"
+    if "TIME ZONE" in held.upper():
+        return f"make_timestamp(epoch_us(l.{quoted})) AS {quoted}"
+    return f"CAST(l.{quoted} AS {data_type}) AS {quoted}"
+
+
+def _tombstones(connection: duckdb.DuckDBPyConnection) -> str | None:
+    """The store's `fact_deletions` as a view, or None when the store has none (yet)."""
+    try:
+        connection.execute("SELECT table_name, exchange_id, position, revision FROM store.fact_deletions LIMIT 0")
+    except duckdb.Error:
+        log.debug("llmtap: the store has no fact_deletions table: no deletions since the lake's watermark")
+        return None
+    connection.execute(
+        "CREATE OR REPLACE TEMP VIEW lake_gone AS SELECT CAST(table_name AS VARCHAR) AS table_name, "
+        "CAST(exchange_id AS VARCHAR) AS exchange_id, CAST(position AS BIGINT) AS position, "
+        "CAST(revision AS BIGINT) AS revision FROM store.fact_deletions"
+    )
+    return "lake_gone"
+
+
+def _store_token(connection: duckdb.DuckDBPyConnection) -> str | None:
+    try:
+        row = connection.execute("SELECT token FROM store.fact_revision WHERE id = 1").fetchone()
+    except duckdb.Error:
+        return None
+    return None if row is None else str(row[0])
+
+
+def _load_extensions(connection: duckdb.DuckDBPyConnection, warehouse: str, properties: Mapping[str, str]) -> None:
+    from llmtap.analytics.duck import extension_path
+
+    connection.execute(f"LOAD '{extension_path(duckdb_extension_avro, 'avro')}'")
+    connection.execute(f"LOAD '{extension_path(duckdb_extension_iceberg, 'iceberg')}'")
+    if warehouse.startswith(("s3://", "s3a://")):
+        connection.execute(f"LOAD '{extension_path(duckdb_extension_httpfs, 'httpfs')}'")
+        connection.execute(_s3_secret(properties))
+
+
+def _s3_secret(properties: Mapping[str, str]) -> str:
+    """DuckDB's S3 secret from pyiceberg's S3 settings (`s3.endpoint`, `s3.access-key-id`,
+    `s3.secret-access-key`, `s3.region`); without keys, DuckDB's own (environment) chain."""
+    parts = ["TYPE s3"]
+    endpoint = properties.get("s3.endpoint")
+    if endpoint:
+        scheme, _, host = endpoint.partition("://")
+        if not host:
+            scheme, host = "https", endpoint
+        parts += [f"ENDPOINT {_literal(host.rstrip('/'))}", "URL_STYLE 'path'"]
+        parts.append(f"USE_SSL {'true' if scheme == 'https' else 'false'}")
+    if properties.get("s3.access-key-id"):
+        parts.append(f"KEY_ID {_literal(properties['s3.access-key-id'])}")
+        parts.append(f"SECRET {_literal(properties.get('s3.secret-access-key', ''))}")
+    else:
+        parts.append("PROVIDER credential_chain")
+    if properties.get("s3.region"):
+        parts.append(f"REGION {_literal(properties['s3.region'])}")
+    return f"CREATE OR REPLACE TEMP SECRET llmtap_lake ({', '.join(parts)})"
+
+
+def _under(location: str, warehouse: str) -> bool:
+    def plain(text: str) -> str:
+        text = text.removeprefix("file://").rstrip("/")
+        return text.replace("s3a://", "s3://")
+
+    import os
+
+    here, there = plain(location), plain(warehouse)
+    if not there.startswith("s3://"):
+        there = os.path.realpath(os.path.expanduser(there))
+        here = os.path.realpath(here) if not here.startswith("s3://") else here
+    return here == there or here.startswith(there + "/")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
