@@ -1,6 +1,7 @@
-"""The lake's catalog: pyiceberg's `SqlCatalog` kept in the store's own database (its
-tables `iceberg_tables` and `iceberg_namespace_properties` sit beside the store's), one
-catalog per warehouse, and the two tables of lake/schema.py created in it on first use.
+"""The lake's catalog: pyiceberg's `SqlCatalog` named `llmtap`, kept in the store's own
+database (its tables `iceberg_tables` and `iceberg_namespace_properties` sit beside the
+store's), and the two tables of lake/schema.py created in it on first use. A store has one
+lake: a sync to another warehouse than the one its tables live in is refused.
 
 A warehouse is a folder (`/data/lake`, `file:///data/lake`) or `s3://bucket/prefix`,
 written through pyiceberg's pyarrow FileIO. S3 settings come from the config file's
@@ -45,10 +46,7 @@ def warehouse_uri(warehouse: str) -> str:
     return f"file://{path}"
 
 
-def catalog_name(warehouse: str) -> str:
-    """The catalog's name in `iceberg_tables`: the warehouse itself, so two warehouses
-    synced from one store never share a table."""
-    return "llmtap:" + warehouse_uri(warehouse)
+CATALOG = "llmtap"  # the catalog's name in `iceberg_tables` (analytics/lake_views.py reads the same)
 
 
 def open_catalog(store_url: str, warehouse: str, settings: Mapping[str, object] | None = None) -> SqlCatalog:
@@ -57,7 +55,7 @@ def open_catalog(store_url: str, warehouse: str, settings: Mapping[str, object] 
     properties = {str(k): str(v) for k, v in (settings or {}).items() if k != "warehouse"}
     if uri.startswith("file://"):
         Path(uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
-    return SqlCatalog(catalog_name(warehouse), uri=store_url, warehouse=uri, **properties)
+    return SqlCatalog(CATALOG, uri=store_url, warehouse=uri, **properties)
 
 
 def ensure_tables(catalog: SqlCatalog) -> dict[str, Table]:
@@ -75,6 +73,12 @@ def ensure_tables(catalog: SqlCatalog) -> dict[str, Table]:
                 tables[name] = catalog.create_table(name, table_schema, partition_spec=partitions)
             except TableAlreadyExistsError:
                 tables[name] = catalog.load_table(name)
+        where = str(catalog.properties.get("warehouse", ""))
+        if not tables[name].location().startswith(where + "/"):
+            raise LakeError(
+                f"this store's lake is at {tables[name].location().rsplit('/llmtap.db/', 1)[0]}, not {where}: "
+                "a store syncs to one warehouse"
+            )
     return tables
 
 

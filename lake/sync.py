@@ -107,7 +107,20 @@ def sync(engine: Engine, catalog: SqlCatalog, *, chunk: int = CHUNK) -> list[Tab
     """Bring the lake's tables up to the store; returns what each table's sync did."""
     partition.install()
     tables = ensure_tables(catalog)
-    return [_sync_table(engine, tables[source.name], source, chunk) for source in (_EXCHANGES, _TOOL_CALLS)]
+    done = [_sync_table(engine, tables[source.name], source, chunk) for source in (_EXCHANGES, _TOOL_CALLS)]
+    _trim(engine, {"exchange_facts": done[0].watermark, "tool_call_facts": done[1].watermark})
+    return done
+
+
+def _trim(engine: Engine, watermarks: dict[str, int]) -> None:
+    """Drop the tombstones the lake has applied (below its watermark: no reader reads
+    them). A store has one lake (catalog.py), so no other copy still needs them; a lake's
+    watermark never goes back (each commit stacks on the snapshot it read it from)."""
+    with engine.begin() as connection:
+        for table_name, mark in watermarks.items():
+            connection.execute(
+                text("DELETE FROM fact_deletions WHERE table_name = :t AND revision < :w"), {"t": table_name, "w": mark}
+            )
 
 
 def _sync_table(engine: Engine, table: Table, source: _Source, chunk: int) -> TableSync:
