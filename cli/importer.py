@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,13 @@ if TYPE_CHECKING:
     from llmtap.storage.ingest import HttpExchange
     from llmtap.storage.record import Recorded
     from llmtap.storage.rows import RowSet
+    from llmtap.storage.secrets import KeyFingerprinter
+    from llmtap.storage.writer import Writer
+
+    Item = HttpExchange | Recorded | RowSet | FollowUp
+
+WAITING = 2000  # records handed to the writer and not yet stored, at most (see `_keep_up`)
+STALLED = 30.0  # seconds without a record stored before the import stops waiting for the writer
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -58,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     from llmtap.cli.pricing import pricer_for
     from llmtap.cli.store import open_store
-    from llmtap.storage.followups import FollowUp
-    from llmtap.storage.ingest import HttpExchange, to_follow_up, to_record
+    from llmtap.storage.importers.har import HarError
     from llmtap.storage.secrets import KeyFingerprinter
     from llmtap.storage.writer import Writer
 
@@ -78,39 +85,29 @@ def run(args: argparse.Namespace) -> int:
     fingerprinter = KeyFingerprinter.from_file(settings.secret_file)
     counts = Counts()
     err = Console(stderr=True)
+    broken: list[str] = []
     try:
         with _progress(err) as progress:
             for path in paths:
-                total, items = _open(path)
-                task = progress.add_task(path.name, total=total)
-                for item, problem in items:
-                    progress.advance(task)
-                    if problem:
-                        counts.unreadable += 1
-                        err.print(f"[yellow]skipped[/] {path.name}: {escape(problem)}", highlight=False)
-                        continue
-                    assert item is not None
-                    if isinstance(item, FollowUp):  # a rejected file's follow-up: no row of its own
-                        writer.submit(item)
-                        counts.follow_ups += 1
-                        continue
-                    record: Recorded | RowSet | None
-                    if isinstance(item, HttpExchange):
-                        record = to_record(item, fingerprinter=fingerprinter, key_teams=settings.key_teams)
-                    else:
-                        record = item  # a rejected file's line: its id says whether it is stored already
-                    if record is None:
-                        follow = None
-                        if isinstance(item, HttpExchange):
-                            follow = to_follow_up(item, fingerprinter=fingerprinter)
-                        if follow is not None:  # changes the exchange it continues: no row of its own
-                            writer.submit(follow)
-                            counts.follow_ups += 1
+                source = _open(path)
+                task = progress.add_task(path.name, total=source.total, in_bytes=source.position is not None)
+                try:
+                    for item, problem in source.items:
+                        if source.position is None:
+                            progress.advance(task)
                         else:
-                            counts.skipped += 1
-                        continue
-                    writer.submit(record)
-                    counts.stored += 1
+                            progress.update(task, completed=source.position())
+                        if problem:
+                            counts.unreadable += 1
+                            err.print(f"[yellow]skipped[/] {path.name}: {escape(problem)}", highlight=False)
+                            continue
+                        assert item is not None
+                        _submit(item, writer, counts, fingerprinter, settings.key_teams)
+                        _keep_up(writer)
+                except HarError as exc:  # the file breaks off: what came before it stays imported
+                    broken.append(str(exc))
+                finally:
+                    source.close()
     finally:
         writer.close()
     spooled = writer.stats.spooled
@@ -121,16 +118,64 @@ def run(args: argparse.Namespace) -> int:
         f"imported {counts.stored} LLM exchanges ({writer.stats.duplicates} already stored), "
         f"skipped {counts.skipped} other requests and {counts.unreadable} unreadable entries{note}"
     )
+    if broken:
+        raise UsageError("; ".join(broken))
     return 0
 
 
+def _submit(
+    item: HttpExchange | Recorded | RowSet | FollowUp,
+    writer: Writer,
+    counts: Counts,
+    fingerprinter: KeyFingerprinter,
+    key_teams: dict[str, str],
+) -> None:
+    """One item of a file to the writer: a record, a follow-up, or counted as skipped."""
+    from llmtap.storage.followups import FollowUp
+    from llmtap.storage.ingest import HttpExchange, to_follow_up, to_record
+
+    if isinstance(item, FollowUp):  # a rejected file's follow-up: no row of its own
+        writer.submit(item)
+        counts.follow_ups += 1
+        return
+    record: Recorded | RowSet | None
+    if isinstance(item, HttpExchange):
+        record = to_record(item, fingerprinter=fingerprinter, key_teams=key_teams)
+    else:
+        record = item  # a rejected file's line: its id says whether it is stored already
+    if record is None:
+        follow = to_follow_up(item, fingerprinter=fingerprinter) if isinstance(item, HttpExchange) else None
+        if follow is not None:  # changes the exchange it continues: no row of its own
+            writer.submit(follow)
+            counts.follow_ups += 1
+        else:
+            counts.skipped += 1
+        return
+    writer.submit(record)
+    counts.stored += 1
+
+
+def _keep_up(writer: Writer) -> None:
+    """Wait while more than WAITING records are submitted and not yet stored: the file is
+    read no faster than the store takes it, so memory holds a bounded backlog, not the
+    file. Gives up waiting when the writer settles nothing for STALLED seconds (it holds
+    what neither the database nor the disk takes: memory grows then, as it must)."""
+    seen, last = -1, time.monotonic()
+    while writer.stats.submitted - writer.stats.settled > WAITING:
+        now = writer.wait_settled(seen, 1.0)
+        if now != seen:
+            seen, last = now, time.monotonic()
+        elif time.monotonic() - last > STALLED:
+            return
+
+
 def _progress(console: Console) -> Progress:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        _done_column(),
         TimeRemainingColumn(),
         console=console,
         transient=not sys.stderr.isatty(),
@@ -138,37 +183,70 @@ def _progress(console: Console) -> Progress:
     )
 
 
-def _open(
-    path: Path,
-) -> tuple[int | None, Iterator[tuple[HttpExchange | Recorded | RowSet | FollowUp | None, str | None]]]:
+def _done_column() -> Any:
+    """How much is done: a class made on first use, as rich is imported only when run."""
+    from rich.progress import DownloadColumn, MofNCompleteColumn, ProgressColumn, Task
+    from rich.text import Text
+
+    class Done(ProgressColumn):
+        """Bytes read of a file read as a stream; entries of one counted first."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.in_bytes, self.entries = DownloadColumn(), MofNCompleteColumn()
+
+        def render(self, task: Task) -> Text:
+            return (self.in_bytes if task.fields.get("in_bytes") else self.entries).render(task)
+
+    return Done()
+
+
+@dataclass
+class Source:
+    """A file's items, one at a time, and how far through it the import is: `position()`
+    says the bytes read of `total` (the file's size), or is None when `total` counts items."""
+
+    items: Iterator[tuple[Item | None, str | None]]
+    total: int | None
+    position: Callable[[], int] | None
+    close: Callable[[], None]
+
+
+def _open(path: Path) -> Source:
     from llmtap.storage import rejected
     from llmtap.storage.importers.flows import FlowFileError, looks_like_flows, read_flows
-    from llmtap.storage.importers.har import HarError, exchanges, read_har
+    from llmtap.storage.importers.har import HarError, NestingGuard, read_har
 
     try:
         if rejected.looks_like_rejected(path):
             # read whole first: a line refused again is appended to the writer's own
             # rejected file, which may be this one
             lines = list(rejected.read(path))
-            return len(lines), iter(lines)
+            return Source(iter(lines), len(lines), None, lambda: None)
+        size = path.stat().st_size
+        handle = open(path, "rb")  # noqa: SIM115 - closed by the caller through `Source.close`
         if looks_like_flows(path):
-            handle = open(path, "rb")  # noqa: SIM115 - closed by the generator
-            return None, _closing(handle, read_flows(handle))
-        entries, total = read_har(path)
-        return total, exchanges(entries)
-    except (HarError, FlowFileError) as exc:
-        raise UsageError(str(exc)) from None
+            return Source(_flows(read_flows(handle), FlowFileError), size, handle.tell, handle.close)
+        guard = NestingGuard(handle)
+        items = read_har(guard, str(path))
+        try:
+            first = next(items, None)  # a file that is no HAR at all is refused before anything is read
+        except HarError as exc:
+            handle.close()
+            raise UsageError(str(exc)) from None
+        rest = iter(()) if first is None else _chain(first, items)
+        return Source(rest, size, lambda: guard.position, handle.close)
     except OSError as exc:
         raise UsageError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
 
 
-def _closing(handle: Any, items: Any) -> Any:
-    from llmtap.storage.importers.flows import FlowFileError
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    yield first
+    yield from rest
 
+
+def _flows(items: Iterator[Any], error: type[Exception]) -> Iterator[Any]:
     try:
-        try:
-            yield from items
-        except FlowFileError as exc:
-            raise UsageError(str(exc)) from None
-    finally:
-        handle.close()
+        yield from items
+    except error as exc:
+        raise UsageError(str(exc)) from None

@@ -9,41 +9,121 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+
+import ijson  # type: ignore[import-untyped]
 
 from llmtap.storage.ingest import HttpExchange
 
 _AUTHORITY_END = re.compile(r"[/?]")
+MAX_DEPTH = 64  # a HAR is eight levels deep; bodies are strings, their nesting does not count
 
 
 class HarError(ValueError):
-    """The file is not a HAR file at all."""
+    """The file is not a HAR file, or it breaks off (the message says after which entry)."""
 
 
-def read_har(path: Path) -> tuple[list[Any], int]:
-    """The entries of a HAR file (raises HarError when it is not one)."""
+class NestingGuard:
+    """A binary file read through to ijson, refusing JSON nested deeper than `limit`.
+
+    ijson keeps a path string per open level (`item.item.item…`), so `[[[[…` a hundred
+    thousand deep costs tens of gigabytes before any entry is seen; a HAR is about eight
+    levels deep. The bytes are scanned before ijson gets them, strings skipped by regex
+    (a body's brackets are text), so the check costs one pass in C over the data. Also
+    counts the bytes read, for the progress bar.
+    """
+
+    _STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*', re.S)  # up to the closing quote
+    _TOKEN = re.compile(rb'[\[\]{}"]')
+
+    def __init__(self, handle: BinaryIO, limit: int = MAX_DEPTH) -> None:
+        self.handle = handle
+        self.limit = limit
+        self.position = 0
+        self.depth = 0
+        self._in_string = False
+        self._escaped = False  # the last chunk ended inside a string on a backslash
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.handle.read(size)
+        self.position += len(data)
+        self._scan(data)
+        return data
+
+    def _scan(self, data: bytes) -> None:
+        pos, end = 0, len(data)
+        if self._escaped and end:
+            pos, self._escaped = 1, False
+        while pos < end:
+            if self._in_string:
+                pos = self._STRING_REST.match(data, pos).end()  # type: ignore[union-attr]
+                if pos == end:
+                    return
+                if data[pos] == 0x22:  # the closing quote
+                    self._in_string = False
+                    pos += 1
+                    continue
+                self._escaped = True  # a backslash ends the chunk: its escaped byte comes next
+                return
+            token = self._TOKEN.search(data, pos)
+            if token is None:
+                return
+            pos = token.end()
+            char = data[token.start()]
+            if char == 0x22:
+                self._in_string = True
+            elif char in b"[{":
+                self.depth += 1
+                if self.depth > self.limit:
+                    raise HarError(f"JSON nested deeper than {self.limit} levels")
+            else:
+                self.depth -= 1
+
+
+def read_har(guard: NestingGuard, name: str) -> Iterator[tuple[HttpExchange | None, str | None]]:
+    """Each entry of a HAR file as an exchange (or None with the reason it was skipped),
+    read one at a time: memory holds one entry, never the file. Raises HarError when the
+    file is not a HAR, or breaks off or turns to garbage after some entries (those were
+    yielded already; the message says how many)."""
+    index = 0
     try:
-        data = json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise HarError(f"{path} is not a HAR file: {str(exc)[:120]}") from None
-    entries = data.get("log", {}).get("entries") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        raise HarError(f"{path} is not a HAR file: no log.entries list")
-    return entries, len(entries)
+        for index, entry in enumerate(ijson.items(guard, "log.entries.item", use_float=True), start=1):
+            yield _one(entry, index - 1)
+    except (ijson.JSONError, UnicodeDecodeError, HarError) as exc:
+        if index == 0:
+            raise HarError(f"{name} is not a HAR file: {_one_line(exc)}") from None
+        raise HarError(
+            f"{name} breaks off after entry {index} ({_one_line(exc)}); the entries before were read"
+        ) from None
+    if index == 0:
+        _check_entries_list(guard, name)
 
 
-def exchanges(entries: list[Any]) -> Iterator[tuple[HttpExchange | None, str | None]]:
-    """Each entry as an exchange, or None with the reason it was skipped."""
-    for index, entry in enumerate(entries):
-        try:
-            yield _exchange(entry), None
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            yield None, f"entry {index}: {exc.__class__.__name__}: {str(exc)[:120]}"
+def _check_entries_list(guard: NestingGuard, name: str) -> None:
+    """No entry came out: a HAR with an empty `log.entries`, or not a HAR at all."""
+    guard.handle.seek(0)
+    again = NestingGuard(guard.handle, guard.limit)
+    try:
+        for prefix, event, _ in ijson.parse(again):
+            if prefix == "log.entries" and event == "start_array":
+                return
+    except (ijson.JSONError, UnicodeDecodeError, HarError) as exc:
+        raise HarError(f"{name} is not a HAR file: {_one_line(exc)}") from None
+    raise HarError(f"{name} is not a HAR file: no log.entries list")
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:120]
+
+
+def _one(entry: Any, index: int) -> tuple[HttpExchange | None, str | None]:
+    try:
+        return _exchange(entry), None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        return None, f"entry {index}: {exc.__class__.__name__}: {str(exc)[:120]}"
 
 
 def _exchange(entry: dict[str, Any]) -> HttpExchange:
@@ -109,14 +189,14 @@ def _headers(value: Any) -> list[tuple[str, str]]:
 
 
 def _post_data(value: Any) -> bytes | None:
-    text = value.get("text") if isinstance(value, dict) else None
+    text = value.pop("text", None) if isinstance(value, dict) else None  # the entry keeps bytes, not both
     if not isinstance(text, str):
         return None
     return text.encode("utf-8", "surrogatepass")
 
 
 def _content(value: Any) -> bytes | None:
-    text = value.get("text") if isinstance(value, dict) else None
+    text = value.pop("text", None) if isinstance(value, dict) else None  # the entry keeps bytes, not both
     if not isinstance(text, str):
         return None
     if value.get("encoding") == "base64":
