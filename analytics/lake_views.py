@@ -244,7 +244,15 @@ def _load_extensions(connection: duckdb.DuckDBPyConnection, warehouse: str, prop
 
 def _s3_secret(properties: Mapping[str, str]) -> str:
     """DuckDB's S3 secret from pyiceberg's S3 settings (`s3.endpoint`, `s3.access-key-id`,
-    `s3.secret-access-key`, `s3.region`); without keys, DuckDB's own (environment) chain."""
+    `s3.secret-access-key`, `s3.region`), else the usual AWS environment variables."""
+    import os
+
+    environment = {
+        "s3.access-key-id": os.environ.get("AWS_ACCESS_KEY_ID", ""),
+        "s3.secret-access-key": os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+        "s3.region": os.environ.get("AWS_REGION", os.environ.get("AWS_DEFAULT_REGION", "")),
+    }
+    properties = {**{k: v for k, v in environment.items() if v}, **properties}
     parts = ["TYPE s3"]
     endpoint = properties.get("s3.endpoint")
     if endpoint:
@@ -256,8 +264,6 @@ def _s3_secret(properties: Mapping[str, str]) -> str:
     if properties.get("s3.access-key-id"):
         parts.append(f"KEY_ID {_literal(properties['s3.access-key-id'])}")
         parts.append(f"SECRET {_literal(properties.get('s3.secret-access-key', ''))}")
-    else:
-        parts.append("PROVIDER credential_chain")
     if properties.get("s3.region"):
         parts.append(f"REGION {_literal(properties['s3.region'])}")
     return f"CREATE OR REPLACE TEMP SECRET llmtap_lake ({', '.join(parts)})"

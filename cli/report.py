@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     pricer = pricing.pricer_for(settings, engine)  # the explicit file, else the store's
     url = engine.url.render_as_string(hide_password=False)
     try:
-        duck = connect(url, lake=args.lake, lake_settings=_lake_settings(args))
+        duck = connect(url, lake=args.lake, lake_settings=_lake_settings(args, settings))
         try:
             if args.kind in PRICED:
                 pricing.catch_up(engine, pricer, duck)
@@ -115,20 +115,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lake_settings(args: argparse.Namespace) -> dict[str, str] | None:
-    """The lake's S3 settings (pyiceberg's names) from the environment, for a report over an
-    s3:// warehouse: LLMTAP_LAKE_S3_ENDPOINT, _REGION, and AWS_ACCESS_KEY_ID/SECRET."""
-    import os
-
+def _lake_settings(args: argparse.Namespace, settings: settings_module.Settings) -> dict[str, str] | None:
+    """The lake's FileIO settings (`[lake]` in the config: s3.endpoint, s3.region, keys)."""
     if not args.lake:
         return None
-    names = {
-        "s3.endpoint": "LLMTAP_LAKE_S3_ENDPOINT",
-        "s3.region": "LLMTAP_LAKE_S3_REGION",
-        "s3.access-key-id": "AWS_ACCESS_KEY_ID",
-        "s3.secret-access-key": "AWS_SECRET_ACCESS_KEY",
-    }
-    return {key: os.environ[name] for key, name in names.items() if os.environ.get(name)}
+    from llmtap.cli.lake import lake_settings
+
+    return {key: str(value) for key, value in lake_settings(settings, args.lake)[1].items()}
 
 
 def _show(args: argparse.Namespace, table, empty: bool, label: str, zone, footer) -> None:

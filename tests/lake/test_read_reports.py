@@ -2,7 +2,7 @@
 the same reports over the store, row for row, for the known corpus traffic of
 tests/analytics: with everything synced (every row read from the Iceberg tables), and with
 a tail (half synced, then more rows, a reprice, a changed team and a deletion in the store
-only). The lake is made with pyiceberg alone (read_lake.py), as `lake sync` leaves it.
+only). The lake is made by the real `lake sync` (read_lake.py).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _assert_equal(url: str, lake: Path) -> None:
 def test_everything_synced_reads_the_lake_alone_and_equals_the_store(blank: str, tmp_path: Path) -> None:
     known = traffic.build()
     fill(blank, [k.rec for k in known], tmp_path / "spool")
-    read_lake.sync(blank, tmp_path / "lake", read_lake.watermark_now(blank))
+    read_lake.sync(blank, tmp_path / "lake")
 
     parts = _parts(blank, tmp_path / "lake")
     assert parts == {
@@ -97,7 +97,7 @@ def test_a_tail_of_new_changed_and_deleted_rows_counts_each_row_once(blank: str,
     known = traffic.build()
     first, second = known[::2], known[1::2]
     fill(blank, [k.rec for k in first], tmp_path / "spool1")
-    read_lake.sync(blank, tmp_path / "lake", read_lake.watermark_now(blank))
+    read_lake.sync(blank, tmp_path / "lake")
 
     fill(blank, [k.rec for k in second], tmp_path / "spool2")  # new rows, not synced
     synced = [k.id for k in first]
@@ -130,7 +130,7 @@ def test_the_cli_reads_the_lake_and_refuses_another_stores(blank: str, tmp_path:
     assert missing.code != 0 and len(missing.err.strip().splitlines()) == 1
     assert "no lake for this store" in missing.err
 
-    read_lake.sync(blank, lake, read_lake.watermark_now(blank))
+    read_lake.sync(blank, lake)
     over_store = llmtap("report", "cost", "--by", "team,day", "--format", "json", "--db", blank)
     over_lake = llmtap("report", "cost", "--by", "team,day", "--format", "json", "--db", blank, "--lake", str(lake))
     assert over_store.code == 0 and over_lake.code == 0, over_lake.err
