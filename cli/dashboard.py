@@ -34,6 +34,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int, default=8765, help="port to serve on (default 8765)")
     parser.add_argument("--since", help="ISO date/time or age (7d)")
     parser.add_argument("--until", help="ISO date/time or age")
+    parser.add_argument(
+        "--lake",
+        metavar="WAREHOUSE",
+        help="draw from the lake `llmtap lake sync` keeps there, plus the store's rows not synced yet",
+    )
     settings_module.add_common(parser)
     parser.set_defaults(run=run)
 
@@ -41,6 +46,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from llmtap.analytics.reprice import reprice
     from llmtap.cli.pricing import pricer_for
+    from llmtap.cli.report import lake_file_settings
     from llmtap.cli.store import open_store
     from llmtap.dashboards import data, page
 
@@ -51,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
     reprice(engine, pricer)
     url = engine.url.render_as_string(hide_password=False)
     label = engine.url.render_as_string(hide_password=True)
+    args.lake_kwargs = {"lake": args.lake, "lake_settings": lake_file_settings(args, settings)}
     if not args.serve:
-        html = page.render(data.collect(url, since, until), store=label)
+        html = page.render(data.collect(url, since, until, **args.lake_kwargs), store=label)
         try:
             with open_private(args.output, "w", encoding="utf-8") as handle:
                 handle.write(html)
@@ -70,7 +77,7 @@ def _serve(args, engine, pricer, url, label, since, until) -> int:
     from llmtap.dashboards.serve import make_server
 
     # gathered again only when the store changed: at 1M exchanges a gathering takes seconds
-    fresh = Fresh(lambda: data.collect(url, since, until), lambda: store_mark(engine))
+    fresh = Fresh(lambda: data.collect(url, since, until, **args.lake_kwargs), lambda: store_mark(engine))
 
     def collect():
         reprice(engine, pricer)  # price what arrived since the last poll

@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     pricer = pricing.pricer_for(settings, engine)  # the explicit file, else the store's
     url = engine.url.render_as_string(hide_password=False)
     try:
-        duck = connect(url, lake=args.lake, lake_settings=_lake_settings(args, settings))
+        duck = connect(url, lake=args.lake, lake_settings=lake_file_settings(args, settings))
         try:
             if args.kind in PRICED:
                 pricing.catch_up(engine, pricer, duck)
@@ -115,8 +115,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lake_settings(args: argparse.Namespace, settings: settings_module.Settings) -> dict[str, str] | None:
-    """The lake's FileIO settings (`[lake]` in the config: s3.endpoint, s3.region, keys)."""
+def lake_file_settings(args: argparse.Namespace, settings: settings_module.Settings) -> dict[str, str] | None:
+    """For `--lake`: the lake's FileIO settings (`[lake]` in the config: s3.endpoint,
+    s3.region, keys), as `lake sync` takes them; the dashboard's `--lake` too."""
     if not args.lake:
         return None
     from llmtap.cli.lake import lake_settings

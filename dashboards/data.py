@@ -47,9 +47,17 @@ def _rows(table: reports.Table) -> list[dict[str, Any]]:
     return [{k: _plain(v, k) for k, v in row.items()} for row in table.rows]
 
 
-def collect(url: str, since: datetime | None = None, until: datetime | None = None) -> dict[str, Any]:
-    """Everything the dashboard draws, for exchanges started in [since, until)."""
-    connection = connect(url, snapshot=True)  # many reports: copy what they read once
+def collect(
+    url: str,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    lake: str | None = None,
+    lake_settings: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Everything the dashboard draws, for exchanges started in [since, until); with
+    `lake` (a warehouse), over that lake plus the store's rows not synced yet."""
+    # many reports: copy what they read once
+    connection = connect(url, snapshot=True, lake=lake, lake_settings=lake_settings)
     try:
 
         def run(kind: str, by: list[str] | None = None) -> list[dict[str, Any]]:

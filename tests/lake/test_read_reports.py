@@ -121,6 +121,27 @@ def test_a_tail_of_new_changed_and_deleted_rows_counts_each_row_once(blank: str,
     _assert_equal(blank, tmp_path / "lake")
 
 
+def test_the_dashboard_over_the_lake_draws_what_it_draws_over_the_store(blank: str, tmp_path: Path) -> None:
+    from llmtap.dashboards import data
+
+    known = traffic.build()
+    fill(blank, [k.rec for k in known[::2]], tmp_path / "spool1")
+    read_lake.sync(blank, tmp_path / "lake")
+    fill(blank, [k.rec for k in known[1::2]], tmp_path / "spool2")  # and a tail
+
+    over_store = data.collect(blank)
+    over_lake = data.collect(blank, lake=str(tmp_path / "lake"))
+    for drawn in (over_store, over_lake):
+        drawn.pop("generated_at")
+    assert over_lake == over_store
+    assert over_store["usage_by_team"]
+
+    page = tmp_path / "lake.html"
+    written = llmtap("dashboard", "--db", blank, "--lake", str(tmp_path / "lake"), "-o", str(page))
+    assert written.code == 0, written.err
+    assert "search" in page.read_text(encoding="utf-8")
+
+
 def test_the_cli_reads_the_lake_and_refuses_another_stores(blank: str, tmp_path: Path) -> None:
     known = traffic.build()
     fill(blank, [k.rec for k in known], tmp_path / "spool")
