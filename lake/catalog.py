@@ -13,17 +13,22 @@ Not responsible for what the tables hold (sync.py) or for reading them in report
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.table import Table
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from llmtap.lake import schema
 
 WATERMARK = "llmtap.watermark"  # snapshot summary: rows with revision >= it are not (all) in the lake
 STORE_TOKEN = "llmtap.store_token"  # snapshot summary: the store's fact_revision.token
+# pyiceberg retries a lost commit on top of the other writer's snapshot by itself; a sync
+# must instead start again from the lake's new watermark (sync.py), so it never does.
+TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
 TABLES = {
     schema.EXCHANGES: (schema.EXCHANGES_SCHEMA, schema.EXCHANGES_PARTITIONS),
     schema.TOOL_CALLS: (schema.TOOL_CALLS_SCHEMA, schema.TOOL_CALLS_PARTITIONS),
@@ -55,14 +60,22 @@ def open_catalog(store_url: str, warehouse: str, settings: Mapping[str, object] 
     properties = {str(k): str(v) for k, v in (settings or {}).items() if k != "warehouse"}
     if uri.startswith("file://"):
         Path(uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
-    return SqlCatalog(CATALOG, uri=store_url, warehouse=uri, **properties)
+    for attempt in range(3):
+        try:
+            return SqlCatalog(CATALOG, uri=store_url, warehouse=uri, **properties)
+        except (IntegrityError, OperationalError, ProgrammingError):
+            # two first syncs at once: both make the catalog's tables; the second's fails
+            if attempt == 2:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def ensure_tables(catalog: SqlCatalog) -> dict[str, Table]:
     """The lake's tables, made when missing (two first syncs at once: one makes each)."""
     try:
         catalog.create_namespace(schema.NAMESPACE)
-    except NamespaceAlreadyExistsError:
+    except (NamespaceAlreadyExistsError, IntegrityError):  # IntegrityError: another sync made it just now
         pass
     tables = {}
     for name, (table_schema, partitions) in TABLES.items():
@@ -70,7 +83,9 @@ def ensure_tables(catalog: SqlCatalog) -> dict[str, Table]:
             tables[name] = catalog.load_table(name)
         except NoSuchTableError:
             try:
-                tables[name] = catalog.create_table(name, table_schema, partition_spec=partitions)
+                tables[name] = catalog.create_table(
+                    name, table_schema, partition_spec=partitions, properties=TABLE_PROPERTIES
+                )
             except TableAlreadyExistsError:
                 tables[name] = catalog.load_table(name)
         where = str(catalog.properties.get("warehouse", ""))

@@ -41,7 +41,7 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.expressions import In
 from pyiceberg.table import Table
 from sqlalchemy import Connection, Engine, text
@@ -130,7 +130,7 @@ def _sync_table(engine: Engine, table: Table, source: _Source, chunk: int) -> Ta
         try:
             _copy(engine, table, source, chunk, result)
             return result
-        except CommitFailedException:
+        except (CommitFailedException, ValidationException):
             result.restarts += 1
             log.info("llmtap: another sync committed to %s first; starting again", source.name)
             time.sleep(random.uniform(0.05, 0.3) * (attempt + 1))
@@ -203,18 +203,21 @@ def _batches(
 ) -> Iterator[pa.Table]:
     """The rows to copy as Arrow tables of about `chunk` rows, never splitting a key."""
     result = connection.execution_options(stream_results=True).execute(text(source.rows_sql), {"w": old})
-    names = list(result.keys())
-    carry: list[Any] = []
-    while True:
-        fetched = result.fetchmany(chunk)
-        rows = carry + list(fetched)
-        carry = []
-        if len(fetched) < chunk:  # the end
-            break
-        cut = _cut(rows, names.index(source.key))
-        carry = rows[cut:]
-        if cut:
-            yield _arrow(rows[:cut], names, arrow_schema)
+    try:
+        names = list(result.keys())
+        carry: list[Any] = []
+        while True:
+            fetched = result.fetchmany(chunk)
+            rows = carry + list(fetched)
+            carry = []
+            if len(fetched) < chunk:  # the end
+                break
+            cut = _cut(rows, names.index(source.key))
+            carry = rows[cut:]
+            if cut:
+                yield _arrow(rows[:cut], names, arrow_schema)
+    finally:
+        result.close()  # PostgreSQL's server-side cursor
     if rows:
         yield _arrow(rows, names, arrow_schema)
 
