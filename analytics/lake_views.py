@@ -239,7 +239,10 @@ def _load_extensions(connection: duckdb.DuckDBPyConnection, warehouse: str, prop
     connection.execute(f"LOAD '{extension_path(duckdb_extension_iceberg, 'iceberg')}'")
     if warehouse.startswith(("s3://", "s3a://")):
         connection.execute(f"LOAD '{extension_path(duckdb_extension_httpfs, 'httpfs')}'")
-        connection.execute(_s3_secret(properties))
+        try:
+            connection.execute(_s3_secret(properties))
+        except duckdb.Error as exc:  # its message may quote the statement, keys and all: never shown
+            raise LakeError(f"the lake's S3 settings are not usable by DuckDB ({type(exc).__name__})") from None
 
 
 def _s3_secret(properties: Mapping[str, str]) -> str:
@@ -266,7 +269,7 @@ def _s3_secret(properties: Mapping[str, str]) -> str:
         parts.append(f"SECRET {_literal(properties.get('s3.secret-access-key', ''))}")
     if properties.get("s3.region"):
         parts.append(f"REGION {_literal(properties['s3.region'])}")
-    return f"CREATE OR REPLACE TEMP SECRET llmtap_lake ({', '.join(parts)})"
+    return f"CREATE OR REPLACE SECRET llmtap_lake ({', '.join(parts)})"  # in memory: this connection's
 
 
 def _under(location: str, warehouse: str) -> bool:
