@@ -62,6 +62,8 @@ def _positive(value: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.lake and args.kind in ("budgets", "whatif"):
+        raise UsageError(f"report {args.kind} reads the store, not a lake: leave out --lake")
     if args.kind == "budgets":  # spend against the config's [budgets], not a grouping of exchanges
         from llmtap.cli import report_budgets
 

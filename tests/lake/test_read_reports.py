@@ -157,6 +157,10 @@ def test_the_cli_reads_the_lake_and_refuses_another_stores(blank: str, tmp_path:
     assert over_store.code == 0 and over_lake.code == 0, over_lake.err
     assert over_lake.json() == over_store.json()
 
+    for kind in ("budgets", "whatif"):  # they read the store only: never silently
+        refused = llmtap("report", kind, "--db", blank, "--lake", str(lake))
+        assert refused.code != 0 and "not a lake" in refused.err
+
     elsewhere = llmtap("report", "usage", "--db", blank, "--lake", str(tmp_path / "elsewhere"))
     assert elsewhere.code != 0 and "not under" in elsewhere.err
 
