@@ -45,42 +45,63 @@ class NestingGuard:
         self.position = 0
         self.depth = 0
         self._in_string = False
+        self._string_at = 0  # where the open string began, in the file
         self._escaped = False  # the last chunk ended inside a string on a backslash
+        self._refused: str | None = None  # why the next read fails
 
     def read(self, size: int = -1) -> bytes:
+        if self._in_string and size > 0:
+            # yajl lexes a token again from its start whenever more of it arrives: reads as
+            # long as the open string so far keep a 100 MB body linear, not quadratic
+            size = max(size, self.position - self._string_at)
+        if self._refused:
+            raise HarError(self._refused)
         data = self.handle.read(size)
+        cut = self._scan(data, self.position)
+        if cut is not None:  # ijson gets what comes before the level too deep (its entries are kept)
+            self._refused = f"JSON nested deeper than {self.limit} levels"
+            if cut == 0:
+                raise HarError(self._refused)
+            data = data[:cut]
         self.position += len(data)
-        self._scan(data)
         return data
 
-    def _scan(self, data: bytes) -> None:
+    def _scan(self, data: bytes, offset: int) -> int | None:
+        """Follow the nesting through `data`; where it goes too deep, if it does."""
         pos, end = 0, len(data)
         if self._escaped and end:
             pos, self._escaped = 1, False
         while pos < end:
             if self._in_string:
+                quote = data.find(b'"', pos)
+                if data.find(b"\\", pos, end if quote < 0 else quote) < 0:  # no escapes: memchr speed
+                    if quote < 0:
+                        return None
+                    self._in_string, pos = False, quote + 1
+                    continue
                 pos = self._STRING_REST.match(data, pos).end()  # type: ignore[union-attr]
                 if pos == end:
-                    return
+                    return None
                 if data[pos] == 0x22:  # the closing quote
                     self._in_string = False
                     pos += 1
                     continue
                 self._escaped = True  # a backslash ends the chunk: its escaped byte comes next
-                return
+                return None
             token = self._TOKEN.search(data, pos)
             if token is None:
-                return
+                return None
             pos = token.end()
             char = data[token.start()]
             if char == 0x22:
-                self._in_string = True
+                self._in_string, self._string_at = True, offset + token.start()
             elif char in b"[{":
                 self.depth += 1
                 if self.depth > self.limit:
-                    raise HarError(f"JSON nested deeper than {self.limit} levels")
+                    return token.start()
             else:
                 self.depth -= 1
+        return None
 
 
 def read_har(guard: NestingGuard, name: str) -> Iterator[tuple[HttpExchange | None, str | None]]:
