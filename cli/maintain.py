@@ -35,6 +35,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--dry-run", action="store_true", help="say what would be deleted; delete nothing")
     parser.add_argument("--yes", action="store_true", help=f"agree to delete more than {CONFIRM_OVER:,} exchanges")
+    parser.add_argument(
+        "--synced",
+        action="store_true",
+        help="delete only what the lake holds (`llmtap lake sync`): exchanges and tool calls synced as they are",
+    )
+    parser.add_argument("--warehouse", metavar="DIR|s3://bucket/prefix", help="the lake, with --synced")
     settings_module.add_common(parser)
     parser.set_defaults(run=run_prune)
     parser = commands.add_parser(
@@ -52,6 +58,8 @@ def run_prune(args: argparse.Namespace) -> int:
     from llmtap.storage.maintenance import PruneGrew, plan_prune, prune
 
     cutoff = before(args.older_than)
+    if args.synced:
+        return _run_prune_synced(args, cutoff)
     engine = open_store(settings_module.load(args))
     try:
         plan = plan_prune(engine, cutoff)
@@ -66,6 +74,42 @@ def run_prune(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     print(f"pruned {removed:,} exchanges started before {cutoff:%Y-%m-%d %H:%M} UTC and {collected:,} unused bodies")
+    return 0
+
+
+def _run_prune_synced(args: argparse.Namespace, cutoff: Any) -> int:
+    """`prune --synced`: the exchanges older than the cut-off that the lake holds as the
+    store does (below its watermarks, and present in it)."""
+    from llmtap.cli.lake import lake_settings
+    from llmtap.cli.store import open_store
+    from llmtap.lake.catalog import LakeError, open_catalog
+    from llmtap.lake.held import exchange_ids_before, marks
+    from llmtap.storage.maintenance import prune_synced, synced_candidates
+
+    settings = settings_module.load(args)
+    warehouse, properties = lake_settings(settings, args.warehouse)
+    engine = open_store(settings)
+    try:
+        catalog = open_catalog(engine.url.render_as_string(hide_password=False), warehouse, properties)
+        with engine.connect() as connection:
+            token = connection.exec_driver_sql("SELECT token FROM fact_revision WHERE id = 1").scalar_one()
+        exchange_mark, tool_call_mark = marks(catalog, str(token))
+        held = exchange_ids_before(catalog, cutoff)
+        ids = [i for i in synced_candidates(engine, cutoff, exchange_mark, tool_call_mark) if i in held]
+        if args.dry_run:
+            print(f"would prune {len(ids):,} synced exchanges started before {cutoff:%Y-%m-%d %H:%M} UTC (dry run)")
+            return 0
+        if len(ids) > CONFIRM_OVER and not args.yes:
+            raise UsageError(f"prune --synced would delete {len(ids):,} exchanges (over {CONFIRM_OVER:,}): add --yes")
+        removed, collected = prune_synced(engine, ids, exchange_mark, tool_call_mark)
+    except LakeError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        engine.dispose()
+    print(
+        f"pruned {removed:,} synced exchanges started before {cutoff:%Y-%m-%d %H:%M} UTC "
+        f"and {collected:,} unused bodies; the lake keeps them"
+    )
     return 0
 
 

@@ -1,5 +1,6 @@
 """Retention and re-decoding: `prune` deletes old exchanges and the blobs nothing uses any
-more (`plan_prune` counts what it would delete, for a dry run and a confirmation);
+more (`plan_prune` counts what it would delete, for a dry run and a confirmation;
+`prune_synced` only those a lake holds, `llmtap prune --synced`);
 `reprocess` re-decodes stored raw bodies with the current translators, in place.
 
 Not responsible for parsing command-line durations or asking the user (the CLI does).
@@ -21,7 +22,15 @@ from llmtap.storage import threads
 from llmtap.storage.export import utc
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import rows_for
-from llmtap.storage.schema import bodies, body_refs, exchanges, tool_calls
+from llmtap.storage.schema import (
+    bodies,
+    body_refs,
+    exchange_facts,
+    exchanges,
+    fact_deletions,
+    tool_call_facts,
+    tool_calls,
+)
 
 PAGE = 500
 
@@ -86,6 +95,46 @@ def prune(engine: Engine, before: datetime, at_most: int | None = None) -> tuple
         unused = ~exists().where(body_refs.c.body_hash == bodies.c.hash)
         collected = connection.execute(delete(bodies).where(unused)).rowcount
     return removed or 0, collected or 0
+
+
+def synced_candidates(engine: Engine, before: datetime, exchange_mark: int, tool_call_mark: int) -> list[str]:
+    """Exchanges started before `before` whose every fact is below the lake's watermarks
+    (`exchange_mark` for the exchange, `tool_call_mark` for its tool calls and their
+    tombstones): what a lake synced to those watermarks holds as the store does."""
+    newer_call = exists().where(
+        tool_call_facts.c.exchange_id == exchange_facts.c.id, tool_call_facts.c.revision >= tool_call_mark
+    )
+    newer_gone = exists().where(
+        fact_deletions.c.exchange_id == exchange_facts.c.id,
+        fact_deletions.c.table_name == "tool_call_facts",
+        fact_deletions.c.revision >= tool_call_mark,
+    )
+    query = select(exchange_facts.c.id).where(
+        exchange_facts.c.started_at < before, exchange_facts.c.revision < exchange_mark, ~newer_call, ~newer_gone
+    )
+    with engine.connect() as connection:
+        return list(connection.execute(query.order_by(exchange_facts.c.id)).scalars())
+
+
+def prune_synced(engine: Engine, ids: list[str], exchange_mark: int, tool_call_mark: int) -> tuple[int, int]:
+    """Delete the exchanges `ids` (the caller checked the lake holds them) that are still
+    below the watermarks, and the bodies nothing uses any more; returns (exchanges,
+    blobs). The tombstones these deletes leave are removed in the same transaction: the
+    lake keeps the rows (a later sync must not delete them there)."""
+    removed = 0
+    with engine.begin() as connection:
+        for start in range(0, len(ids), PAGE):
+            page = select(exchange_facts.c.id).where(
+                exchange_facts.c.id.in_(ids[start : start + PAGE]), exchange_facts.c.revision < exchange_mark
+            )
+            still = list(connection.execute(page).scalars())
+            connection.execute(delete(tool_calls).where(tool_calls.c.exchange_id.in_(still)))
+            connection.execute(delete(body_refs).where(body_refs.c.exchange_id.in_(still)))
+            removed += connection.execute(delete(exchanges).where(exchanges.c.id.in_(still))).rowcount or 0
+            connection.execute(delete(fact_deletions).where(fact_deletions.c.exchange_id.in_(still)))
+        unused = ~exists().where(body_refs.c.body_hash == bodies.c.hash)
+        collected = connection.execute(delete(bodies).where(unused)).rowcount
+    return removed, collected or 0
 
 
 def load_blob(connection: Any, digest: str) -> bytes:
