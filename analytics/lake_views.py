@@ -88,8 +88,11 @@ def attach(
             )
     _load_extensions(connection, warehouse, properties or {})
     gone = _tombstones(connection)
-    for view, (lake_name, store_table, key) in TABLES.items():
-        _point(connection, view, tables[lake_name], tails[view], gone, store_table, key)
+    try:
+        for view, (lake_name, store_table, key) in TABLES.items():
+            _point(connection, view, tables[lake_name], tails[view], gone, store_table, key)
+    except (duckdb.IOException, duckdb.HTTPException) as exc:  # files gone, S3 away or refusing
+        raise LakeError(f"cannot read the lake at {warehouse}: {mask_passwords(_first_line(exc))}") from None
     return tables
 
 

@@ -174,3 +174,8 @@ def test_the_cli_reads_the_lake_and_refuses_another_stores(blank: str, tmp_path:
     assert refused.code != 0 and len(refused.err.strip().splitlines()) == 1
     assert "another store's records" in refused.err
     assert os.environ.get("AWS_SECRET_ACCESS_KEY", "\0") not in refused.err
+
+    lake.rename(tmp_path / "moved")  # the lake's files gone from where the catalog says
+    gone = llmtap("report", "usage", "--db", blank, "--lake", str(lake))
+    assert gone.code != 0 and len(gone.err.strip().splitlines()) == 1
+    assert "cannot read the lake" in gone.err
