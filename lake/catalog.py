@@ -91,7 +91,7 @@ def ensure_tables(catalog: SqlCatalog) -> dict[str, Table]:
         where = str(catalog.properties.get("warehouse", ""))
         if not tables[name].location().startswith(where + "/"):
             raise LakeError(
-                f"this store's lake is at {tables[name].location().rsplit('/llmtap.db/', 1)[0]}, not {where}: "
+                f"this store's lake is at {tables[name].location().rsplit('/' + schema.NAMESPACE, 1)[0]}, not {where}: "
                 "a store syncs to one warehouse"
             )
     return tables
