@@ -14,7 +14,10 @@ How W is taken, at the start of the sync's read of the store:
   after `n` was read are copied too, and again next time (harmless: by key).
 - PostgreSQL: `pg_snapshot_xmin(pg_current_snapshot())` of the sync's REPEATABLE READ
   snapshot. The triggers stamp `txid_current()`; every transaction below xmin has finished
-  and its rows are in the snapshot.
+  and its rows are in the snapshot. xmin is server-wide: a long transaction anywhere on
+  the server (another database too) holds the watermark back, and the next sync copies
+  again what changed since then (correct, only more work).
+Tombstones below both watermarks are deleted after a sync: a store has one lake.
 
 Each table syncs on its own (its own watermark). Rows are read in key order and committed
 `CHUNK` rows at a time: each commit deletes those keys (and, in the first, keys the store
