@@ -27,8 +27,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,6 +132,7 @@ class Outcome:
     completed: list[str] = field(default_factory=list)
     incomplete: int = 0
     per_port: dict[int, int] = field(default_factory=dict)
+    when: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (port, monotonic time)
 
 
 async def stream_once(port: int, timeout: float = 30.0) -> str | None:
@@ -157,19 +158,25 @@ async def stream_once(port: int, timeout: float = 30.0) -> str | None:
 
 
 async def run_clients(
-    ports: list[int], clients: int, seconds: float, on_tick: Callable[[], None] | None = None
+    ports: list[int],
+    clients: int,
+    seconds: float,
+    outcome: Outcome | None = None,
+    stop: threading.Event | None = None,
 ) -> Outcome:
     """`clients` tasks, client n on ports[n % len(ports)], each sending one request after
-    another until the time is up. A refused or cut request counts as incomplete and the
-    client goes on (after 0.1 s, so a dead port is not spun on)."""
-    outcome = Outcome(per_port={port: 0 for port in ports})
+    another until the time is up (or, with `stop`, until it is set, `seconds` at most).
+    A refused or cut request counts as incomplete and the client goes on (after 0.1 s, so
+    a dead port is not spun on). Pass `outcome` to watch it fill from another thread."""
+    outcome = outcome or Outcome()
+    outcome.per_port.update({port: 0 for port in ports})
     deadline = time.monotonic() + seconds
 
     async def client(n: int) -> None:
         port = ports[n % len(ports)]
         rng = random.Random(n)
         await asyncio.sleep(rng.random() * 0.5)  # not all 48 in the same millisecond
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
             try:
                 message_id = await stream_once(port)
             except (OSError, TimeoutError, asyncio.IncompleteReadError):
@@ -179,6 +186,7 @@ async def run_clients(
                 await asyncio.sleep(0.1)
                 continue
             outcome.completed.append(message_id)
+            outcome.when[message_id] = (port, time.monotonic())
             outcome.per_port[port] += 1
 
     await asyncio.gather(*(client(n) for n in range(clients)))

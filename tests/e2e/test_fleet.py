@@ -1,0 +1,164 @@
+"""A fleet on one PostgreSQL: 3 real `llmtap proxy` processes started at the same moment on
+a blank database (one migrates, the others wait), 48 streaming clients spread over them,
+one proxy SIGKILLed mid-run and restarted on its port and spool while the clients go on.
+
+What is counted: a request is *completed* when its client got status 200 and the whole
+stream (`message_stop`, then the chunked body's last chunk); its identity is the message
+id the local upstream gave it (unique per response). Stored = completed means: every
+completed id is in the store exactly once, as a complete record. Requests cut by the kill
+(refused, reset, or cut mid-stream) may be stored, as cut short or, when the proxy had
+finished the exchange but the client lost the last bytes, as complete, or not at all;
+they bound the extra rows. Zero duplicates: no provider response id twice, no record id
+twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
+
+from llmtap.bench.fleet import FleetProxy, Outcome, run_clients
+from llmtap.simulator.provider import SimulatedProvider
+from llmtap.simulator.upstream import Upstream
+from llmtap.storage import migrate
+from tests.storage.helpers import POSTGRES_URL, fresh_postgres_database
+
+PROXIES = 3
+CLIENTS = 48
+KILL_AT = 10.0  # seconds into the run
+DOWN_FOR = 3.0  # before the restart
+AFTER_RESTART = 8.0  # the clients go on this long once the restarted proxy listens
+AT_MOST = 150.0  # seconds of load, whatever happens
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not POSTGRES_URL, reason="LLMTAP_TEST_POSTGRES_URL is not set"),
+]
+
+
+def start_together(proxies: list[FleetProxy]) -> None:
+    errors: list[BaseException] = []
+
+    def start(proxy: FleetProxy) -> None:
+        try:
+            proxy.start(timeout=90)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(proxy,)) for proxy in proxies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors
+
+
+def stored(url: str) -> list[tuple[str, str | None, bool, str]]:
+    engine = create_engine(url, poolclass=NullPool)
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT id, response_id, complete, team FROM exchanges")).all()
+        versions = connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    engine.dispose()
+    assert versions == migrate.heads(), versions
+    return [tuple(row) for row in rows]  # type: ignore[misc]
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[tuple[str, list[FleetProxy]]]:
+    """Three proxies on a blank database, started at once (all three migrate); whatever
+    is still running at the end is killed."""
+    with fresh_postgres_database() as url, Upstream(SimulatedProvider()) as upstream:
+        proxies = [FleetProxy(tmp_path / f"p{i}", url, upstream.url, f"fleet-{i}") for i in range(PROXIES)]
+        try:
+            start_together(proxies)
+            yield url, proxies
+        finally:
+            for proxy in proxies:
+                if proxy.process is not None and proxy.process.poll() is None:
+                    proxy.process.kill()
+                    proxy.process.wait(30)
+            for proxy in proxies:
+                proxy.wait_for_orphans()
+
+
+@pytest.mark.timeout(300)  # on the test itself: the e2e folder's 60 s would win over a module mark
+def test_three_proxies_one_killed_store_every_completed_request_once(fleet: tuple[str, list[FleetProxy]]) -> None:
+    url, proxies = fleet
+    victim = proxies[1]
+    outcome = Outcome()
+    served_before_restart: list[int] = []
+    chaos_errors: list[BaseException] = []
+    done = threading.Event()
+    killed_at: list[float] = []
+
+    def chaos() -> None:
+        try:
+            time.sleep(KILL_AT)
+            killed_at.append(time.monotonic())
+            victim.kill()
+            time.sleep(DOWN_FOR)
+            victim.start(timeout=90)
+            served_before_restart.append(outcome.per_port[victim.port])
+            time.sleep(AFTER_RESTART)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            chaos_errors.append(exc)
+        finally:
+            done.set()
+
+    killer = threading.Thread(target=chaos)
+    killer.start()
+    asyncio.run(run_clients([p.port for p in proxies], CLIENTS, AT_MOST, outcome, stop=done))
+    killer.join(120)
+    assert not chaos_errors, chaos_errors
+    exits = [proxy.stop() for proxy in proxies]
+    victim.wait_for_orphans()
+    rows = stored(url)
+
+    logs = "\n".join(p.log_tail() for p in proxies)
+    assert exits == [0] * PROXIES, logs
+    assert victim.writers, "the killed proxy had no writer process"
+    completed = Counter(outcome.completed)
+    assert completed and max(completed.values()) == 1
+    assert all(outcome.per_port[p.port] > 0 for p in proxies), outcome.per_port
+    assert outcome.incomplete > 0, "the kill cut no request: it did not happen mid-run"
+    assert outcome.per_port[victim.port] > served_before_restart[0], "the restarted proxy served nothing"
+
+    by_response = Counter(response_id for _, response_id, _, _ in rows)
+    assert len({row_id for row_id, *_ in rows}) == len(rows)
+    twice = {rid: n for rid, n in by_response.items() if rid is not None and n > 1}
+    assert not twice, f"stored more than once: {twice}"
+    complete = {response_id for _, response_id, is_complete, _ in rows if is_complete}
+    missing = set(completed) - complete
+    assert not missing, f"{len(missing)} of {len(completed)} completed requests not stored as complete: " + (
+        _where(missing, by_response, outcome, victim.port, killed_at[0])
+    )
+    extra = len(rows) - len(completed)
+    assert 0 <= extra <= outcome.incomplete, (extra, outcome.incomplete)
+    assert {team for *_, team in rows} == {p.team for p in proxies}
+    print(
+        f"\nfleet: {len(completed)} completed, {outcome.incomplete} incomplete, {len(rows)} stored "
+        f"({extra} of them cut by the kill), per proxy {list(outcome.per_port.values())}"
+    )
+
+
+def _where(missing: set[str], stored_ids: Counter, outcome: Outcome, victim_port: int, killed_at: float) -> str:
+    """Per second before and after the kill, on the killed proxy: completed / missing."""
+    seconds: Counter = Counter()
+    lost: Counter = Counter()
+    for rid, (port, at) in outcome.when.items():
+        if port == victim_port:
+            second = int(at - killed_at) if at >= killed_at else int(at - killed_at) - 1
+            seconds[second] += 1
+            lost[second] += rid in missing
+    elsewhere = sum(1 for rid in missing if outcome.when[rid][0] != victim_port)
+    absent = sum(1 for rid in missing if rid not in stored_ids)
+    per_second = ", ".join(f"{s:+d}s {lost[s]}/{seconds[s]}" for s in sorted(seconds) if -12 <= s <= 4)
+    return f"{absent} absent, {elsewhere} on other proxies; killed proxy, missing/completed by second: {per_second}"
