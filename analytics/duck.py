@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import duckdb
@@ -98,15 +99,30 @@ def connect(
     for table, source in _SOURCES.items():
         connection.execute(f"CREATE TEMP VIEW {table} AS SELECT {selects[table]} FROM store.{source}")
     if lake:
-        tails = {t: f'SELECT {selects[t]}, "revision" FROM store.{s}' for t, s in _SOURCES.items()}
+        scan = "sqlite_query" if kind == "sqlite" else "postgres_query"  # through the store's revision index
+        tails = {t: _tail(scan, selects[t], s) for t, s in _SOURCES.items()}
         _over_lake(connection, url, lake, lake_settings, tails)
     if snapshot:
         _snapshot(connection)
     return connection
 
 
+def _tail(scan: str, select: str, source: str) -> Callable[[int], str]:
+    """The store's rows at or after a lake's watermark, read by the store itself."""
+
+    def query(watermark: int) -> str:
+        inner = f"SELECT * FROM {source} WHERE revision >= {int(watermark)} OR revision IS NULL"
+        return f"SELECT {select}, \"revision\" FROM {scan}('store', {_literal(inner)})"
+
+    return query
+
+
 def _over_lake(
-    connection: duckdb.DuckDBPyConnection, url: str, lake: str, settings: dict[str, str] | None, tails: dict[str, str]
+    connection: duckdb.DuckDBPyConnection,
+    url: str,
+    lake: str,
+    settings: dict[str, str] | None,
+    tails: Mapping[str, str | Callable[[int], str]],
 ) -> None:
     from llmtap.analytics import lake_views  # pyiceberg: only for a report over a lake
 

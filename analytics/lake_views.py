@@ -27,7 +27,7 @@ Not responsible for writing the lake (llmtap.lake.sync), for the views over the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,13 +70,14 @@ def attach(
     connection: duckdb.DuckDBPyConnection,
     url: str,
     warehouse: str,
-    tails: Mapping[str, str],
+    tails: Mapping[str, str | Callable[[int], str]],
     *,
     properties: Mapping[str, str] | None = None,
 ) -> dict[str, LakeTable]:
     """Redefine the views `exchanges` and `tool_calls` of `connection` (made by duck.py,
     with the store attached as `store`) as lake ∪ store tail. `tails[view]` is a query of
-    the store's rows for that view, in the view's columns plus `revision`. `properties`:
+    the store's rows for that view, in the view's columns plus `revision` (or a function of
+    the watermark giving one that reads only the rows at or after it). `properties`:
     pyiceberg catalog/FileIO settings (`s3.endpoint`, `s3.access-key-id`, …)."""
     tables = read_state(url, warehouse, properties or {})
     token = _store_token(connection)
@@ -161,17 +162,19 @@ def _point(
     connection: duckdb.DuckDBPyConnection,
     view: str,
     table: LakeTable,
-    tail: str,
+    tail: str | Callable[[int], str],
     gone: str | None,
     store_table: str,
     key: tuple[str, ...],
 ) -> None:
     columns = connection.execute(f"DESCRIBE SELECT * FROM {view}").fetchall()
     names = [(str(row[0]), str(row[1])) for row in columns]
-    select = ", ".join(_q(name) for name, _ in names)
+    # the view's types, whatever the tail's reader says (sqlite_query may call a number text)
+    select = ", ".join(f"CAST(t.{_q(name)} AS {data_type}) AS {_q(name)}" for name, data_type in names)
+    rows = tail(table.watermark) if callable(tail) else tail
     connection.execute(
-        f"CREATE OR REPLACE TEMP VIEW lake_tail_{view} AS SELECT {select} FROM ({tail}) AS t "
-        f"WHERE t.revision IS NULL OR t.revision >= {int(table.watermark)}"
+        f"CREATE OR REPLACE TEMP VIEW lake_tail_{view} AS SELECT {select} FROM ({rows}) AS t "
+        f"WHERE t.revision IS NULL OR CAST(t.revision AS BIGINT) >= {int(table.watermark)}"
     )
     if table.metadata is None:
         connection.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM lake_tail_{view}")
