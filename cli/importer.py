@@ -2,9 +2,11 @@
 and writer as live traffic, with a progress bar; and the writer's `rejected.jsonl`, whose
 lines are whole records (`storage/rejected.py`), loaded back through the same writer.
 
-An entry that is not an LLM generation is counted and skipped; an entry that cannot be
-read is reported in one line and skipped; a file that is neither format is a one-line
-error. Not responsible for decoding or storage themselves.
+Files are read as a stream and no faster than the writer stores (at most WAITING records
+in between), so memory does not grow with the file. An entry that is not an LLM generation
+is counted and skipped; an entry that cannot be read is reported in one line and skipped;
+a file that is neither format is a one-line error; a HAR that breaks off keeps what came
+before, then is a one-line error. Not responsible for decoding or storage themselves.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""HAR 1.2 files (browser DevTools and proxy exports) as `HttpExchange`s.
+"""HAR 1.2 files (browser DevTools and proxy exports) as `HttpExchange`s, read as a stream.
 
-HAR keeps response bodies after content decoding (`content.text`, base64 when
-`encoding` says so). Entries missing what an exchange needs are skipped with a reason,
-never a crash. Not responsible for decoding or storing.
+Entries come one at a time from ijson (yajl), so memory holds one entry, never the file;
+a guard on the bytes refuses nesting ijson would pay dearly for. HAR keeps response bodies
+after content decoding (`content.text`, base64 when `encoding` says so). Entries missing
+what an exchange needs are skipped with a reason, never a crash; a file that breaks off
+raises HarError after the entries before the break. Not responsible for decoding or storing.
 """
 
 from __future__ import annotations
