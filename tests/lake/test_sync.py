@@ -253,3 +253,18 @@ def test_a_killed_sync_is_picked_up_by_the_next(store, tmp_path):
     assert watermark(catalog.load_table("llmtap.exchanges"))[0] == resumed[0].watermark > 0
     catalog.engine.dispose()
     assert child.returncode == -signal.SIGKILL
+
+
+def test_small_commits_add_up_to_the_store(store, tmp_path):
+    """Commits of a few rows each (the watermark moves with the last): the same lake."""
+    url, engine = store
+    warehouse = str(tmp_path / "lake")
+    write(engine, tmp_path / "spool", 0, 23)
+    done = run_sync(url, warehouse, chunk=5)
+    assert done[0].written == 23 and done[0].commits >= 5
+    assert lake_totals(url, warehouse) == store_totals(engine)
+    catalog = open_catalog(url, warehouse)
+    snapshots = catalog.load_table("llmtap.exchanges").snapshots()
+    catalog.engine.dispose()
+    marks = [s.summary[WATERMARK] for s in snapshots if s.summary is not None]
+    assert marks[:-1] == ["0"] * (len(marks) - 1) and marks[-1] == str(done[0].watermark)
