@@ -55,7 +55,7 @@ from llmtap.storage.schema import EXCHANGE_FACT_COLUMNS, TOOL_CALL_FACT_COLUMNS
 
 log = logging.getLogger("llmtap.lake")
 
-CHUNK = 100_000  # rows per Iceberg commit: bounds the sync's memory
+CHUNK = 50_000  # rows per Iceberg commit: bounds the sync's memory (30,000 rows: about 300 MB)
 ATTEMPTS = 20  # restarts after losing a commit to another sync, then a one-line error
 SYNC_ID = "llmtap.sync"  # snapshot summary: which sync made the commit
 
