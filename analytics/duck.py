@@ -94,14 +94,14 @@ def connect(
         for table in _SOURCES:  # the copy is native already: no snapshot to take
             connection.execute(f"CREATE TEMP VIEW {table} AS SELECT * EXCLUDE (revision) FROM facts.{table}")
         if lake:
-            _over_lake(connection, url, lake, lake_settings, {t: f"SELECT * FROM facts.{t}" for t in _SOURCES})
+            _over_lake(connection, lake, lake_settings, {t: f"SELECT * FROM facts.{t}" for t in _SOURCES})
         return connection
     for table, source in _SOURCES.items():
         connection.execute(f"CREATE TEMP VIEW {table} AS SELECT {selects[table]} FROM store.{source}")
     if lake:
         scan = "sqlite_query" if kind == "sqlite" else "postgres_query"  # through the store's revision index
         tails = {t: _tail(scan, selects[t], s) for t, s in _SOURCES.items()}
-        _over_lake(connection, url, lake, lake_settings, tails)
+        _over_lake(connection, lake, lake_settings, tails)
     if snapshot:
         _snapshot(connection)
     return connection
@@ -119,15 +119,14 @@ def _tail(scan: str, select: str, source: str) -> Callable[[int], str]:
 
 def _over_lake(
     connection: duckdb.DuckDBPyConnection,
-    url: str,
     lake: str,
     settings: dict[str, str] | None,
     tails: Mapping[str, str | Callable[[int], str]],
 ) -> None:
-    from llmtap.analytics import lake_views  # pyiceberg: only for a report over a lake
+    from llmtap.analytics import lake_views
 
     try:
-        lake_views.attach(connection, url, lake, tails, properties=settings)
+        lake_views.attach(connection, lake, tails, properties=settings)
     except BaseException:
         connection.close()
         raise

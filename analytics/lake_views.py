@@ -14,8 +14,10 @@ watermark`. A store row and a lake row of the same key: the store's wins. A stor
 the tombstones are views over the store, read at each query: what a report prices before
 it runs (cli/pricing.catch_up) is what it reads.
 
-DuckDB reads each table's current metadata file (found in the SQL catalog pyiceberg
-keeps in the store's own database) with its `iceberg` extension, loaded by file path from
+DuckDB alone reads the lake (no pyiceberg: its import costs a report seconds): the
+tables' current metadata files from the SQL catalog pyiceberg keeps in the store's own
+database (`iceberg_tables`, through the attached store), the watermark from that file's
+current snapshot, and the rows with its `iceberg` extension, loaded by file path from
 its PyPI package like the scanners; an `s3://` warehouse also through `httpfs`, with the
 S3 settings handed in. The lake's columns take the types the store's views give:
 timestamps as naive UTC `TIMESTAMP`, the rest cast to the store view's type.
@@ -26,6 +28,7 @@ Not responsible for writing the lake (llmtap.lake.sync), for the views over the 
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -68,7 +71,6 @@ class LakeTable:
 
 def attach(
     connection: duckdb.DuckDBPyConnection,
-    url: str,
     warehouse: str,
     tails: Mapping[str, str | Callable[[int], str]],
     *,
@@ -77,19 +79,19 @@ def attach(
     """Redefine the views `exchanges` and `tool_calls` of `connection` (made by duck.py,
     with the store attached as `store`) as lake ∪ store tail. `tails[view]` is a query of
     the store's rows for that view, in the view's columns plus `revision` (or a function of
-    the watermark giving one that reads only the rows at or after it). `properties`:
-    pyiceberg catalog/FileIO settings (`s3.endpoint`, `s3.access-key-id`, …)."""
-    tables = read_state(url, warehouse, properties or {})
-    token = _store_token(connection)
-    for table in tables.values():
-        if table.token is not None and table.token != token:
-            raise LakeError(
-                f"the lake at {warehouse} holds another store's records (store token {table.token}, "
-                f"this store's {token}): give this store's warehouse"
-            )
+    the watermark giving one that reads only the rows at or after it). `properties`: the
+    lake's S3 settings in pyiceberg's names (`s3.endpoint`, `s3.access-key-id`, …)."""
     _load_extensions(connection, warehouse, properties or {})
-    gone = _tombstones(connection)
     try:
+        tables = read_state(connection, warehouse)
+        token = _store_token(connection)
+        for table in tables.values():
+            if table.token is not None and table.token != token:
+                raise LakeError(
+                    f"the lake at {warehouse} holds another store's records (store token {table.token}, "
+                    f"this store's {token}): give this store's warehouse"
+                )
+        gone = _tombstones(connection)
         for view, (lake_name, store_table, key) in TABLES.items():
             _point(connection, view, tables[lake_name], tails[view], gone, store_table, key)
     except (duckdb.IOException, duckdb.HTTPException) as exc:  # files gone, S3 away or refusing
@@ -97,45 +99,36 @@ def attach(
     return tables
 
 
-def read_state(url: str, warehouse: str, properties: Mapping[str, str]) -> dict[str, LakeTable]:
-    """Each lake table's current metadata file, watermark and store token, from the SQL
-    catalog in the store's database."""
-    catalog = open_catalog(url, warehouse, properties)
-    try:
-        return _read_state(catalog, warehouse)
-    finally:
-        catalog.engine.dispose()  # its own pool on the store's database: no connection left open
-
-
-def _read_state(catalog: Any, warehouse: str) -> dict[str, LakeTable]:
-    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
-    from sqlalchemy import inspect
-
+def read_state(connection: duckdb.DuckDBPyConnection, warehouse: str) -> dict[str, LakeTable]:
+    """Each lake table's current metadata file, watermark and store token: the file from
+    pyiceberg's SQL catalog in the store's database (its table `iceberg_tables`, read through
+    the attached store), the rest from that file's current snapshot. DuckDB alone: no
+    pyiceberg import (seconds) in a report."""
     none_there = LakeError(
         f"no lake for this store at {warehouse}: run `llmtap lake sync --warehouse {warehouse}` first"
     )
     try:
-        if not inspect(catalog.engine).has_table("iceberg_tables"):  # no sync ever ran on this store
-            raise none_there
-    except LakeError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the store's database cannot be reached
-        raise LakeError(f"cannot read the lake's catalog: {mask_passwords(_first_line(exc))}") from None
+        found = connection.execute(
+            "SELECT table_name, metadata_location FROM store.iceberg_tables "
+            "WHERE catalog_name = ? AND table_namespace = ?",
+            [CATALOG, NAMESPACE],
+        ).fetchall()
+    except duckdb.CatalogException:  # no sync ever ran on this store
+        raise none_there from None
+    locations = {str(name): str(location) for name, location in found if location}
     tables = {}
     for lake_name, _store_table, _key in TABLES.values():
-        try:
-            table = catalog.load_table(f"{NAMESPACE}.{lake_name}")
-        except (NoSuchTableError, NoSuchNamespaceError):
-            raise none_there from None
-        except Exception as exc:  # noqa: BLE001 - the catalog's database or the metadata file
-            raise LakeError(f"cannot read the lake at {warehouse}: {mask_passwords(_first_line(exc))}") from None
-        if not _under(table.location(), warehouse):
-            raise LakeError(f"this store's lake is at {table.location()}, not under {warehouse}")
-        snapshot = table.current_snapshot()
-        if snapshot is None:
+        if lake_name not in locations:
+            raise none_there
+        metadata = _metadata(connection, locations[lake_name])
+        if not _under(str(metadata.get("location", "")), warehouse):
+            raise LakeError(f"this store's lake is at {metadata.get('location')}, not under {warehouse}")
+        current = metadata.get("current-snapshot-id")
+        snapshot = next((s for s in metadata.get("snapshots", []) if s.get("snapshot-id") == current), None)
+        if snapshot is None:  # tables made, nothing committed yet
             tables[lake_name] = LakeTable(lake_name, None, 0, None)
             continue
-        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        summary = snapshot.get("summary") or {}
         try:
             watermark = int(summary.get(WATERMARK, ""))
         except ValueError:
@@ -143,19 +136,22 @@ def _read_state(catalog: Any, warehouse: str) -> dict[str, LakeTable]:
                 f"the lake table {NAMESPACE}.{lake_name} at {warehouse} has no {WATERMARK} in its "
                 "current snapshot: it was not written by `llmtap lake sync`"
             ) from None
-        tables[lake_name] = LakeTable(lake_name, table.metadata_location, watermark, summary.get(STORE_TOKEN))
+        tables[lake_name] = LakeTable(lake_name, locations[lake_name], watermark, summary.get(STORE_TOKEN))
     return tables
 
 
-def open_catalog(url: str, warehouse: str, properties: Mapping[str, str]) -> Any:
-    """pyiceberg's SQL catalog kept in the store's database (read only: it makes no tables)."""
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    settings = {**properties, "uri": url, "warehouse": warehouse, "init_catalog_tables": "false"}
+def _metadata(connection: duckdb.DuckDBPyConnection, location: str) -> dict[str, Any]:
+    """A table's metadata file (JSON), read by DuckDB (a folder, or S3 through httpfs)."""
+    row = connection.execute("SELECT content FROM read_text(?)", [location]).fetchone()
+    if row is None:  # read_text takes a pattern: a file that is not there matches nothing
+        raise LakeError(f"cannot read the lake: its metadata file {location} is not there")
     try:
-        return SqlCatalog(CATALOG, **settings)
-    except Exception as exc:  # noqa: BLE001 - a driver or URL pyiceberg cannot use
-        raise LakeError(f"cannot open the lake's catalog: {mask_passwords(_first_line(exc))}") from None
+        found = json.loads(row[0])
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        raise LakeError(f"the lake's metadata file {location} is not Iceberg table metadata")
+    return found
 
 
 def _point(
