@@ -474,14 +474,33 @@ def child_main() -> int:
     if first is None:
         return 0
     spec: WriterSpec = pickle.loads(first[1])
+    frames: queue.SimpleQueue[tuple[int, bytes] | None] = queue.SimpleQueue()
+
+    def pump() -> None:
+        """Take every frame off the pipe as it comes, also while the writer opens (the
+        store, the prices, the observers: seconds on a loaded machine). A record that
+        reached this process is written even if the proxy is killed (this process writes
+        what it holds before it exits); one the proxy still held, behind a full pipe,
+        would die with it."""
+        while (frame := _read_frame(inp)) is not None:
+            frames.put(frame)
+        frames.put(None)
+
+    threading.Thread(target=pump, name="llmtap-writer-pump", daemon=True).start()
     writer = spec.open(yield_gil=False)
     lost = 0  # records in frames that would not unpickle (a bug): counted as settled
     send_lock = threading.Lock()
+    parent_gone = threading.Event()
 
     def report(settled: int) -> None:
+        if parent_gone.is_set():
+            return
         payload = pickle.dumps((settled + lost, asdict(writer.stats)))
         with send_lock:
-            _write_frame(out, 0, payload)
+            try:
+                _write_frame(out, 0, payload)
+            except OSError:  # the proxy is gone (killed): nobody to tell; the writing goes on
+                parent_gone.set()
 
     stopping = threading.Event()
 
@@ -495,7 +514,7 @@ def child_main() -> int:
 
     thread = threading.Thread(target=reporter, name="llmtap-writer-reporter", daemon=True)
     thread.start()
-    while (frame := _read_frame(inp)) is not None:
+    while (frame := frames.get()) is not None:
         count, payload = frame
         try:
             items = pickle.loads(payload)
