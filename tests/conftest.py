@@ -24,6 +24,11 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"{missing}: the tests need the project's corpus (tests/corpus/)") from None
     if not found:
         raise pytest.UsageError(f"the corpus at {CORPUS} holds no cases")
+    # The Python processes the tests start (the CLI, proxies, writer processes: hundreds)
+    # keep the bytecode they compile, as an installed tool's would, instead of compiling
+    # every import again (a machine-wide PYTHONDONTWRITEBYTECODE=1 costs each start ~0.4 s,
+    # seconds under load).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # A pytest-xdist worker starts with COLUMNS=80 and LINES=24 in its environment, which
         # the CLI would take for a terminal's width: the tests see the CLI as a pipe sees it,
