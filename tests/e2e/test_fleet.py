@@ -19,6 +19,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -115,7 +116,10 @@ def test_three_proxies_one_killed_store_every_completed_request_once(fleet: tupl
 
     killer = threading.Thread(target=chaos)
     killer.start()
-    asyncio.run(run_clients([p.port for p in proxies], CLIENTS, AT_MOST, outcome, stop=done))
+    # on a thread of its own: a browser test earlier in this worker may leave an event
+    # loop running on this one (Playwright's sync API), where asyncio.run refuses to start
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, run_clients([p.port for p in proxies], CLIENTS, AT_MOST, outcome, stop=done)).result()
     killer.join(120)
     assert not chaos_errors, chaos_errors
     exits = [proxy.stop() for proxy in proxies]

@@ -28,8 +28,7 @@ from sqlalchemy.engine import make_url
 from llmtap.protocols.canonical import ApiError, RequestFacts, ToolCall
 from llmtap.storage import bodies as blobs
 from llmtap.storage import schema, spool
-from llmtap.storage.importers.har import exchanges as har_exchanges
-from llmtap.storage.importers.har import read_har
+from llmtap.storage.importers.har import NestingGuard, read_har
 from llmtap.storage.ingest import HttpExchange, to_record
 from llmtap.storage.rows import rows_for
 from llmtap.storage.secrets import (
@@ -469,9 +468,10 @@ def test_a_spooled_record_keeps_no_key_of_any_shape(db_url, engines, tmp_path, c
     what it replays never hold it."""
     key = "CUSTOMTOKEN-" + "s" * 24 + "Yy8p"
     har_path = _echo_har(tmp_path, corpus_dir, key, "https://api.openai.com/v1/chat/completions")
-    entries, _ = read_har(har_path)
     fingerprinter = KeyFingerprinter.from_file(llmtap_home / "fingerprint.secret")
-    records = [to_record(http, fingerprinter=fingerprinter) for http, _ in har_exchanges(entries) if http]
+    with open(har_path, "rb") as handle:
+        found = list(read_har(NestingGuard(handle), str(har_path)))
+    records = [to_record(http, fingerprinter=fingerprinter) for http, _ in found if http]
     spool_dir = tmp_path / "spool"
     if db_url.startswith("sqlite"):
         with sqlite_exclusive(db_url):
