@@ -47,6 +47,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         where = item.path.relative_to(ROOT).as_posix()
         if where.startswith(SLOW):
             item.add_marker(pytest.mark.slow)
+    # The files with slow tests first (pytest-xdist hands out whole files in this order):
+    # the short ones then fill the two workers' gaps at the end, instead of one worker
+    # finishing a long end-to-end file alone while the other idles.
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
 
 
 @pytest.fixture(scope="session")
