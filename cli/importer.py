@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     Item = HttpExchange | Recorded | RowSet | FollowUp
 
-WAITING = 2000  # records handed to the writer and not yet stored, at most (see `_keep_up`)
+WAITING = 500  # records handed to the writer and not yet stored, at most (see `_keep_up`)
 STALLED = 30.0  # seconds without a record stored before the import stops waiting for the writer
 
 

@@ -89,7 +89,8 @@ def collect(
         }
         bounds = {"since": _naive(since), "until": _naive(until)}
         data["misses"], causes = _listing(connection, "cache_misses", bounds, MISSES_SHOWN, "cause")
-        data["miss_causes"] = [{"cause": k, "misses": n} for k, n in sorted(causes.items(), key=lambda c: -c[1])]
+        ranked = sorted(causes.items(), key=lambda c: (-c[1], c[0]))  # ties by name: the same order every time
+        data["miss_causes"] = [{"cause": k, "misses": n} for k, n in ranked]
         data["problems"], kinds = _listing(connection, "tool_problems", bounds, PROBLEMS_SHOWN, "status")
         data["problem_count"] = sum(kinds.values())
         data["offenders"] = _offenders(connection)

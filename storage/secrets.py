@@ -238,7 +238,7 @@ class Literals:
     def __init__(self, values: Iterable[str] = ()) -> None:
         # Made on the proxy's event loop: only the values here; their spellings and the
         # regex wait for the first use, on the writer's side.
-        self.values = tuple(sorted({v for v in values if len(v) >= LITERAL_MIN}, key=len, reverse=True))
+        self.values = tuple(sorted({v for v in values if len(v) >= LITERAL_MIN}, key=lambda v: (-len(v), v)))
         self._pattern: re.Pattern[str] | None = None
         self._spellings: tuple[str, ...] = ()
         self._encoded: tuple[bytes, ...] = ()
