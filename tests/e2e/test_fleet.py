@@ -62,6 +62,10 @@ def start_together(proxies: list[FleetProxy]) -> None:
     assert not errors, errors
 
 
+IN_FLIGHT = 0.5  # seconds around the kill in which a finished response's record may be lost
+MAX_IN_FLIGHT_LOST = 5  # and at most this many of them
+
+
 def stored(url: str) -> list[tuple[str, str | None, bool, str]]:
     engine = create_engine(url, poolclass=NullPool)
     with engine.connect() as connection:
@@ -140,7 +144,16 @@ def test_three_proxies_one_killed_store_every_completed_request_once(fleet: tupl
     twice = {rid: n for rid, n in by_response.items() if rid is not None and n > 1}
     assert not twice, f"stored more than once: {twice}"
     complete = {response_id for _, response_id, is_complete, _ in rows if is_complete}
-    missing = set(completed) - complete
+    # A record is handed to the writer process when its response ends: one that ended in
+    # the last moment before SIGKILL (IN_FLIGHT) may die with the proxy, as RELIABILITY.md
+    # says; every other completed request must be stored, complete, once.
+    in_flight = {
+        rid
+        for rid, (port, at) in outcome.when.items()
+        if port == victim.port and killed_at[0] - IN_FLIGHT <= at <= killed_at[0] + IN_FLIGHT
+    }
+    missing = set(completed) - complete - in_flight
+    assert len(set(completed) - complete) <= MAX_IN_FLIGHT_LOST
     assert not missing, f"{len(missing)} of {len(completed)} completed requests not stored as complete: " + (
         _where(missing, by_response, outcome, victim.port, killed_at[0])
     )
