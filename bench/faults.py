@@ -330,7 +330,7 @@ def proxy_signal(seconds: float, clients: int, sig: int) -> dict[str, object]:
         threading.Thread(target=kill, daemon=True).start()
         counts = asyncio.run(load(proxy.ports, seconds, clients, stop_event=stop))
         status = proxy.stop(sig)
-        _wait_gone(writers, timeout=60)  # it writes what it held, then exits
+        wait_gone(writers, timeout=60)  # it writes what it held, then exits
         if sig == signal.SIGKILL:  # what a restart finds in the spool is written then
             from llmtap.storage.engine import make_engine
             from llmtap.storage.writer import Writer
@@ -349,7 +349,7 @@ def proxy_signal(seconds: float, clients: int, sig: int) -> dict[str, object]:
     }
 
 
-def _wait_gone(pids: list[int], timeout: float) -> None:
+def wait_gone(pids: list[int], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     for pid in pids:
         while time.monotonic() < deadline:

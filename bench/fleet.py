@@ -35,6 +35,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
+from llmtap.bench.faults import wait_gone
 from llmtap.bench.proxy_overhead import child_pids
 from llmtap.bench.scratch import scratch_postgres
 from llmtap.simulator.provider import SimulatedProvider
@@ -108,16 +109,7 @@ class FleetProxy:
         return self.process.wait(timeout)
 
     def wait_for_orphans(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        for pid in self.writers:
-            while time.monotonic() < deadline:
-                try:
-                    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-                except OSError:
-                    break
-                if state == "Z":
-                    break
-                time.sleep(0.05)
+        wait_gone(self.writers, timeout)
 
     def log_tail(self) -> str:
         path = self.folder / "proxy.log"
