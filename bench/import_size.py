@@ -7,8 +7,8 @@ one entry per second from 2026-11-02, teams round-robin, so each entry is an exc
 its own and none is a duplicate of another), written entry by entry so the maker itself
 stays small. Then runs `llmtap import FILE` in a child process (the console script, a
 fresh SQLite store unless `--db`) and prints its wall time, entries per second, and its
-peak resident memory as the kernel counted it (`getrusage(RUSAGE_CHILDREN).ru_maxrss`:
-the largest child this process has waited for, and the import is the only one). Checks
+peak resident memory as the kernel counted it for that process alone (bench/peak_rss.py:
+started from a small launcher, so no parent's high-water mark is counted in). Checks
 that the store holds every entry once, and the HAR is deleted after unless `--keep`.
 
 Not a timed test: it prints numbers, and exits 0 either way (1 when the counts disagree).
@@ -21,7 +21,6 @@ import base64
 import json
 import os
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from llmtap.bench.corpus import case_meta, corpus_cases
+from llmtap.bench.peak_rss import run_measured
 from llmtap.storage import schema
 from llmtap.storage.engine import make_engine
 
@@ -137,10 +137,14 @@ def run_import(path: Path, url: str, home: Path) -> tuple[subprocess.CompletedPr
     script = Path(sys.executable).parent / "llmtap"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "llmtap.cli.main"]
     env = {**os.environ, "LLMTAP_HOME": str(home)}
-    began = time.perf_counter()
-    done = subprocess.run([*command, "import", str(path), "--db", url], capture_output=True, text=True, env=env)
-    seconds = time.perf_counter() - began
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
+    argv = [*command, "import", str(path), "--db", url]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        began = time.perf_counter()
+        code, peak = run_measured(argv, env=env, stdout=out, stderr=err)
+        seconds = time.perf_counter() - began
+        out.seek(0)
+        err.seek(0)
+        done = subprocess.CompletedProcess(argv, code, out.read(), err.read())
     return done, seconds, peak
 
 
