@@ -10,11 +10,21 @@ completed id is in the store exactly once, as a complete record. Requests cut by
 finished the exchange but the client lost the last bytes, as complete, or not at all;
 they bound the extra rows. Zero duplicates: no provider response id twice, no record id
 twice.
+
+Then the lake half, on the same store: two `llmtap lake sync` processes started at the same
+moment into one warehouse, both exit 0; the lake, read with pyiceberg alone, holds every
+exchange once with the store's cost, and `report usage` and `report cost` (whole and by
+team) over the lake equal the same over the store. A price file installed with `llmtap
+reprice --prices` changes the price of the fleet's model; one more sync and the same holds,
+with the lake's cost moved to the new one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -23,13 +33,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from llmtap.bench.fleet import FleetProxy, Outcome, run_clients
+from llmtap.bench.fleet import REQUEST, FleetProxy, Outcome, run_clients
 from llmtap.simulator.provider import SimulatedProvider
 from llmtap.simulator.upstream import Upstream
 from llmtap.storage import migrate
+from tests.corpus_tools import ROOT
+from tests.helpers import llmtap
 from tests.storage.helpers import POSTGRES_URL, fresh_postgres_database
 
 PROXIES = 3
@@ -95,7 +108,9 @@ def fleet(tmp_path: Path) -> Iterator[tuple[str, list[FleetProxy]]]:
 
 
 @pytest.mark.timeout(300)  # on the test itself: the e2e folder's 60 s would win over a module mark
-def test_three_proxies_one_killed_store_every_completed_request_once(fleet: tuple[str, list[FleetProxy]]) -> None:
+def test_three_proxies_one_killed_store_every_completed_request_once_and_the_lake_holds_them(
+    fleet: tuple[str, list[FleetProxy]], tmp_path: Path
+) -> None:
     url, proxies = fleet
     victim = proxies[1]
     outcome = Outcome()
@@ -164,6 +179,73 @@ def test_three_proxies_one_killed_store_every_completed_request_once(fleet: tupl
         f"\nfleet: {len(completed)} completed, {outcome.incomplete} incomplete, {len(rows)} stored "
         f"({extra} of them cut by the kill), per proxy {list(outcome.per_port.values())}"
     )
+    began = time.monotonic()
+    exchanges, cost = lake_half(url, tmp_path / "lake", tmp_path / "prices.toml")
+    print(f"lake: {exchanges} exchanges, {cost / 10**12:.4f} USD after the reprice, {time.monotonic() - began:.1f} s")
+
+
+MODEL = json.loads(REQUEST)["model"]
+# ten times the list price of the fleet's model: a reprice that moves every row's cost
+PRICES = f"""
+[[price]]
+model = "{MODEL}"
+input_mtok = 30
+output_mtok = 150
+"""
+
+
+def lake_half(url: str, warehouse: Path, prices: Path) -> tuple[int, int]:
+    """Two syncs at once; lake = store. A reprice, one more sync; lake = store again.
+    Returns the lake's exchanges and cost (pico-USD) at the end."""
+    started = [_lake_sync(url, warehouse) for _ in range(2)]
+    for child in started:
+        out, err = child.communicate(timeout=180)
+        assert child.returncode == 0, err
+        assert "llmtap.exchanges:" in out, out
+    before = _lake_equals_store(url, warehouse)
+
+    prices.write_text(PRICES, encoding="utf-8")
+    repriced = llmtap("reprice", "--prices", str(prices), "--db", url)
+    assert repriced.code == 0, repriced.err
+    synced = llmtap("lake", "sync", "--db", url, "--warehouse", str(warehouse))
+    assert synced.code == 0, synced.err
+    after = _lake_equals_store(url, warehouse)
+    assert after[0] == before[0], "a reprice adds no exchange"
+    assert after[1] > before[1], f"the lake's cost did not move with the reprice: {before} -> {after}"
+    return after
+
+
+def _lake_sync(url: str, warehouse: Path) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "llmtap.cli.main", "lake", "sync", "--db", url, "--warehouse", str(warehouse)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+def _lake_equals_store(url: str, warehouse: Path) -> tuple[int, int]:
+    """The lake read with pyiceberg alone holds each of the store's exchanges once, with its
+    cost; the reports over the lake equal those over the store. (exchanges, cost in pico-USD)."""
+    catalog = SqlCatalog("llmtap", uri=url, warehouse=f"file://{warehouse}")
+    try:
+        lake = catalog.load_table("llmtap.exchanges").scan(selected_fields=("id", "cost_total_pico")).to_arrow()
+    finally:
+        catalog.engine.dispose()
+    ids = lake.column("id").to_pylist()
+    assert len(ids) == len(set(ids)), "an exchange held twice in the lake"
+    lake_cost = sum(v for v in lake.column("cost_total_pico").to_pylist() if v is not None)
+    engine = create_engine(url, poolclass=NullPool)
+    with engine.connect() as connection:
+        store_ids = set(connection.execute(text("SELECT id FROM exchanges")).scalars())
+        store_cost = connection.execute(text("SELECT coalesce(sum(cost_total_pico), 0) FROM exchanges")).scalar_one()
+    engine.dispose()
+    assert set(ids) == store_ids
+    assert lake_cost == store_cost > 0
+
+    for kind in ("usage", "cost"):
+        for by in ((), ("--by", "team")):
+            args = ("report", kind, "--format", "json", "--db", url, *by)
+            over_store, over_lake = llmtap(*args), llmtap(*args, "--lake", str(warehouse))
+            assert over_store.code == 0 and over_lake.code == 0, over_lake.err
+            assert over_lake.json() == over_store.json() != [], (kind, by)
+    return len(ids), int(lake_cost)
 
 
 def _where(missing: set[str], stored_ids: Counter, outcome: Outcome, victim_port: int, killed_at: float) -> str:
