@@ -13,11 +13,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from llmtap.cli import pricing
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import moment
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 KINDS = ("usage", "cost", "cache", "finish", "tools", "errors", "latency", "conversations", "budgets", "whatif")
 PRICED = ("cost", "cache", "conversations")  # the reports that read prices (cache: what a miss cost)
@@ -73,8 +80,6 @@ def run(args: argparse.Namespace) -> int:
 
         return report_whatif.run(args)
     from llmtap.analytics import reports
-    from llmtap.analytics.duck import connect
-    from llmtap.cli.store import open_store
 
     by = [part.strip() for part in args.by.split(",") if part.strip()] if args.by else None
     since, until = moment(args.since), moment(args.until)
@@ -83,44 +88,71 @@ def run(args: argparse.Namespace) -> int:
     except reports.ReportError as exc:
         raise UsageError(str(exc)) from None
     footer = None
+    with opened(args) as store:
+        if args.kind in PRICED:
+            pricing.catch_up(store.engine, store.pricer, store.duck)
+        table = reports.run(
+            store.url,
+            args.kind,
+            by=by,
+            since=since,
+            until=until,
+            listing=args.list,
+            connection=store.duck,
+            top=args.top if args.kind == "conversations" else None,
+            tz=zone.key,
+        )
+        if args.kind == "cost" and args.format == "table" and table.rows:
+            footer = reports.price_footer(store.url, since=since, until=until, connection=store.duck)
+        empty = not table.rows and reports.count_exchanges(store.url, store.duck) == 0
+    _show(args, table, empty, store.label, zone, footer)
+    return 0
+
+
+@dataclass(frozen=True)
+class OpenedStore:
+    """What a report reads: the store's engine and URL, its pricer (the explicit price
+    file, else the store's), a DuckDB connection over it (and the lake, with `--lake`),
+    and the URL to show (password hidden)."""
+
+    engine: Engine
+    pricer: Any
+    url: str
+    duck: Any
+    label: str
+
+
+@contextmanager
+def opened(args: argparse.Namespace) -> Iterator[OpenedStore]:
+    """The store a report reads, open for the `with` block and closed after it; a report's
+    own error (analytics.reports.ReportError) inside becomes the one-line usage error."""
+    from llmtap.analytics import reports
+    from llmtap.analytics.duck import connect
+    from llmtap.cli.store import open_store
+
     settings = settings_module.load(args)
     pricing.pricer_for(settings)  # a bad price file fails before the store is opened
     engine = open_store(settings)
-    pricer = pricing.pricer_for(settings, engine)  # the explicit file, else the store's
-    url = engine.url.render_as_string(hide_password=False)
     try:
-        duck = connect(url, lake=args.lake, lake_settings=lake_file_settings(args, settings))
+        pricer = pricing.pricer_for(settings, engine)
+        url = engine.url.render_as_string(hide_password=False)
+        label = engine.url.render_as_string(hide_password=True)
+        lake = getattr(args, "lake", None)
+        duck = connect(url, lake=lake, lake_settings=lake_file_settings(args, settings))
         try:
-            if args.kind in PRICED:
-                pricing.catch_up(engine, pricer, duck)
-            table = reports.run(
-                url,
-                args.kind,
-                by=by,
-                since=since,
-                until=until,
-                listing=args.list,
-                connection=duck,
-                top=args.top if args.kind == "conversations" else None,
-                tz=zone.key,
-            )
-            if args.kind == "cost" and args.format == "table" and table.rows:
-                footer = reports.price_footer(url, since=since, until=until, connection=duck)
-            empty = not table.rows and reports.count_exchanges(url, duck) == 0
+            yield OpenedStore(engine, pricer, url, duck, label)
         finally:
             duck.close()
     except reports.ReportError as exc:
         raise UsageError(str(exc)) from None
     finally:
         engine.dispose()
-    _show(args, table, empty, engine.url.render_as_string(hide_password=True), zone, footer)
-    return 0
 
 
 def lake_file_settings(args: argparse.Namespace, settings: settings_module.Settings) -> dict[str, str] | None:
     """For `--lake`: the lake's FileIO settings (`[lake]` in the config: s3.endpoint,
     s3.region, keys), as `lake sync` takes them; the dashboard's `--lake` too."""
-    if not args.lake:
+    if not getattr(args, "lake", None):
         return None
     from llmtap.cli.lake import lake_settings
 

@@ -17,7 +17,6 @@ import sys
 from typing import Any
 
 from llmtap.cli import pricing
-from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import moment
 
@@ -42,8 +41,7 @@ OPTIONAL = ("cache_read_tokens", "usage_missing", "missed_tokens", "requests", "
 
 def run(args: argparse.Namespace) -> int:
     from llmtap.analytics import reports, whatif
-    from llmtap.analytics.duck import connect
-    from llmtap.cli.store import open_store
+    from llmtap.cli.report import opened
 
     if not args.model:
         raise UsageError("report whatif needs --model M: the model to price the recorded traffic at")
@@ -56,28 +54,15 @@ def run(args: argparse.Namespace) -> int:
         reports.dimensions_for(whatif.REPORT, by)
     except reports.ReportError as exc:
         raise UsageError(str(exc)) from None
-    settings = settings_module.load(args)
-    pricing.pricer_for(settings)  # a bad price file fails before the store is opened
-    engine = open_store(settings)
-    try:
-        pricer = pricing.pricer_for(settings, engine)  # the explicit file, else the store's
+    with opened(args) as store:
         try:
-            target = whatif.target(args.model, args.provider, pricer)
+            target = whatif.target(args.model, args.provider, store.pricer)
         except whatif.WhatIfError as exc:
             raise UsageError(str(exc)) from None
-        url = engine.url.render_as_string(hide_password=False)
-        duck = connect(url)
-        try:
-            pricing.catch_up(engine, pricer, duck)
-            table = whatif.run(url, target, by=by, since=since, until=until, connection=duck, tz=zone.key)
-            empty = not table.rows and reports.count_exchanges(url, duck) == 0
-        finally:
-            duck.close()
-    except reports.ReportError as exc:
-        raise UsageError(str(exc)) from None
-    finally:
-        engine.dispose()
-    _show(args, table, empty, engine.url.render_as_string(hide_password=True), zone, target)
+        pricing.catch_up(store.engine, store.pricer, store.duck)
+        table = whatif.run(store.url, target, by=by, since=since, until=until, connection=store.duck, tz=zone.key)
+        empty = not table.rows and reports.count_exchanges(store.url, store.duck) == 0
+    _show(args, table, empty, store.label, zone, target)
     return 0
 
 
