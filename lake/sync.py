@@ -38,6 +38,7 @@ import logging
 import random
 import secrets
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -260,6 +261,9 @@ def _commit(table: Table, source: _Source, rows: pa.Table, gone: list[str], prop
     keys = sorted(set(rows.column(source.key).to_pylist()) | set(gone))
     with table.transaction() as transaction:
         if keys and table.current_snapshot() is not None:
-            transaction.delete(In(source.key, keys), snapshot_properties=properties)  # type: ignore[call-arg,arg-type]
+            with warnings.catch_warnings():
+                # New rows' keys match nothing in the lake: the usual case, not news to a user.
+                warnings.filterwarnings("ignore", "Delete operation did not match any records")
+                transaction.delete(In(source.key, keys), snapshot_properties=properties)  # type: ignore[call-arg,arg-type]
         if rows.num_rows:
             transaction.append(rows, snapshot_properties=properties)
