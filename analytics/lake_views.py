@@ -6,7 +6,7 @@ What the lake holds: each table's current snapshot names, in its summary propert
 store it was copied from (`llmtap.store_token`, the store's `fact_revision.token`) and a
 watermark (`llmtap.watermark`): every change the store made to that table at a revision
 below the watermark is in the lake. So a view is
-  lake rows whose key is neither in the store's tail nor deleted since
+  lake rows whose key is neither in the store's tail nor deleted since (hash anti joins)
   ∪ the tail: the store's fact rows with `revision >= watermark` (or no revision),
 where "deleted since" are the store's tombstones (`fact_deletions`) at `revision >=
 watermark`. A store row and a lake row of the same key: the store's wins. A store without
@@ -22,6 +22,14 @@ its PyPI package like the scanners; an `s3://` warehouse also through `httpfs`, 
 S3 settings handed in. The lake's columns take the types the store's views give:
 timestamps as naive UTC `TIMESTAMP`, the rest cast to the store view's type.
 
+A report that reads only the exchanges started in its --since/--until window runs inside
+`window()`: the views then read only the lake's files of those days. The window reaches
+the Iceberg scan as a filter on the lake's own `started_at` (the table is partitioned by
+its day, and each data file's bounds are in the manifests), through two DuckDB variables
+the views test; a filter on the views' converted `started_at` would not reach the scan,
+so every file would be read. Outside `window()` the variables are unset and the views
+read every day (the cache, tools and conversation reports need the turns before the window).
+
 Not responsible for writing the lake (llmtap.lake.sync), for the views over the store
 (duck.py) or for what the reports compute.
 """
@@ -30,8 +38,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
@@ -47,6 +57,9 @@ CATALOG = "llmtap"  # the SQL catalog's name in the store's database (lake sync 
 NAMESPACE = "llmtap"
 WATERMARK = "llmtap.watermark"
 STORE_TOKEN = "llmtap.store_token"
+# DuckDB variables: the window of a report that reads only its --since/--until days (window())
+SINCE = "llmtap_lake_since"
+UNTIL = "llmtap_lake_until"
 # view -> (the lake table, the store's fact table, its key)
 TABLES = {
     "exchanges": ("exchanges", "exchange_facts", ("id",)),
@@ -97,6 +110,23 @@ def attach(
     except (duckdb.IOException, duckdb.HTTPException) as exc:  # files gone, S3 away or refusing
         raise LakeError(f"cannot read the lake at {warehouse}: {mask_passwords(_first_line(exc))}") from None
     return tables
+
+
+@contextmanager
+def window(connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> Iterator[None]:
+    """While a query runs that reads only the rows started at or after `since` and before
+    `until` (naive datetimes are UTC): the lake's views read only the files of those days.
+    The query must itself keep to the window (the views may still hand it rows outside,
+    from the store's tail); on a connection without a lake, nothing changes."""
+    try:
+        for name, moment in ((SINCE, since), (UNTIL, until)):
+            if moment is not None:
+                instant = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+                connection.execute(f"SET VARIABLE {name} = TIMESTAMPTZ '{instant.isoformat(sep=' ')}'")
+        yield
+    finally:
+        for name in (SINCE, UNTIL):
+            connection.execute(f"RESET VARIABLE {name}")
 
 
 def read_state(connection: duckdb.DuckDBPyConnection, warehouse: str) -> dict[str, LakeTable]:
@@ -178,25 +208,34 @@ def _point(
     scan = f"iceberg_scan({_literal(table.metadata)})"
     held = {str(row[0]): str(row[1]) for row in connection.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
     typed = ", ".join(_typed(name, data_type, held.get(name)) for name, data_type in names)
+    # plain hash anti joins with the small side (tail, tombstones) built: a correlated NOT
+    # EXISTS became a join on every lake key's distinct value (10 s, 3.6 GB at 10M rows)
     match = " AND ".join(f"t.{_q(k)} = l.{_q(k)}" for k in key)
-    conditions = [f"NOT EXISTS (SELECT 1 FROM lake_tail_{view} AS t WHERE {match})"]
+    joins = [f"ANTI JOIN lake_tail_{view} AS t ON {match}"]
     if gone is not None:
         since = int(table.watermark)
         names_of = f"('{store_table}', '{view}')"
         if view == "exchanges":
-            conditions.append(
-                f"NOT EXISTS (SELECT 1 FROM {gone} AS g WHERE g.table_name IN {names_of} "
-                f"AND g.revision >= {since} AND g.exchange_id = l.id)"
+            joins.append(
+                f"ANTI JOIN (SELECT exchange_id FROM {gone} WHERE table_name IN {names_of} AND revision >= {since}) "
+                "AS g ON g.exchange_id = l.id"
             )
         else:  # a tool call is gone with its own tombstone or with its exchange's
-            conditions.append(
-                f"NOT EXISTS (SELECT 1 FROM {gone} AS g WHERE g.revision >= {since} AND g.exchange_id = l.exchange_id "
-                f"AND ((g.table_name IN {names_of} AND g.position = l.position) "
-                "OR g.table_name IN ('exchange_facts', 'exchanges')))"
+            joins.append(
+                f"ANTI JOIN (SELECT exchange_id, position FROM {gone} WHERE table_name IN {names_of} "
+                f"AND revision >= {since}) AS g ON g.exchange_id = l.exchange_id AND g.position = l.position"
             )
+            joins.append(
+                f"ANTI JOIN (SELECT exchange_id FROM {gone} WHERE table_name IN ('exchange_facts', 'exchanges') "
+                f"AND revision >= {since}) AS ge ON ge.exchange_id = l.exchange_id"
+            )
+    conditions = ["true"]
+    if "started_at" in held:  # a report's window (window()), on the column the files are partitioned by
+        conditions.append(f"(getvariable('{SINCE}') IS NULL OR l.started_at >= getvariable('{SINCE}'))")
+        conditions.append(f"(getvariable('{UNTIL}') IS NULL OR l.started_at < getvariable('{UNTIL}'))")
     connection.execute(
         f"CREATE OR REPLACE TEMP VIEW {view} AS "
-        f"SELECT {typed} FROM {scan} AS l WHERE {' AND '.join(conditions)} "
+        f"SELECT {typed} FROM {scan} AS l {' '.join(joins)} WHERE {' AND '.join(conditions)} "
         f"UNION ALL SELECT * FROM lake_tail_{view}"
     )
 

@@ -13,6 +13,7 @@ Not responsible for rendering (see `render.py`) or for pricing (see `pricing.py`
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -24,6 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import duckdb
 
+from llmtap.analytics import lake_views
 from llmtap.analytics.duck import connect
 from llmtap.analytics.minimums import MINIMUM_CACHEABLE
 
@@ -74,6 +76,10 @@ class Report:
     table: tuple[str, ...] = ()  # metric columns a terminal table shows (json/csv: all)
     optional: tuple[str, ...] = ()  # of those, what a narrow terminal leaves out, first first
 
+
+# the reports whose every read of the exchanges keeps to --since/--until: over a lake they
+# read only those days' files (lake_views.window); the others need the turns before
+WINDOWED = frozenset({"usage", "cost", "finish", "errors", "latency"})
 
 REPORTS = {
     "usage": Report(
@@ -295,6 +301,14 @@ def _naive_utc(moment: datetime | None) -> datetime | None:
     return moment
 
 
+def window(
+    connection: duckdb.DuckDBPyConnection, kind: str, since: datetime | None, until: datetime | None
+) -> AbstractContextManager[None]:
+    """What report `kind` reads of a lake, for a query it runs: only the days of its window
+    when it keeps to them (WINDOWED), else every day."""
+    return lake_views.window(connection, since, until) if kind in WINDOWED else nullcontext()
+
+
 def run(
     url: str,
     kind: str,
@@ -328,9 +342,10 @@ def run(
             query = build(report, dims, tz)
             if kind == "conversations":
                 params["top"] = top
-        result = connection.execute(query, params)
-        columns = [d[0] for d in result.description]
-        rows = result.fetchall()
+        with window(connection, kind, since, until):
+            result = connection.execute(query, params)
+            columns = [d[0] for d in result.description]
+            rows = result.fetchall()
     finally:
         if own:
             connection.close()
@@ -355,7 +370,8 @@ def price_footer(
     own = connection is None
     connection = connection or connect(url)
     try:
-        rows = connection.execute(_body("cost_footer"), _bounds(since, until)).fetchall()
+        with lake_views.window(connection, since, until):  # cost_footer.sql keeps to the window too
+            rows = connection.execute(_body("cost_footer"), _bounds(since, until)).fetchall()
     finally:
         if own:
             connection.close()

@@ -90,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     footer = None
     with opened(args) as store:
         if args.kind in PRICED:
-            pricing.catch_up(store.engine, store.pricer, store.duck)
+            with reports.window(store.duck, args.kind, since, until):  # the rows the report reads
+                pricing.catch_up(store.engine, store.pricer, store.duck)
         table = reports.run(
             store.url,
             args.kind,

@@ -1,0 +1,107 @@
+"""A report with --since/--until over the lake reads only the lake's files of its days
+(analytics/lake_views.window): the files of a day outside the window are removed from the
+warehouse, and the reports that keep to their window still run and equal the same
+reports over the store, while a read that needs every day (the cache report, whose
+previous turn may be older; a view read without a window) still goes for the removed
+files. The known corpus traffic of tests/analytics spans two days; the lake is made by the
+real `lake sync` (read_lake.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from llmtap.analytics import reports
+from llmtap.analytics.duck import connect
+from tests.analytics import traffic
+from tests.analytics.conftest import BACKENDS, blank_database, fill
+from tests.helpers import llmtap
+from tests.lake import read_lake
+
+WINDOWED: list[tuple[str, list[str] | None]] = [
+    ("usage", ["team", "day"]),
+    ("cost", ["model"]),
+    ("finish", None),
+    ("errors", ["provider"]),
+    ("latency", ["day"]),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def blank(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with blank_database(request.param, tmp_path) as url:
+        yield url
+
+
+def _remove_day(lake: Path, day: datetime) -> set[str]:
+    """Remove the tables' files of `day`'s partition; the tables that had some."""
+    folders = list(lake.glob(f"llmtap/*/data/day={day.date().isoformat()}"))
+    for folder in folders:
+        shutil.rmtree(folder)
+    return {folder.parent.parent.name for folder in folders}
+
+
+def _windowed(url: str, lake: Path | None, **window: datetime) -> dict[str, object]:
+    connection = connect(url, lake=str(lake) if lake else None)
+    try:
+        found: dict[str, object] = {}
+        for kind, by in WINDOWED:
+            found[f"{kind} by {by}"] = reports.run(url, kind, by=by, connection=connection, **window).rows
+        found["cost footer"] = reports.price_footer(url, connection=connection, **window)
+        return found
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(
+    ("window", "outside"),
+    [({"since": traffic.DAY2}, traffic.DAY1), ({"until": traffic.DAY2}, traffic.DAY2)],
+    ids=["since", "until"],
+)
+def test_a_windowed_report_reads_only_the_lake_files_of_its_days(
+    blank: str, tmp_path: Path, window: dict[str, datetime], outside: datetime
+) -> None:
+    known = traffic.build()
+    fill(blank, [k.rec for k in known], tmp_path / "spool")
+    lake = tmp_path / "lake"
+    read_lake.sync(blank, lake)
+    over_store = _windowed(blank, None, **window)
+    assert all(over_store.values()), "the corpus traffic gives rows in the window"
+
+    assert "exchanges" in _remove_day(lake, outside)
+    assert _windowed(blank, lake, **window) == over_store
+
+    connection = connect(blank, lake=str(lake))
+    try:
+        with pytest.raises(duckdb.IOException):  # no window: every day's files are read
+            connection.execute("SELECT count(*) FROM exchanges").fetchall()
+        with pytest.raises(duckdb.IOException):  # the cache report needs the turns before its window
+            reports.run(blank, "cache", connection=connection, **window)
+        # the window is the report's only: after it, a read takes every day again
+        with pytest.raises(duckdb.IOException):
+            connection.execute("SELECT count(*) FROM exchanges").fetchall()
+    finally:
+        connection.close()
+
+
+def test_the_cli_report_since_a_day_reads_only_its_days(blank: str, tmp_path: Path) -> None:
+    known = traffic.build()
+    fill(blank, [k.rec for k in known], tmp_path / "spool")
+    lake = tmp_path / "lake"
+    read_lake.sync(blank, lake)
+    since = ["--since", traffic.DAY2.date().isoformat(), "--by", "team,day", "--format", "json", "--db", blank]
+    over_store = llmtap("report", "cost", *since)
+    assert over_store.code == 0 and over_store.json(), over_store.err
+
+    assert _remove_day(lake, traffic.DAY1) == {"exchanges", "tool_calls"}
+    over_lake = llmtap("report", "cost", *since, "--lake", str(lake))
+    assert over_lake.code == 0, over_lake.err
+    assert over_lake.json() == over_store.json()
+    everything = llmtap("report", "cost", "--db", blank, "--lake", str(lake))  # no window: every day's files
+    assert everything.code != 0 and "day=" + traffic.DAY1.date().isoformat() in everything.err
