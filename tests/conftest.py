@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import file_durations
 from tests.corpus_tools import CORPUS, ROOT, case_folders
 
 __all__ = ["CORPUS", "ROOT"]
@@ -40,6 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # Folders (and files) whose tests run real processes end to end: `pytest -m "not slow"`
 # leaves them out for a quick local run; CI runs everything.
 SLOW = ("tests/e2e/", "tests/demo/", "tests/dashboards/", "tests/hardening/", "tests/test_packaging.py")
+UNRECORDED_SLOW_S = 60.0  # a new end-to-end file: started early, in case it is long
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -47,11 +49,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         where = item.path.relative_to(ROOT).as_posix()
         if where.startswith(SLOW):
             item.add_marker(pytest.mark.slow)
-    # The files with slow tests first (pytest-xdist hands out whole files in this order):
-    # the short ones then fill the two workers' gaps at the end, instead of one worker
-    # finishing a long end-to-end file alone while the other idles.
+    # The files longest first, by the seconds tests/file_durations.json recorded for them
+    # (pytest-xdist hands out whole files in this order: pyproject.toml turns off its own
+    # reordering, by number of tests alone, which left one-test end-to-end files such as the
+    # OTLP outage's for last): the short ones then fill the two workers' gaps at the end,
+    # instead of one worker finishing a long file alone while the other idles. A file the
+    # record lacks counts as UNRECORDED_SLOW_S if it has slow tests, else as nothing.
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
+    seconds = file_durations.recorded()
+
+    def weight(path: Path) -> float:
+        guess = UNRECORDED_SLOW_S if path in slow_files else 0.0
+        return seconds.get(path.relative_to(ROOT).as_posix(), guess)
+
+    items.sort(key=lambda item: -weight(item.path))
 
 
 @pytest.fixture(scope="session")
