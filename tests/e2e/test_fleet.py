@@ -37,6 +37,8 @@ from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
+from llmtap.analytics import reports
+from llmtap.analytics.duck import connect
 from llmtap.bench.fleet import REQUEST, FleetProxy, Outcome, run_clients
 from llmtap.simulator.provider import SimulatedProvider
 from llmtap.simulator.upstream import Upstream
@@ -222,7 +224,9 @@ def _lake_sync(url: str, warehouse: Path) -> subprocess.Popen[str]:
 
 def _lake_equals_store(url: str, warehouse: Path) -> tuple[int, int]:
     """The lake read with pyiceberg alone holds each of the store's exchanges once, with its
-    cost; the reports over the lake equal those over the store. (exchanges, cost in pico-USD)."""
+    cost; `report usage` and `report cost` (whole, by team, and the cost's footer) over the
+    lake equal those over the store (one DuckDB connection each: a CLI run per report would
+    double the time; tests/lake cover the CLI). (exchanges, cost in pico-USD)."""
     catalog = SqlCatalog("llmtap", uri=url, warehouse=f"file://{warehouse}")
     try:
         lake = catalog.load_table("llmtap.exchanges").scan(selected_fields=("id", "cost_total_pico")).to_arrow()
@@ -239,12 +243,17 @@ def _lake_equals_store(url: str, warehouse: Path) -> tuple[int, int]:
     assert set(ids) == store_ids
     assert lake_cost == store_cost > 0
 
-    for kind in ("usage", "cost"):
-        for by in ((), ("--by", "team")):
-            args = ("report", kind, "--format", "json", "--db", url, *by)
-            over_store, over_lake = llmtap(*args), llmtap(*args, "--lake", str(warehouse))
-            assert over_store.code == 0 and over_lake.code == 0, over_lake.err
-            assert over_lake.json() == over_store.json() != [], (kind, by)
+    over_store, over_lake = connect(url), connect(url, lake=str(warehouse))
+    try:
+        for kind in ("usage", "cost"):
+            for by in (None, ["team"]):
+                rows = reports.run(url, kind, by=by, connection=over_store).rows
+                assert reports.run(url, kind, by=by, connection=over_lake).rows == rows != [], (kind, by)
+        footer = reports.price_footer(url, connection=over_store)
+        assert reports.price_footer(url, connection=over_lake) == footer
+    finally:
+        over_store.close()
+        over_lake.close()
     return len(ids), int(lake_cost)
 
 
