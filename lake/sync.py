@@ -12,11 +12,13 @@ How W is taken, at the start of the sync's read of the store:
 - SQLite: `fact_revision.n + 1`. The triggers bump `n` and stamp the row with it, so every
   row written later gets a larger revision; rows read in the same pass that were written
   after `n` was read are copied too, and again next time (harmless: by key).
-- PostgreSQL: `pg_snapshot_xmin(pg_current_snapshot())` of the sync's REPEATABLE READ
-  snapshot. The triggers stamp `txid_current()`; every transaction below xmin has finished
-  and its rows are in the snapshot. xmin is server-wide: a long transaction anywhere on
-  the server (another database too) holds the watermark back, and the next sync copies
-  again what changed since then (correct, only more work).
+- PostgreSQL: from the sync's REPEATABLE READ snapshot (`pg_current_snapshot()`): the
+  oldest transaction still running in it that may write this database, else its xmax.
+  The triggers stamp `txid_current()`; every transaction below the watermark has finished
+  and its rows are in the snapshot, or ran in another database (placed by
+  pg_stat_activity). A long transaction in this database holds the watermark back, and
+  the next sync copies again what changed since then (correct, only more work); one in
+  another database on the server does not.
 Tombstones below both watermarks are deleted after a sync: a store has one lake.
 
 Each table syncs on its own (its own watermark). Rows are read in key order and committed
@@ -196,9 +198,33 @@ def _mark(connection: Connection) -> tuple[int, str]:
     """The new watermark and the store's token, taken first in the read's snapshot."""
     n, token = connection.execute(text("SELECT n, token FROM fact_revision WHERE id = 1")).one()
     if connection.dialect.name == "postgresql":
-        xmin = connection.execute(text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")).scalar_one()
-        return int(xmin), str(token)
+        return _pg_watermark(connection), str(token)
     return int(n) + 1, str(token)
+
+
+def _pg_watermark(connection: Connection) -> int:
+    """The oldest transaction this read's snapshot does not see that could have written
+    the store's tables, else the snapshot's xmax: every transaction below it has finished
+    and is in the snapshot, or ran in another database. An in-progress transaction is left
+    out only when pg_stat_activity shows its backend in another database (a long one there
+    would otherwise hold the watermark back); one it cannot place (finished since, a
+    subtransaction, a prepared one, a backend it may not see) is counted."""
+    snapshot = connection.execute(text("SELECT pg_current_snapshot()::text")).scalar_one()
+    _, xmax, listed = str(snapshot).split(":")
+    running = [int(x) for x in listed.split(",") if x]
+    if not running:
+        return int(xmax)
+    elsewhere = {
+        int(xid)
+        for (xid,) in connection.execute(
+            text(
+                "SELECT backend_xid::text::bigint FROM pg_stat_activity "
+                "WHERE backend_xid IS NOT NULL AND datname IS DISTINCT FROM current_database()"
+            )
+        )
+    }
+    ours = [x for x in running if x % (1 << 32) not in elsewhere]
+    return min(ours) if ours else int(xmax)
 
 
 def _batches(
