@@ -39,6 +39,32 @@ _SOURCES = {"exchanges": "exchange_facts", "tool_calls": "tool_call_facts"}
 _KEYS = {"exchanges": ("id",), "tool_calls": ("exchange_id", "position")}
 
 
+MEMORY_DEFAULT = 3 << 30  # bytes: a report over years of a fleet's lake stays under 4 GB
+
+
+def memory_settings() -> dict[str, str]:
+    """What a report's DuckDB may hold in memory, and where it spills the rest.
+
+    DuckDB's own default is 80% of the machine's memory, which a report's window over a
+    fleet's history (cache, tools, conversations over 100M exchanges) fills: 20 GB and
+    more. The limit is `LLMTAP_DUCKDB_MEMORY` (DuckDB's notation: `8GB`), else 3 GiB or
+    half the machine's memory if that is less; past it DuckDB spills to a folder of its
+    own under the system's temporary directory (made when first needed and removed when
+    the connection closes), never the `.tmp` in the caller's working directory."""
+    import tempfile
+    import uuid
+
+    limit = os.environ.get("LLMTAP_DUCKDB_MEMORY", "").strip()
+    if not limit:
+        try:
+            physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            physical = 2 * MEMORY_DEFAULT
+        limit = f"{min(MEMORY_DEFAULT, physical // 2) >> 20}MB"
+    spill = pathlib.Path(tempfile.gettempdir()) / f"llmtap-duckdb-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    return {"memory_limit": limit, "temp_directory": str(spill)}
+
+
 def extension_path(package: Any, name: str) -> str:
     folder = pathlib.Path(package.__file__).parent / "extensions" / f"v{duckdb.__version__}"
     path = folder / f"{name}.duckdb_extension"
@@ -67,6 +93,7 @@ def connect(
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
             "threads": 2,
+            **memory_settings(),
         }
     )
     connection.execute("SET enable_progress_bar = false")  # never a bar in a report's output
