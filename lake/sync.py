@@ -49,7 +49,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException, ValidationException
-from pyiceberg.expressions import And, GreaterThanOrEqual, In, LessThanOrEqual
+from pyiceberg.expressions import And, BooleanExpression, GreaterThanOrEqual, In, LessThanOrEqual, Or
 from pyiceberg.table import Table
 from sqlalchemy import Connection, Engine, text
 
@@ -286,25 +286,50 @@ def _instant(value: Any) -> Any:
 def _commit(table: Table, source: _Source, rows: pa.Table, gone: list[str], properties: dict[str, str]) -> None:
     """Delete the batch's keys the lake holds and the gone ones, append the batch: one
     atomic commit, asserting the snapshot the keys were looked up in."""
-    keys = sorted(_held(table, source.key, rows.column(source.key)) | set(gone))
+    span = _span(rows)
+    held = _held(table, source.key, rows.column(source.key), span)
+    doomed: list[BooleanExpression] = []
+    if held:  # a row keeps its start time: its older copy is in the same days' files
+        keys = In(source.key, sorted(held))  # type: ignore[call-arg,arg-type]
+        doomed.append(keys if span is None else And(span, keys))
+    if gone:
+        doomed.append(In(source.key, sorted(set(gone))))  # type: ignore[call-arg,arg-type]
     with table.transaction() as transaction:
-        if keys and table.current_snapshot() is not None:
+        if doomed and table.current_snapshot() is not None:
             with warnings.catch_warnings():
                 # A gone key the lake never held (a row made and deleted between syncs).
                 warnings.filterwarnings("ignore", "Delete operation did not match any records")
-                transaction.delete(In(source.key, keys), snapshot_properties=properties)  # type: ignore[call-arg,arg-type]
+                transaction.delete(Or(*doomed) if len(doomed) > 1 else doomed[0], snapshot_properties=properties)
         if rows.num_rows:
             transaction.append(rows, snapshot_properties=properties)
 
 
-def _held(table: Table, key: str, batch: pa.ChunkedArray) -> set[str]:
+def _span(rows: pa.Table) -> BooleanExpression | None:
+    """The batch's start times as a predicate the day partitions prune by (None when a
+    row has none: a tool call whose exchange is gone)."""
+    if rows.num_rows == 0 or "started_at" not in rows.column_names:
+        return None
+    started = rows.column("started_at")
+    if started.null_count:
+        return None
+    low, high = pc.min(started).as_py(), pc.max(started).as_py()
+    return And(
+        GreaterThanOrEqual("started_at", low.isoformat()),  # type: ignore[call-arg,arg-type]
+        LessThanOrEqual("started_at", high.isoformat()),  # type: ignore[call-arg,arg-type]
+    )
+
+
+def _held(table: Table, key: str, batch: pa.ChunkedArray, span: BooleanExpression | None) -> set[str]:
     """The batch's keys the lake already holds, looked up through a scan of the key column
-    over the batch's key range only. pyiceberg's delete binds its key set again for every
-    data file it plans (about a second per 50,000 keys, each file): new rows, whose ids are
-    later than every file's (ids begin with their time), then need no delete at all."""
+    over the batch's key range (and days) only. pyiceberg's delete binds its key set again
+    for every data file it plans (about a second per 50,000 keys, each file): new rows,
+    whose ids are later than every file's (ids begin with their time), then need no delete
+    at all, and changed rows' deletes plan only their days' files."""
     if batch.length() == 0 or table.current_snapshot() is None:
         return set()
     low, high = pc.min(batch).as_py(), pc.max(batch).as_py()
     within = And(GreaterThanOrEqual(key, low), LessThanOrEqual(key, high))  # type: ignore[call-arg,arg-type]
+    if span is not None:
+        within = And(within, span)
     found = table.scan(row_filter=within, selected_fields=(key,)).to_arrow().column(key)
     return set(pc.filter(found, pc.is_in(found, value_set=pc.unique(batch))).to_pylist())
