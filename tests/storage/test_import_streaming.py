@@ -102,7 +102,9 @@ def test_one_huge_body_costs_memory_in_proportion_to_it(tmp_path, engines, corpu
     assert code == 0, err
     assert f"imported {entries + 1} LLM exchanges" in out
     assert count(engines(url)) == entries + 1
-    assert peak - floor < 6 * len(body), f"floor {floor / MB:.0f} MB, peak {peak / MB:.0f} MB"
+    # Standalone: +153 MB for the 30 MB body (its base64 text, the bytes, their compressed
+    # copy); under CI's load the writer lags and holds more of them for a while (+190 MB).
+    assert peak - floor < 8 * len(body), f"floor {floor / MB:.0f} MB, peak {peak / MB:.0f} MB"
 
 
 # -- files that break off ---------------------------------------------------------------------
