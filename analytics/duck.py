@@ -127,6 +127,11 @@ def connect(
         connection.execute(f"CREATE TEMP VIEW {table} AS SELECT {selects[table]} FROM store.{source}")
     if lake:
         scan = "sqlite_query" if kind == "sqlite" else "postgres_query"  # through the store's revision index
+        if kind == "sqlite":
+            # The scans of an attached SQLite file share its one handle, and a lake's view
+            # reads the tail twice (its anti join and its union): two threads preparing on
+            # that handle at once crash the scanner (a segfault in sqlite3_prepare_v2).
+            connection.execute("SET threads = 1")
         tails = {t: _tail(scan, selects[t], s) for t, s in _SOURCES.items()}
         _over_lake(connection, lake, lake_settings, tails)
     if snapshot:
