@@ -140,12 +140,12 @@ def run_import(path: Path, url: str, home: Path) -> tuple[subprocess.CompletedPr
     argv = [*command, "import", str(path), "--db", url]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         began = time.perf_counter()
-        code, peak = run_measured(argv, env=env, stdout=out, stderr=err)
+        measured = run_measured(argv, env=env, stdout=out, stderr=err)
         seconds = time.perf_counter() - began
         out.seek(0)
         err.seek(0)
-        done = subprocess.CompletedProcess(argv, code, out.read(), err.read())
-    return done, seconds, peak
+        done = subprocess.CompletedProcess(argv, measured.code, out.read(), err.read())
+    return done, seconds, measured.peak
 
 
 def main() -> int:

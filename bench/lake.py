@@ -60,6 +60,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from llmtap.analytics.pricing import Pricer
+from llmtap.bench.peak_rss import run_measured
 from llmtap.bench.scratch import postgres_reachable
 from llmtap.bench.synthetic import fill
 from llmtap.lake import schema
@@ -85,18 +86,9 @@ REPORTS: list[tuple[str, list[str], float]] = [
     ("usage --by team --since 7d", ["usage", "--by", "team", "--since", "7d"], GOALS["fast"]),
     ("cost --by model --since 30d", ["cost", "--by", "model", "--since", "30d"], GOALS["fast"]),
 ]
+
+
 # runs the report in a child of its own and prints the child's wall seconds and peak RSS (kB)
-LAUNCHER = (
-    "import resource, subprocess, sys, time\n"
-    "t = time.perf_counter()\n"
-    "done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)\n"
-    "wall = time.perf_counter() - t\n"
-    "used = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "last = (done.stderr.strip().splitlines() or [''])[-1]\n"
-    "print(done.returncode, wall, used.ru_utime + used.ru_stime, used.ru_maxrss, last, sep='\\t')\n"
-)
-
-
 @dataclass(frozen=True)
 class Seed:
     """The seed's rows in the lake's Arrow schemas, and where each exchange's tool calls
@@ -366,14 +358,15 @@ class Run:
 
 
 def time_report(lake: Lake, label: str, arguments: Sequence[str], goal: float) -> Run:
-    """One `llmtap report` in a child of a small launcher: wall and CPU seconds, peak RSS."""
+    """One `llmtap report` measured by bench/peak_rss.py: wall and CPU seconds, peak RSS."""
     llmtap = str(Path(sys.executable).with_name("llmtap"))
     command = [llmtap, "report", *arguments, "--lake", str(lake.warehouse), "--db", lake.store_url, "--format", "csv"]
-    launched = subprocess.run(
-        [sys.executable, "-c", LAUNCHER, *command], capture_output=True, text=True, check=True, env=_child_env()
-    )
-    code, wall, cpu, peak_kb, last = launched.stdout.rstrip("\n").split("\t", 4)
-    return Run(label, float(wall), float(cpu), int(peak_kb) / 1024, goal, "" if code == "0" else last or f"exit {code}")
+    with tempfile.TemporaryFile("w+") as err:
+        measured = run_measured(command, env=_child_env(), stdout=subprocess.DEVNULL, stderr=err)
+        err.seek(0)
+        last = (err.read().strip().splitlines() or [""])[-1]
+    error = "" if measured.code == 0 else last or f"exit {measured.code}"
+    return Run(label, measured.wall, measured.cpu, measured.peak / 1024 / 1024, goal, error)
 
 
 def _child_env() -> dict[str, str]:

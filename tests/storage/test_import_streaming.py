@@ -36,13 +36,13 @@ def peak_import(path: Path, url: str, home: Path) -> tuple[int, str, str, int]:
     out, err = home / "out.txt", home / "err.txt"
     home.mkdir(parents=True, exist_ok=True)
     with open(out, "w") as stdout, open(err, "w") as stderr:
-        code, peak = run_measured(
+        measured = run_measured(
             [*command, "import", str(path), "--db", url],
             env={**os.environ, "LLMTAP_HOME": str(home)},
             stdout=stdout,
             stderr=stderr,
         )
-    return code, out.read_text(), err.read_text(), peak
+    return measured.code, out.read_text(), err.read_text(), measured.peak
 
 
 # -- at size --------------------------------------------------------------------------------
