@@ -138,8 +138,7 @@ def opened(args: argparse.Namespace) -> Iterator[OpenedStore]:
         pricer = pricing.pricer_for(settings, engine)
         url = engine.url.render_as_string(hide_password=False)
         label = engine.url.render_as_string(hide_password=True)
-        lake = getattr(args, "lake", None)
-        duck = connect(url, lake=lake, lake_settings=lake_file_settings(args, settings))
+        duck = connect(url, lake=args.lake, lake_settings=lake_file_settings(args, settings))
         try:
             yield OpenedStore(engine, pricer, url, duck, label)
         finally:
@@ -153,7 +152,7 @@ def opened(args: argparse.Namespace) -> Iterator[OpenedStore]:
 def lake_file_settings(args: argparse.Namespace, settings: settings_module.Settings) -> dict[str, str] | None:
     """For `--lake`: the lake's FileIO settings (`[lake]` in the config: s3.endpoint,
     s3.region, keys), as `lake sync` takes them; the dashboard's `--lake` too."""
-    if not getattr(args, "lake", None):
+    if not args.lake:
         return None
     from llmtap.cli.lake import lake_settings
 
