@@ -6,37 +6,24 @@ request itself for plain HTTP) must carry `Proxy-Authorization: Basic` with a te
 password, else it is answered `407` with `Proxy-Authenticate: Basic realm="llmtap"` and
 goes no further. Reverse listeners are not proxies, and clients only change their base
 URL to reach them: a request there without credentials keeps the listener's team (or the
-key map's), and one that does carry credentials must carry right ones. The password is
-compared in constant time and goes nowhere: not to the store, the log or the upstream.
+key map's), and one that does carry credentials must carry right ones. The check itself
+(storage/credentials.py, shared with `llmtap import`) compares the password in constant
+time; it goes nowhere: not to the store, the log or the upstream.
 
 Not responsible for attribution itself (`attribution.py`) or for reading the config.
 """
 
 from __future__ import annotations
 
-import binascii
-import hmac
 from collections.abc import Mapping
 
 from mitmproxy import http
 from mitmproxy.proxy.mode_specs import RegularMode, UpstreamMode
 
 from llmtap.addon.attribution import REFUSED_KEY, VERIFIED_KEY, Attribution
+from llmtap.storage.credentials import ProxyCredentials
 
 REALM = "llmtap"
-
-
-def credentials(value: str | None) -> tuple[str, str] | None:
-    """(user, password) of a `Basic` credential, or None when it is not one."""
-    scheme, _, token = (value or "").strip().partition(" ")
-    if scheme.lower() != "basic":
-        return None
-    try:
-        decoded = binascii.a2b_base64(token.strip().encode("ascii")).decode("utf-8")
-    except (binascii.Error, UnicodeError):
-        return None
-    user, colon, password = decoded.partition(":")
-    return (user, password) if colon else None
 
 
 def required() -> http.Response:
@@ -51,19 +38,12 @@ class TeamAuth:
     """A mitmproxy addon, added before the recorder when `[auth]` is set."""
 
     def __init__(self, teams: Mapping[str, str], attribution: Attribution) -> None:
-        self.teams = {team: password.encode() for team, password in teams.items()}
+        self.credentials = ProxyCredentials(teams)
         self.attribution = attribution
 
     def team(self, header: str | None) -> str | None:
-        """The team whose credentials these are, or None."""
-        found = credentials(header)
-        if found is None:
-            return None
-        user, password = found
-        expected = self.teams.get(user)
-        # compared in full whatever the user, so timing tells nothing about the names
-        ok = hmac.compare_digest(password.encode(), expected if expected is not None else b"\0" + password.encode())
-        return user if ok and expected is not None else None
+        """The team whose credentials these are, or None (storage/credentials.py)."""
+        return self.credentials.team(header)
 
     def http_connect(self, flow: http.HTTPFlow) -> None:
         # The header stays for the recorder, which strips it after reading what it needs
