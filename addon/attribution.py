@@ -13,7 +13,10 @@ goes no further.
 A destination is trusted to report what it bills when the flow came in on a reverse
 listener (its upstream is fixed by the operator: mitmproxy ignores the client's Host
 there), went to a configured upstream, or went to a provider's own API host
-(storage/hosts.py); any other exchange carries `price_reason = unverified_host`.
+(storage/hosts.py); any other exchange carries `price_reason = unverified_host`. Its
+`destination` is the server mitmproxy talks to (`scheme://host:port`; in reverse mode the
+listener's upstream, whatever the client's Host said): a follow-up of background work
+continues only a POST with the same one.
 
 Not responsible for loading the maps (the CLI or `script_setup` builds them), nor for
 refusing requests (`auth.py`).
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from mitmproxy import connection, http
 from mitmproxy.proxy.mode_specs import ReverseMode
 
-from llmtap.storage.hosts import UNVERIFIED_HOST, provider_host
+from llmtap.storage.hosts import UNVERIFIED_HOST, destination, provider_host
 from llmtap.storage.ingest import TEAM_HEADER, proxy_auth_user
 from llmtap.storage.secrets import KeyFingerprinter, api_key
 from llmtap.storage.teams import attribute
@@ -47,6 +50,7 @@ class Who:
     client_addr: str | None
     attribution: str = "none"  # the rule that named the team
     price_reason: str | None = None  # `unverified_host` when the destination may not bill
+    destination: str | None = None  # `scheme://host:port` of the server it goes to
 
 
 @dataclass
@@ -139,6 +143,7 @@ class Attribution:
             client_addr=str(peer[0]) if peer else None,
             attribution=rule,
             price_reason=self.price_reason(flow),
+            destination=destination(request.scheme, request.host, request.port),
         )
 
     def listener_provider(self, flow: http.HTTPFlow) -> str | None:

@@ -232,6 +232,7 @@ class Recorder:
             provider=self.attribution.listener_provider(flow),
             attribution=who.attribution,
             price_reason=who.price_reason,
+            destination=who.destination,
             secrets=secrets,
         )
         self.in_flight[flow.id] = flow

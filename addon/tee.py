@@ -81,6 +81,7 @@ class ExchangeMeta:
     raw_headers: tuple[tuple[bytes, bytes], ...] | None = field(default=None, repr=False)
     attribution: str = "none"  # the rule that named `team` (storage/teams.py)
     price_reason: str | None = None  # `unverified_host`: never priced (storage/hosts.py)
+    destination: str | None = None  # `scheme://host:port` of the server (storage/hosts.py)
     # The exact key values the request carried: removed from its record in `build` (SPEC §4);
     # in memory until then, never stored (their repr names none of them).
     secrets: Literals | None = field(default=None, repr=False)
@@ -183,6 +184,7 @@ class PendingExchange:
             team=meta.team,
             attribution=meta.attribution,
             price_reason=meta.price_reason,
+            destination=meta.destination,
             key_fingerprint=meta.key_fingerprint,
             key_last4=meta.key_last4,
             client_addr=meta.client_addr,

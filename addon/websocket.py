@@ -130,6 +130,7 @@ class WebSocketSessions:
             secrets=session.secrets,
             attribution=session.who.attribution,
             price_reason=session.who.price_reason,
+            destination=session.who.destination,
         )
         session.meta.request_body = request
 

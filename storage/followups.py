@@ -4,7 +4,19 @@ stored; it is never an exchange of its own, so the work is billed once.
 
 The exchange is the latest stored row of that protocol whose `response_id` the follow-up
 names and whose `background_state` is set (the POST was background work), one sent with
-the same key first. Then:
+the same key first, and only one the follow-up may speak for (SPEC §4, trust is never
+inherited; `_target`):
+
+- it reached the same destination as the POST (`scheme://host:port`, storage/hosts.py;
+  the same reverse listener's upstream is the same destination; a row, or a spooled
+  follow-up, from before destinations were recorded is compared by host);
+- it came from the same team, or with the same key, as the POST;
+- a follow-up from a host that may not bill (`unverified_host`) never changes an
+  exchange that may be billed.
+
+A response id is no secret (it is in logs, URLs, shared transcripts), so a follow-up that
+fails these is `unmatched`: it changes nothing, and the real poll that comes later still
+completes the work. Then:
 
 - a follow-up that states a running status (`queued`, `in_progress`) only updates
   `background_state`;
@@ -38,13 +50,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, case, delete, or_, select, update
+from sqlalchemy import ColumnElement, Connection, Engine, and_, case, delete, false, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from llmtap.protocols.canonical import RequestFacts, ToolSpec
 from llmtap.protocols.followups import KINDS, TERMINAL_STATES, FollowUpRoute, is_terminal
 from llmtap.protocols.toolcheck import check_tool_calls
 from llmtap.storage import record_json, schema
+from llmtap.storage.hosts import UNVERIFIED_HOST
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import PRICE_COLUMNS, RowSet, rows_for
 
@@ -214,22 +227,43 @@ def apply_one(connection: Connection, followup: FollowUp, enrich: Enrich | None 
 
 
 def _target(connection: Connection, followup: FollowUp) -> dict[str, Any] | None:
-    """The stored background exchange the follow-up names; one sent with the same key
-    first (a gateway or a replay may hand the same id to more than one request)."""
+    """The stored background exchange the follow-up names and may speak for (see the
+    module's docstring); one sent with the same key first (a gateway or a replay may hand
+    the same id to more than one request)."""
     ex = schema.exchanges
-    route = followup.route
-    same_key = case((ex.c.key_fingerprint == followup.record.key_fingerprint, 0), else_=1)
+    route, record = followup.route, followup.record
+    same_key = case((ex.c.key_fingerprint == record.key_fingerprint, 0), else_=1)
     found = connection.execute(
         select(ex)
         .where(
             ex.c.response_id == route.response_id,
             ex.c.protocol == route.protocol,
             ex.c.background_state.is_not(None),
+            *_may_speak_for(record),
         )
         .order_by(same_key, ex.c.started_at.desc())
         .limit(1)
     ).first()
     return dict(found._mapping) if found is not None else None
+
+
+def _may_speak_for(record: Recorded) -> list[ColumnElement[bool]]:
+    """The conditions on a stored exchange that a follow-up with this record may change:
+    the same destination, the same team or key, and no trust it does not have itself."""
+    ex = schema.exchanges.c
+    if record.host is None:
+        return [false()]
+    if record.destination is None:  # a follow-up an older llmtap spooled: its host is all it says
+        where = ex.host == record.host
+    else:  # a row from before destinations: its host is all it says
+        where = or_(ex.destination == record.destination, and_(ex.destination.is_(None), ex.host == record.host))
+    who = ex.team == (record.team or "unattributed")
+    if record.key_fingerprint is not None:
+        who = or_(who, ex.key_fingerprint == record.key_fingerprint)
+    conditions = [where, who]
+    if record.price_reason == UNVERIFIED_HOST:
+        conditions.append(ex.price_reason == UNVERIFIED_HOST)
+    return conditions
 
 
 def _completion_rows(row: dict[str, Any], followup: FollowUp) -> RowSet:
@@ -270,7 +304,7 @@ def _changes(
         changes["response_content_type"] = completion["response_content_type"]
     if enrich is not None:
         priced = {**row, **changes, **dict.fromkeys(PRICE_COLUMNS)}
-        priced["price_reason"] = row["price_reason"] if row["price_reason"] == "unverified_host" else None
+        priced["price_reason"] = row["price_reason"] if row["price_reason"] == UNVERIFIED_HOST else None
         try:
             enrich([priced])
         except Exception:  # noqa: BLE001 - stored unpriced; `reprice` catches up

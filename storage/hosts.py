@@ -6,6 +6,10 @@ to a host in this table, or to an upstream the operator configured (the proxy kn
 those; see `addon/attribution.py`), is priced; any other is recorded as `unpriced` with
 the reason `unverified_host`.
 
+`destination` names where an exchange went (scheme, host and port of the server the
+proxy talked to, the same for every source), so that a follow-up of background work can
+be matched to a POST that went to the same place.
+
 Not responsible for routing (protocols) or for the prices (analytics/pricing.py).
 """
 
@@ -50,3 +54,21 @@ def provider_host(host: str | None) -> bool:
     name = name.rpartition(":")[0] if ":" in name else name
     name = name.rstrip(".")
     return name in PROVIDER_HOSTS or PROVIDER_PATTERNS.fullmatch(name) is not None
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+def destination(scheme: str | None, host: str | None, port: int | None = None) -> str | None:
+    """Where an exchange went, as one comparable string: `scheme://host:port` (host in
+    lower case, an IPv6 literal in brackets, the scheme's default port when none is
+    given). None without a host. The proxy and every importer name a server this way, so
+    a follow-up and its POST compare equal exactly when they reached the same server."""
+    if not host:
+        return None
+    name = host.strip().lower().rstrip(".")
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    kind = (scheme or "https").strip().lower()
+    number = port if port else DEFAULT_PORTS.get(kind, 443)
+    return f"{kind}://[{name}]:{number}" if ":" in name else f"{kind}://{name}:{number}"

@@ -3,8 +3,16 @@
 An `HttpExchange` is one request/response as a file holds it (HAR entry, flow). `to_record`
 routes it (SPEC §1), decodes it through the translators, attributes it to a team (SPEC §4)
 and strips its secrets; `to_follow_up` decodes a poll, resumed stream or cancel of
-background work, which the writer applies to the exchange it continues. Not responsible
-for reading files (see `importers/`) nor for writing rows (the writer).
+background work, which the writer applies to the exchange it continues.
+
+Who sent it is decided here as the proxy would decide it, never taken from what a file
+claims of itself: with `[auth]` (`credentials`) only a captured `Proxy-Authorization`
+whose password checks names a team and the `X-LLMTap-Team` header names no one; the key
+map applies; `import_team` (`llmtap import --team`) names the team of an entry no rule
+names. Whether its destination may bill is the trusted-host rule of storage/hosts.py on
+the host the entry went to.
+
+Not responsible for reading files (see `importers/`) nor for writing rows (the writer).
 """
 
 from __future__ import annotations
@@ -20,8 +28,9 @@ from llmtap.protocols import decode_exchange, route
 from llmtap.protocols.canonical import Exchange
 from llmtap.protocols.exchange import SERVED_TIER_HEADER
 from llmtap.protocols.followups import CONTINUES, follow_up
+from llmtap.storage.credentials import ProxyCredentials
 from llmtap.storage.followups import FollowUp
-from llmtap.storage.hosts import UNVERIFIED_HOST, provider_host
+from llmtap.storage.hosts import UNVERIFIED_HOST, destination, provider_host
 from llmtap.storage.ids import capture_id
 from llmtap.storage.record import Recorded
 from llmtap.storage.secrets import (
@@ -54,6 +63,8 @@ class HttpExchange:
     client_addr: str | None = None
     interrupted: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    scheme: str = "https"  # of the URL the request went to
+    port: int | None = None  # the URL's, when it names one (else the scheme's default)
 
     def header(self, name: str, which: str = "request") -> str | None:
         headers = self.request_headers if which == "request" else self.response_headers
@@ -126,6 +137,63 @@ def _decoded(http: HttpExchange, protocol: str, request: bytes | dict[str, Any] 
     return exchange
 
 
+@dataclass(frozen=True, slots=True)
+class Sender:
+    """Who sent an imported exchange and whether where it went may bill, decided once."""
+
+    team: str
+    attribution: str
+    key: str | None
+    fingerprint: str | None
+    last4: str | None
+    price_reason: str | None
+    destination: str | None
+
+
+def trusted_host(host: str | None) -> str | None:
+    """The `price_reason` an import gives traffic to `host` (SPEC §4): None for a
+    provider's API host, else `unverified_host`, whatever the file says of it."""
+    return None if provider_host(host) else UNVERIFIED_HOST
+
+
+def sender_of(
+    http: HttpExchange,
+    *,
+    fingerprinter: KeyFingerprinter,
+    key_teams: Mapping[str, str] | None = None,
+    listener_team: str | None = None,
+    credentials: ProxyCredentials | None = None,
+    import_team: str | None = None,
+) -> Sender:
+    """SPEC §4 for an entry of a file (see the module's docstring)."""
+    query = http.path.partition("?")[2]  # any path a client sent: `//[x/…` is no URL, yet recorded
+    key = api_key(http.request_headers, query)
+    fingerprint = fingerprinter.fingerprint(key) if key else None
+    proxy_auth = http.header("proxy-authorization")
+    if credentials is None:
+        proxy_user, team_header = proxy_auth_user(proxy_auth), http.header(TEAM_HEADER)
+    else:  # only credentials that check name a team; a header anyone can write does not
+        proxy_user, team_header = credentials.team(proxy_auth), None
+    team, attribution = attribute(
+        proxy_user=proxy_user,
+        team_header=team_header,
+        listener_team=listener_team,
+        fingerprint=fingerprint,
+        key_teams=key_teams or {},
+        secrets=(key,) if key else (),
+        import_team=import_team,
+    )
+    return Sender(
+        team=team,
+        attribution=attribution,
+        key=key,
+        fingerprint=fingerprint,
+        last4=fingerprinter.last4(key) if key else None,
+        price_reason=trusted_host(http.host),
+        destination=destination(http.scheme, http.host, http.port),
+    )
+
+
 def to_record(
     http: HttpExchange,
     *,
@@ -133,6 +201,8 @@ def to_record(
     key_teams: Mapping[str, str] | None = None,
     source: str = "import",
     listener_team: str | None = None,
+    credentials: ProxyCredentials | None = None,
+    import_team: str | None = None,
 ) -> Recorded | None:
     """The stored record of one HTTP exchange, or None when it is not an LLM generation."""
     protocol = route(http.method, http.path, http.request_body)
@@ -140,16 +210,13 @@ def to_record(
         return None
     content_type = http.header("content-type", "response")
     exchange = _decoded(http, protocol, http.request_body)
-    query = http.path.partition("?")[2]  # any path a client sent: `//[x/…` is no URL, yet recorded
-    key = api_key(http.request_headers, query)
-    fingerprint = fingerprinter.fingerprint(key) if key else None
-    team, attribution = attribute(
-        proxy_user=proxy_auth_user(http.header("proxy-authorization")),
-        team_header=http.header(TEAM_HEADER),
+    sender = sender_of(
+        http,
+        fingerprinter=fingerprinter,
+        key_teams=key_teams,
         listener_team=listener_team,
-        fingerprint=fingerprint,
-        key_teams=key_teams or {},
-        secrets=(key,) if key else (),
+        credentials=credentials,
+        import_team=import_team,
     )
     path = redact_query(http.path)
     record = Recorded(
@@ -167,16 +234,17 @@ def to_record(
         started_at=http.started_at,
         first_byte_at=http.first_byte_at,
         ended_at=http.ended_at,
-        team=team,
-        attribution=attribution,
-        key_fingerprint=fingerprint,
-        key_last4=fingerprinter.last4(key) if key else None,
+        team=sender.team,
+        attribution=sender.attribution,
+        key_fingerprint=sender.fingerprint,
+        key_last4=sender.last4,
         client_addr=http.client_addr,
         source=source,
         # a file says where its traffic went; only a provider's own host is billed by it
-        price_reason=None if provider_host(http.host) else UNVERIFIED_HOST,
+        price_reason=sender.price_reason,
         method=http.method.upper(),
         host=http.host,
+        destination=sender.destination,
         path=path,
         retry_after_s=retry_after(http.header("retry-after", "response"), http.header("retry-after-ms", "response")),
         request_body=http.request_body,
@@ -185,31 +253,46 @@ def to_record(
         request_headers=redact_headers([(k, v) for k, v in http.request_headers if k.lower() != TEAM_HEADER]),
     )
     # the exact key values the file's headers and URL hold, whatever their shape (SPEC §4)
-    return scrub_record(record, request_secrets(http.request_headers, query))
+    return scrub_record(record, request_secrets(http.request_headers, http.path.partition("?")[2]))
 
 
-def to_follow_up(http: HttpExchange, *, fingerprinter: KeyFingerprinter, source: str = "import") -> FollowUp | None:
+def to_follow_up(
+    http: HttpExchange,
+    *,
+    fingerprinter: KeyFingerprinter,
+    key_teams: Mapping[str, str] | None = None,
+    source: str = "import",
+    credentials: ProxyCredentials | None = None,
+    import_team: str | None = None,
+) -> FollowUp | None:
     """A poll, resumed stream or cancel of background work (SPEC §1), decoded as the work
-    it continues, for the writer to apply to that exchange; None for anything else."""
+    it continues, with who sent it and where it went (decided as for a record: the writer
+    applies it only to an exchange of the same destination and team or key)."""
     continued = follow_up(http.method, http.path)
     if continued is None:
         return None
     content_type = http.header("content-type", "response")
     exchange = _decoded(http, continued.protocol, CONTINUES)
-    query = http.path.partition("?")[2]
-    key = api_key(http.request_headers, query)
+    sender = sender_of(
+        http, fingerprinter=fingerprinter, key_teams=key_teams, credentials=credentials, import_team=import_team
+    )
     record = Recorded(
         exchange=exchange,
         started_at=http.started_at,
         first_byte_at=http.first_byte_at,
         ended_at=http.ended_at,
-        key_fingerprint=fingerprinter.fingerprint(key) if key else None,
+        team=sender.team,
+        attribution=sender.attribution,
+        key_fingerprint=sender.fingerprint,
+        key_last4=sender.last4,
         client_addr=http.client_addr,
         source=source,
+        price_reason=sender.price_reason,
         method=http.method.upper(),
         host=http.host,
+        destination=sender.destination,
         path=redact_query(http.path),
         response_body=None if http.response_encoded else http.response_body,
         response_content_type=content_type,
     )
-    return FollowUp(continued, scrub_record(record, request_secrets(http.request_headers, query)))
+    return FollowUp(continued, scrub_record(record, request_secrets(http.request_headers, http.path.partition("?")[2])))

@@ -241,6 +241,7 @@ def _identity_column(key: str) -> bool:
         "source",
         "method",
         "host",
+        "destination",
         "path",
         "started_at",
         "first_byte_at",

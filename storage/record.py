@@ -34,6 +34,9 @@ class Recorded:
     source: str = "proxy"
     method: str | None = "POST"
     host: str | None = None
+    # where it went: `scheme://host:port` of the server (storage/hosts.py `destination`);
+    # a follow-up of background work continues only a POST that went to the same one
+    destination: str | None = None
     path: str | None = None  # with key-bearing query parameters redacted
     retry_after_s: float | None = None
     request_body: bytes | None = None

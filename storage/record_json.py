@@ -32,9 +32,13 @@ PLAIN = (
     "source",
     "method",
     "host",
+    "destination",
     "path",
     "retry_after_s",
     "response_content_type",
+    # what the recorder decided of the destination: kept for the spool (the proxy's own
+    # files); `llmtap import` decides it again, whatever a file says (storage/imported.py)
+    "price_reason",
 )
 
 

@@ -123,6 +123,7 @@ def _identity(rec: Recorded) -> dict[str, Any]:
         "source": rec.source,
         "method": rec.method,
         "host": rec.host,
+        "destination": rec.destination,
         "path": scrub(rec.path) if rec.path else rec.path,
         "started_at": rec.started_at,
         "first_byte_at": rec.first_byte_at,

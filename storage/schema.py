@@ -63,6 +63,9 @@ exchanges = Table(
     Column("source", String(16), nullable=False, server_default="proxy"),
     Column("method", String(10), nullable=True),
     Column("host", String(255), nullable=True),
+    # `scheme://host:port` of the server it went to (storage/hosts.py): what a follow-up
+    # of background work must have reached to continue it. NULL before revision 0010.
+    Column("destination", Text, nullable=True),
     Column("path", Text, nullable=True),
     # when
     Column("started_at", Timestamp, nullable=False),

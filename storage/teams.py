@@ -2,7 +2,8 @@
 
 First match wins: the proxy-auth user name (`proxy_auth`), the `X-LLMTap-Team` header
 (`header`), the reverse listener's team (`listener`), the key-fingerprint map
-(`key_map`); else `unattributed` (`none`). A team name is data from the client: control
+(`key_map`), for an import the team `llmtap import --team` names (`import`); else
+`unattributed` (`none`). A team name is data from the client: control
 characters never reach it, and a key-shaped name (a key pasted where a team belongs) is
 scrubbed like a key, as is the exact key value the request carried.
 
@@ -16,7 +17,7 @@ from collections.abc import Iterable, Mapping
 
 from llmtap.storage.secrets import REDACTED, scrub
 
-ATTRIBUTIONS = ("proxy_auth", "header", "listener", "key_map", "none")
+ATTRIBUTIONS = ("proxy_auth", "header", "listener", "key_map", "import", "none")
 UNATTRIBUTED = "unattributed"
 TEAM_CHARS = 200  # the `team` column's width
 
@@ -40,6 +41,7 @@ def attribute(
     fingerprint: str | None,
     key_teams: Mapping[str, str],
     secrets: Iterable[str] = (),
+    import_team: str | None = None,
 ) -> tuple[str, str]:
     """(team, attribution): the first rule that names a team, and its name."""
     keys = tuple(secrets)
@@ -49,4 +51,7 @@ def attribute(
             return cleaned, rule
     if fingerprint and fingerprint in key_teams:
         return clean_team(key_teams[fingerprint]) or UNATTRIBUTED, "key_map"
+    named = clean_team(import_team, keys)
+    if named:
+        return named, "import"
     return UNATTRIBUTED, "none"

@@ -74,10 +74,13 @@ def _exchange(flow: dict[str, Any]) -> HttpExchange:
     peer = client.get("peername") or client.get("address")
     error = flow.get("error") or {}
     host = _text(request.get("host"))
+    port = request.get("port")
     return HttpExchange(
         method=_text(request.get("method")),
         host=host,
         path=_text(request.get("path")),
+        scheme=_text(request.get("scheme")) or "https",
+        port=port if isinstance(port, int) and not isinstance(port, bool) else None,
         request_headers=_headers(request.get("headers")),
         request_body=request.get("content") if isinstance(request.get("content"), bytes) else None,
         status=response.get("status_code") if isinstance(response.get("status_code"), int) else None,

@@ -154,7 +154,7 @@ def _exchange(entry: dict[str, Any]) -> HttpExchange:
     url = request["url"]
     if not isinstance(url, str):
         raise TypeError(f"url is {type(url).__name__}, not text")
-    host, path = _split_url(url)
+    scheme, host, port, path = _split_url(url)
     started = _time(entry.get("startedDateTime"))
     timings = entry.get("timings") or {}
     before_first_byte = sum(max(float(timings.get(k) or 0), 0.0) for k in ("blocked", "dns", "connect", "send", "wait"))
@@ -164,6 +164,8 @@ def _exchange(entry: dict[str, Any]) -> HttpExchange:
         method=str(request.get("method") or "GET"),
         host=host,
         path=path,
+        scheme=scheme,
+        port=port,
         request_headers=_headers(request.get("headers")),
         request_body=_post_data(request.get("postData")),
         status=int(status) if isinstance(status, (int, float)) and status > 0 else None,
@@ -178,20 +180,27 @@ def _exchange(entry: dict[str, Any]) -> HttpExchange:
     )
 
 
-def _split_url(url: str) -> tuple[str, str]:
-    """The host and the request-target (path and query) of a HAR entry's URL. Not
-    `urlsplit`: a client may send a path no URL parser takes (`//[x/v1/messages`), and the
-    recorder keeps such an exchange (the live proxy does), so this only cuts the
-    authority off at the first `/` or `?` after the scheme."""
+def _split_url(url: str) -> tuple[str, str, int | None, str]:
+    """The scheme, host, port (None when the URL names none, or none that is a port) and
+    request-target (path and query) of a HAR entry's URL. Not `urlsplit`: a client may
+    send a path no URL parser takes (`//[x/v1/messages`), and the recorder keeps such an
+    exchange (the live proxy does), so this only cuts the authority off at the first `/`
+    or `?` after the scheme."""
     scheme, sep, rest = url.partition("://")
     authority, target = "", url
     if sep:
         cut = _AUTHORITY_END.search(rest)
         authority, target = (rest[: cut.start()], rest[cut.start() :]) if cut else (rest, "")
     target = target.partition("#")[0]  # a fragment never goes on the wire
-    host = authority.rpartition("@")[2]
-    host = host[1:].partition("]")[0] if host.startswith("[") else host.partition(":")[0]
-    return host.lower(), target if target.startswith("/") else "/" + target
+    hostport = authority.rpartition("@")[2]
+    if hostport.startswith("["):
+        host, _, after = hostport[1:].partition("]")
+        port_text = after[1:] if after.startswith(":") else ""
+    else:
+        host, _, port_text = hostport.partition(":")
+    digits = port_text.isascii() and port_text.isdigit() and len(port_text) <= 5
+    port = int(port_text) if digits and 0 < int(port_text) < 65536 else None
+    return (scheme.lower() if sep else "https"), host.lower(), port, target if target.startswith("/") else "/" + target
 
 
 def _time(value: Any) -> datetime:
