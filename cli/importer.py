@@ -6,7 +6,15 @@ Files are read as a stream and no faster than the writer stores (at most WAITING
 in between), so memory does not grow with the file. An entry that is not an LLM generation
 is counted and skipped; an entry that cannot be read is reported in one line and skipped;
 a file that is neither format is a one-line error; a HAR that breaks off keeps what came
-before, then is a one-line error. Not responsible for decoding or storage themselves.
+before, then is a one-line error.
+
+Who sent each entry is the import's own decision (SPEC §4), never the file's word: with
+`[auth]` in the config only a captured `Proxy-Authorization` that checks names a team
+(`storage/ingest.py`); `--team` names the team of entries no rule names (attribution
+`import`); the trusted-host rule is decided again for every entry and every line of a
+rejected or spool file (`storage/imported.py`).
+
+Not responsible for decoding or storage themselves.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
+    from llmtap.storage.credentials import ProxyCredentials
     from llmtap.storage.followups import FollowUp
     from llmtap.storage.ingest import HttpExchange
     from llmtap.storage.record import Recorded
@@ -44,11 +53,22 @@ def register(commands: argparse._SubParsersAction) -> None:
         "import",
         help="import HAR files and mitmproxy flow files into the store",
         description="Decode the LLM exchanges in HAR files (browser or proxy exports) and "
-        "mitmproxy flow files and store them like live traffic.",
+        "mitmproxy flow files and store them like live traffic. An entry's team follows the "
+        "proxy's rules: with [auth] in the config, only a captured Proxy-Authorization whose "
+        "password checks names a team (the X-LLMTap-Team header names no one); without it, "
+        "the proxy-auth user name and the header are taken as the proxy takes them. The key "
+        "map applies either way. Only traffic to a provider's API host is priced, whatever "
+        "the file says (a rejected file's lines too).",
     )
     parser.add_argument("files", nargs="+", metavar="FILE")
     parser.add_argument(
         "--bodies", choices=("none", "metadata", "full"), help="what to keep of the bodies (default metadata)"
+    )
+    parser.add_argument(
+        "--team",
+        metavar="TEAM",
+        help="the team of entries no rule names (attribution `import`), with or without [auth]; "
+        "an entry whose credentials, header (without [auth]) or key map name a team keeps it",
     )
     settings_module.add_common(parser)
     parser.set_defaults(run=run)
@@ -68,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
     from llmtap.cli.pricing import pricer_for
     from llmtap.cli.store import open_store
+    from llmtap.storage.credentials import ProxyCredentials
     from llmtap.storage.importers.har import HarError
     from llmtap.storage.secrets import KeyFingerprinter
     from llmtap.storage.writer import Writer
@@ -77,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise UsageError(f"no such file: {str(path)!r}")
     settings = settings_module.load(args)
+    import_team = _import_team(args.team)
     engine = open_store(settings)
     writer = Writer(
         engine,
@@ -84,7 +106,13 @@ def run(args: argparse.Namespace) -> int:
         body_mode=settings.body_mode,
         enrich=pricer_for(settings, engine).price_rows,
     )
-    fingerprinter = KeyFingerprinter.from_file(settings.secret_file)
+    rules = Rules(
+        fingerprinter=KeyFingerprinter.from_file(settings.secret_file),
+        key_teams=settings.key_teams,
+        # the config's [auth] table (team -> proxy password), as the proxy reads it
+        credentials=ProxyCredentials(settings.auth) if settings.auth else None,
+        import_team=import_team,
+    )
     counts = Counts()
     err = Console(stderr=True)
     broken: list[str] = []
@@ -104,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
                             err.print(f"[yellow]skipped[/] {path.name}: {escape(problem)}", highlight=False)
                             continue
                         assert item is not None
-                        _submit(item, writer, counts, fingerprinter, settings.key_teams)
+                        _submit(item, writer, counts, rules)
                         _keep_up(writer)
                 except HarError as exc:  # the file breaks off: what came before it stays imported
                     broken.append(str(exc))
@@ -125,36 +153,60 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _submit(
-    item: HttpExchange | Recorded | RowSet | FollowUp,
-    writer: Writer,
-    counts: Counts,
-    fingerprinter: KeyFingerprinter,
-    key_teams: dict[str, str],
-) -> None:
+@dataclass(frozen=True)
+class Rules:
+    """What decides who sent an entry (SPEC §4): the store's key fingerprints, the
+    config's key map and `[auth]`, and `--team`."""
+
+    fingerprinter: KeyFingerprinter
+    key_teams: dict[str, str]
+    credentials: ProxyCredentials | None
+    import_team: str | None
+
+
+def _import_team(value: str | None) -> str | None:
+    """`--team`, checked: a name as a team is stored (teams.clean_team), nothing else."""
+    from llmtap.storage.teams import clean_team
+
+    if value is None:
+        return None
+    team = clean_team(value)
+    if not team or team != value.strip():
+        raise UsageError(f"--team wants a team name (printable, at most 200 characters), not {value!r}")
+    return team
+
+
+def _submit(item: HttpExchange | Recorded | RowSet | FollowUp, writer: Writer, counts: Counts, rules: Rules) -> None:
     """One item of a file to the writer: a record, a follow-up, or counted as skipped."""
     from llmtap.storage.followups import FollowUp
+    from llmtap.storage.imported import retrust
     from llmtap.storage.ingest import HttpExchange, to_follow_up, to_record
 
-    if isinstance(item, FollowUp):  # a rejected file's follow-up: no row of its own
+    if not isinstance(item, HttpExchange):  # a rejected or spool file's line: its id says whether it is stored
+        retrust(item, rules.import_team)
         writer.submit(item)
-        counts.follow_ups += 1
-        return
-    record: Recorded | RowSet | None
-    if isinstance(item, HttpExchange):
-        record = to_record(item, fingerprinter=fingerprinter, key_teams=key_teams)
-    else:
-        record = item  # a rejected file's line: its id says whether it is stored already
-    if record is None:
-        follow = to_follow_up(item, fingerprinter=fingerprinter) if isinstance(item, HttpExchange) else None
-        if follow is not None:  # changes the exchange it continues: no row of its own
-            writer.submit(follow)
+        if isinstance(item, FollowUp):  # no row of its own
             counts.follow_ups += 1
         else:
-            counts.skipped += 1
+            counts.stored += 1
         return
-    writer.submit(record)
-    counts.stored += 1
+    decide: dict[str, Any] = {
+        "fingerprinter": rules.fingerprinter,
+        "key_teams": rules.key_teams,
+        "credentials": rules.credentials,
+        "import_team": rules.import_team,
+    }
+    record = to_record(item, **decide)
+    if record is not None:
+        writer.submit(record)
+        counts.stored += 1
+        return
+    follow = to_follow_up(item, **decide)
+    if follow is not None:  # changes the exchange it continues: no row of its own
+        writer.submit(follow)
+        counts.follow_ups += 1
+    else:
+        counts.skipped += 1
 
 
 def _keep_up(writer: Writer) -> None:
