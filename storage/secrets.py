@@ -1,9 +1,10 @@
 """API keys: find them, fingerprint them with a local secret, and redact them everywhere.
 
 A key is never stored, logged or shown (SPEC §4): the store keeps an HMAC-SHA256
-fingerprint keyed with a secret that lives in an owner-only file, and the key's last four
-characters. Headers and query strings that carry keys are redacted before anything is
-written; text is scrubbed of anything shaped like a provider key; and the exact values a
+fingerprint keyed with a secret that lives in an owner-only file (one secret per store,
+which keeps only its verifier: `store_secret.py`), and the key's last four characters.
+Headers and query strings that carry keys are redacted before anything is written; text
+is scrubbed of anything shaped like a provider key; and the exact values a
 request carried (`Literals`, whatever their shape) are removed from its own record.
 
 Not responsible for deciding which team a key belongs to (the config's map does that),
@@ -18,6 +19,7 @@ import dataclasses
 import hashlib
 import hmac
 import json
+import os
 import re
 import secrets
 from collections.abc import Iterable, Mapping
@@ -78,6 +80,12 @@ def _sigv4_access_key(parameters: str) -> str | None:
     return None
 
 
+# What a secret's verifier is the HMAC of: it names the secret (a store records it, see
+# `store_secret.py`) and tells nothing of it, nor lets anyone fingerprint a key.
+VERIFIER_LABEL = b"llmtap fingerprint secret verifier v1"
+SECRET_MIN = 32  # bytes a secret file holds at least (`load_or_create_secret` makes 64 hex digits)
+
+
 class KeyFingerprinter:
     """HMAC fingerprints of API keys with a secret kept in an owner-only file."""
 
@@ -104,19 +112,53 @@ class KeyFingerprinter:
     def last4(key: str) -> str:
         return key[-4:] if len(key) >= 12 else ""
 
+    @property
+    def verifier(self) -> str:
+        """HMAC-SHA256 of VERIFIER_LABEL under the secret, in hex: what a store keeps to know
+        its secret again, never the secret."""
+        return hmac.new(self._secret, VERIFIER_LABEL, hashlib.sha256).hexdigest()
+
+    @property
+    def secret_id(self) -> str:
+        """The verifier's first 16 hex digits: how messages, `llmtap fingerprint status` and
+        each row (`key_secret_id`) name the secret."""
+        return self.verifier[:16]
+
+
+def load_secret(path: Path) -> bytes:
+    """Read a fingerprint secret that must be there. Raises FileNotFoundError, ValueError for
+    a file too short to be one, or another OSError."""
+    data = path.read_bytes().strip()
+    if len(data) < SECRET_MIN:
+        raise ValueError(f"{path} holds no fingerprint secret (at least {SECRET_MIN} characters)")
+    return data
+
 
 def load_or_create_secret(path: Path) -> bytes:
-    """Read the fingerprint secret, creating it (mode 0600) on first use."""
+    """Read the fingerprint secret, creating it (mode 0600) on first use. Processes that
+    start together on one new file (a fleet's shared `secret_file`) all get the one that
+    was linked into place first: it is written whole beside it, then linked (atomic, and
+    refused where a file is there already); a short file is replaced."""
     try:
         data = path.read_bytes().strip()
-        if len(data) >= 32:
+        if len(data) >= SECRET_MIN:
             return data
     except FileNotFoundError:
-        pass
+        data = None
     private_dir(path.parent)
     value = secrets.token_hex(32).encode()
-    with open_private(path, "wb") as handle:  # 0600, also when a short one was there
+    draft = path.with_name(f".{path.name}.{secrets.token_hex(6)}")
+    with open_private(draft, "xb") as handle:  # 0600
         handle.write(value)
+    try:
+        if data is None:
+            os.link(draft, path)
+        else:
+            os.replace(draft, path)
+    except FileExistsError:  # another process made it first: theirs is the one
+        return load_or_create_secret(path)
+    finally:
+        draft.unlink(missing_ok=True)
     return value
 
 
