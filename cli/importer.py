@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from llmtap.cli.store import open_store
     from llmtap.storage.credentials import ProxyCredentials
     from llmtap.storage.importers.har import HarError
-    from llmtap.storage.secrets import KeyFingerprinter
+    from llmtap.storage.store_secret import fingerprinter_for
     from llmtap.storage.writer import Writer
 
     paths = [Path(p) for p in args.files]
@@ -100,6 +100,9 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_module.load(args)
     import_team = _import_team(args.team)
     engine = open_store(settings)
+    # the store's secret, or refused; records fingerprinted here name it (`ingest.to_record`),
+    # those loaded back from a rejected file keep the secret they name
+    fingerprinter = fingerprinter_for(engine, settings.secret_file, by="import")
     writer = Writer(
         engine,
         spool_dir=settings.spool_dir,
@@ -107,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         enrich=pricer_for(settings, engine).price_rows,
     )
     rules = Rules(
-        fingerprinter=KeyFingerprinter.from_file(settings.secret_file),
+        fingerprinter=fingerprinter,
         key_teams=settings.key_teams,
         # the config's [auth] table (team -> proxy password), as the proxy reads it
         credentials=ProxyCredentials(settings.auth) if settings.auth else None,

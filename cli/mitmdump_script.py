@@ -21,7 +21,7 @@ from llmtap.addon.recorder import Recorder
 from llmtap.analytics.pricing import row_pricer
 from llmtap.storage.engine import default_url, home, make_engine
 from llmtap.storage.migrate import ensure_current
-from llmtap.storage.secrets import KeyFingerprinter
+from llmtap.storage.store_secret import fingerprinter_for
 from llmtap.storage.writer_process import WriterProcess, WriterSpec
 
 
@@ -43,6 +43,9 @@ def open_from_options(options: Any) -> tuple[WriterProcess, Attribution]:
         config = tomllib.loads(Path(options.llmtap_config).expanduser().read_text())
     engine = make_engine(options.llmtap_db or config.get("db") or default_url())
     ensure_current(engine)
+    # the store's secret, or refused (`secret_file` as `llmtap proxy` reads it)
+    secret_file = os.environ.get("LLMTAP_SECRET_FILE") or config.get("secret_file") or base / "fingerprint.secret"
+    fingerprinter = fingerprinter_for(engine, Path(secret_file).expanduser(), by="mitmdump")
     prices = config.get("prices")
     writer = WriterProcess(
         WriterSpec(
@@ -52,11 +55,12 @@ def open_from_options(options: Any) -> tuple[WriterProcess, Attribution]:
             enrich_factory=functools.partial(
                 row_pricer, Path(prices).expanduser() if prices else None, engine.url.render_as_string(False)
             ),
+            key_secret_id=fingerprinter.secret_id,
         )
     )
     engine.dispose()
     attribution = Attribution(
-        fingerprinter=KeyFingerprinter.from_file(base / "fingerprint.secret"),
+        fingerprinter=fingerprinter,
         key_teams=dict(config.get("teams") or {}),
         listener_teams=listener_teams(list(options.llmtap_listener_teams)),
     )

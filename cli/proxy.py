@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     from llmtap.cli.pricing import pricer_for
     from llmtap.cli.store import open_store
     from llmtap.storage.engine import home
-    from llmtap.storage.secrets import KeyFingerprinter
+    from llmtap.storage.store_secret import fingerprinter_for
     from llmtap.storage.writer_process import WriterProcess, WriterSpec
     from llmtap.telemetry import observers, proxy_side
     from llmtap.telemetry.settings import from_config
@@ -189,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_module.load(args)
     plan = plan_from(args, settings)
     engine = open_store(settings)
+    fingerprinter = fingerprinter_for(engine, settings.secret_file, by="proxy")  # the store's, or refused
     url = engine.url.render_as_string(hide_password=False)
     try:
         telemetry = from_config(
@@ -209,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
             body_mode=settings.body_mode,
             enrich_factory=functools.partial(row_pricer, settings.price_file, url),
             observers_factory=functools.partial(observers.build, telemetry) if telemetry.any else None,
+            key_secret_id=fingerprinter.secret_id,
         )
     )
     try:
@@ -217,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
         _close_ignoring_sigterm(writer)
         raise UsageError(str(exc)) from None
     attribution = Attribution(
-        fingerprinter=KeyFingerprinter.from_file(settings.secret_file),
+        fingerprinter=fingerprinter,
         key_teams=settings.key_teams,
         listener_teams={listener.port: listener.team for listener in plan.reverse if listener.team},
         listener_providers={

@@ -7,6 +7,8 @@ Config file (`--config`, `$LLMTAP_CONFIG`, else `~/.llmtap/config.toml` when pre
     bodies = "metadata"          # none | metadata | full
     prices = "~/.llmtap/prices.toml"   # local prices that override or add models
     spool = "/var/lib/llmtap/spool"
+    secret_file = "/etc/llmtap/fingerprint.secret"   # the store's key fingerprint secret, the same file
+                                 # on every machine of a store (env LLMTAP_SECRET_FILE; default ~/.llmtap/…)
     [teams]                      # key fingerprint (see `llmtap fingerprint`) -> team
     "9f2c…" = "search"
     [auth]                       # team -> proxy password: `llmtap proxy` refuses (407) any other
@@ -64,7 +66,7 @@ def load(args: argparse.Namespace) -> Settings:
         db=getattr(args, "db", None) or os.environ.get("LLMTAP_DB") or config.get("db") or default_url(),
         body_mode=body_mode,
         spool_dir=Path(config.get("spool") or os.environ.get("LLMTAP_SPOOL") or base / "spool").expanduser(),
-        secret_file=Path(config.get("secret_file") or base / "fingerprint.secret").expanduser(),
+        secret_file=_secret_file(path, config.get("secret_file"), base),
         key_teams=dict(teams),
         auth=_auth(path, config.get("auth")),
         price_file=_price_file(
@@ -88,6 +90,15 @@ def _auth(path: Path | None, table: Any) -> dict[str, str]:
         if not isinstance(password, str) or not password:
             raise UsageError(f"{path}: [auth] team {team!r}: its password must be a non-empty string")
     return dict(table)
+
+
+def _secret_file(path: Path | None, value: Any, base: Path) -> Path:
+    """The fingerprint secret's file: one per store, the same on every machine that writes
+    to it (storage/store_secret.py)."""
+    value = os.environ.get("LLMTAP_SECRET_FILE") or value
+    if value is not None and not isinstance(value, str):
+        raise UsageError(f"{path}: secret_file must be a path (a string)")
+    return Path(value or base / "fingerprint.secret").expanduser()
 
 
 def _price_file(value: str | None) -> Path | None:

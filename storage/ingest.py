@@ -238,6 +238,7 @@ def to_record(
         attribution=sender.attribution,
         key_fingerprint=sender.fingerprint,
         key_last4=sender.last4,
+        key_secret_id=fingerprinter.secret_id if sender.key else None,
         client_addr=http.client_addr,
         source=source,
         # a file says where its traffic went; only a provider's own host is billed by it

@@ -237,6 +237,7 @@ def _identity_column(key: str) -> bool:
         "price_reason",  # where the traffic went (`unverified_host`) is not in the bodies
         "key_fingerprint",
         "key_last4",
+        "key_secret_id",
         "client_addr",
         "source",
         "method",

@@ -30,6 +30,7 @@ class Recorded:
     attribution: str = "none"  # which rule named the team (SPEC §4): proxy_auth, header, listener, key_map, none
     key_fingerprint: str | None = None
     key_last4: str | None = None
+    key_secret_id: str | None = None  # the id of the secret `key_fingerprint` was made with
     client_addr: str | None = None
     source: str = "proxy"
     method: str | None = "POST"

@@ -28,6 +28,7 @@ PLAIN = (
     "attribution",
     "key_fingerprint",
     "key_last4",
+    "key_secret_id",
     "client_addr",
     "source",
     "method",

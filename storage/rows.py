@@ -119,6 +119,7 @@ def _identity(rec: Recorded) -> dict[str, Any]:
         "attribution": rec.attribution,
         "key_fingerprint": rec.key_fingerprint,
         "key_last4": rec.key_last4,
+        "key_secret_id": rec.key_secret_id if rec.key_fingerprint else None,
         "client_addr": rec.client_addr,
         "source": rec.source,
         "method": rec.method,

@@ -59,6 +59,9 @@ exchanges = Table(
     Column("attribution", String(16), nullable=True),
     Column("key_fingerprint", String(32), nullable=True),
     Column("key_last4", String(4), nullable=True),
+    # which secret made `key_fingerprint` (its id, `KeyFingerprinter.secret_id`; never the
+    # secret): NULL on rows stored before the store kept its secret (store_secret.py)
+    Column("key_secret_id", String(16), nullable=True),
     Column("client_addr", String(64), nullable=True),
     Column("source", String(16), nullable=False, server_default="proxy"),
     Column("method", String(10), nullable=True),

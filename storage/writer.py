@@ -100,6 +100,7 @@ class Writer:
         enrich: Callable[[list[dict[str, Any]]], None] | None = None,
         yield_gil: bool = True,
         observers: Sequence[Observer] = (),
+        key_secret_id: str | None = None,
     ) -> None:
         if body_mode not in BODY_MODES:
             raise ValueError(f"body mode must be one of {', '.join(BODY_MODES)}")
@@ -112,6 +113,10 @@ class Writer:
         self.enrich = enrich  # e.g. the pricer: fills columns of exchange rows in place
         self.yield_gil = yield_gil  # before finishing each pending record (see `_rows`)
         self.observers = tuple(observers)  # told of the exchanges each commit added
+        # the id of the secret this process fingerprints with: records it hands over that
+        # name none are stamped with it (store_secret.py); records loaded from files keep theirs
+        self.key_secret_id = key_secret_id
+        self._other_secrets: set[Any] = set()  # ids of other secrets a replay was found to hold
         self.spool = spool.Spool(spool_dir)
         self.rejected_path = spool_dir / "rejected.jsonl"
         self.stats = WriterStats()
@@ -282,6 +287,8 @@ class Writer:
                 self._followups.append(record)
                 self._followups_taken += 1
                 continue
+            if record.key_fingerprint and record.key_secret_id is None:
+                record.key_secret_id = self.key_secret_id
             try:
                 rows.extend(rows_for(record, self.body_mode))
             except Exception as exc:  # noqa: BLE001 - a record that cannot become rows
@@ -459,6 +466,7 @@ class Writer:
         return True
 
     def _write_replayed(self, rows: RowSet) -> None:
+        self._note_other_secrets(rows)
         try:
             inserted = self._insert(rows)
         except SQLAlchemyError as exc:
@@ -467,6 +475,18 @@ class Writer:
             inserted = self._isolate_quietly(rows)
         self.stats.replayed += inserted
         self._came_up()
+
+    def _note_other_secrets(self, rows: RowSet) -> None:
+        """Say once per secret that spooled rows of another secret are stored as they are."""
+        named = {row.get("key_secret_id") for row in rows.exchanges if row.get("key_fingerprint")}
+        other = named - {None, self.key_secret_id} - self._other_secrets
+        if other and self.key_secret_id:
+            self._other_secrets |= other
+            log.warning(
+                "llmtap writer: spooled exchanges fingerprinted with another secret (%s) are stored as they are; "
+                "`llmtap fingerprint rekey --from` its file makes them this store's",
+                ", ".join(sorted(str(secret_id) for secret_id in other)),
+            )
 
     def _write(self, rows: RowSet) -> None:
         inserted = self._insert(rows)

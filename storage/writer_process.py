@@ -76,6 +76,7 @@ class WriterSpec:
     max_delay: float = 0.2
     retry_initial: float = 0.5
     retry_max: float = 10.0
+    key_secret_id: str | None = None  # the fingerprint secret's id: see `Writer`
 
     def open(self, *, yield_gil: bool = True) -> Writer:
         """The writer; `yield_gil=False` in a process that has no event loop to yield to."""
@@ -89,6 +90,7 @@ class WriterSpec:
             max_delay=self.max_delay,
             retry_initial=self.retry_initial,
             retry_max=self.retry_max,
+            key_secret_id=self.key_secret_id,
             enrich=self.enrich_factory() if self.enrich_factory is not None else None,
             yield_gil=yield_gil,
             observers=self._observers(),

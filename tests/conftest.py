@@ -15,7 +15,7 @@ from tests.corpus_tools import CORPUS, ROOT, case_folders
 
 __all__ = ["CORPUS", "ROOT"]
 
-LLMTAP_SETTINGS = ("LLMTAP_DB", "LLMTAP_SPOOL", "LLMTAP_CONFIG", "LLMTAP_BODIES", "LLMTAP_PRICES")
+LLMTAP_SETTINGS = ("LLMTAP_DB", "LLMTAP_SPOOL", "LLMTAP_CONFIG", "LLMTAP_BODIES", "LLMTAP_PRICES", "LLMTAP_SECRET_FILE")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -64,7 +64,7 @@ def _environment(changes: Mapping[str, str | None]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def _in_process(args: tuple[str, ...], env: Mapping[str, str | None]) -> CliResult:
+def _in_process(args: tuple[str, ...], env: Mapping[str, str | None], stdin: str | None) -> CliResult:
     from llmtap.cli.main import main
 
     engines: set[Engine] = set()
@@ -75,7 +75,7 @@ def _in_process(args: tuple[str, ...], env: Mapping[str, str | None]) -> CliResu
     out, err = StringIO(), StringIO()
     event.listen(Engine, "engine_connect", remember)
     try:
-        with _environment(env), redirect_stdout(out), redirect_stderr(err):
+        with _environment(env), _stdin(stdin), redirect_stdout(out), redirect_stderr(err):
             code = main(list(args))
     finally:
         event.remove(Engine, "engine_connect", remember)
@@ -84,12 +84,29 @@ def _in_process(args: tuple[str, ...], env: Mapping[str, str | None]) -> CliResu
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
-def _as_process(args: tuple[str, ...], env: Mapping[str, str | None], timeout: float, cwd: Path) -> CliResult:
+@contextmanager
+def _stdin(text: str | None) -> Iterator[None]:
+    """sys.stdin reading `text` (a pipe, not a terminal), restored afterwards; as it was for None."""
+    if text is None:
+        yield
+        return
+    saved, sys.stdin = sys.stdin, StringIO(text)
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
+def _as_process(
+    args: tuple[str, ...], env: Mapping[str, str | None], timeout: float, cwd: Path, stdin: str | None
+) -> CliResult:
     command = [str(CONSOLE_SCRIPT)] if CONSOLE_SCRIPT.exists() else [sys.executable, "-m", "llmtap.cli.main"]
     environment = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
     for name in (k for k, v in env.items() if v is None):
         environment.pop(name, None)
-    done = subprocess.run([*command, *args], capture_output=True, text=True, env=environment, cwd=cwd, timeout=timeout)
+    done = subprocess.run(
+        [*command, *args], capture_output=True, text=True, env=environment, cwd=cwd, timeout=timeout, input=stdin
+    )
     return CliResult(done.returncode, done.stdout, done.stderr)
 
 
@@ -99,10 +116,15 @@ def llmtap(
     process: bool = False,
     timeout: float = 180,
     cwd: Path = ROOT,
+    stdin: str | None = None,
 ) -> CliResult:
     """`llmtap ARGS…`: in this process through the same `main` the console script calls
     (`env` applied for the call), or with `process=True` as the console script in a child
-    process of its own (`env` on top of this process's environment). Never a traceback."""
-    result = _as_process(args, env or {}, timeout, cwd) if process else _in_process(args, env or {})
+    process of its own (`env` on top of this process's environment). `stdin`: what the
+    command reads on standard input (a pipe). Never a traceback."""
+    if process:
+        result = _as_process(args, env or {}, timeout, cwd, stdin)
+    else:
+        result = _in_process(args, env or {}, stdin)
     assert "Traceback" not in result.err, result.err  # every failure a user can cause is one line
     return result

@@ -320,7 +320,8 @@ def test_a_refused_follow_up_goes_to_the_rejected_file_and_imports_back(
     assert oct(rejected_file.stat().st_mode & 0o777) == "0o600"
 
     accept_again(store.direct)
-    home = {"LLMTAP_HOME": str(tmp_path / "home")}
+    # the secret the records were fingerprinted with: the store's (README: One fingerprint per store)
+    home = {"LLMTAP_HOME": str(tmp_path / "home"), "LLMTAP_SECRET_FILE": str(tmp_path / "fingerprint.secret")}
     done = llmtap("import", str(rejected_file), "--db", store.url, env=home, process=True)
     assert done.code == 0, done.err
     assert "imported 0 LLM exchanges" in done.out and "1 polls of background work" in done.out
