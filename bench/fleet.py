@@ -76,7 +76,9 @@ def free_port() -> int:
 @dataclass
 class FleetProxy:
     """One `llmtap proxy` with an Anthropic reverse listener; its port, home and spool
-    stay the same across a kill and a restart."""
+    stay the same across a kill and a restart. The fleet's proxies (folders side by side)
+    share one fingerprint secret file, as a fleet on one store must (README: One
+    fingerprint per store)."""
 
     folder: Path
     db_url: str
@@ -97,7 +99,11 @@ class FleetProxy:
         self.folder.mkdir(parents=True, exist_ok=True)
         command = self.command()
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLMTAP_") and "proxy" not in k.lower()}
-        env.update(LLMTAP_HOME=str(self.folder / "home"), LLMTAP_SPOOL=str(self.folder / "spool"))
+        env.update(
+            LLMTAP_HOME=str(self.folder / "home"),
+            LLMTAP_SPOOL=str(self.folder / "spool"),
+            LLMTAP_SECRET_FILE=str(self.folder.parent / "fingerprint.secret"),
+        )
         with (self.folder / "proxy.log").open("ab") as log:
             self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
