@@ -100,12 +100,13 @@ def _status(settings: Settings) -> int:
     except (OSError, ValueError):
         ours = None
         print(f"this process's secret: none readable at {settings.secret_file}")
-    theirs = state.recorded.get("id") if state.recorded else None
+    recorded = state.recorded or {}
+    theirs = recorded.get("id")
     if theirs is None:
         print("the store's secret:    none yet (the first process that fingerprints a key adopts its own)")
     else:
         verdict = "matches" if theirs == ours else "differs: " + store_secret.fix(settings.secret_file, str(theirs))
-        print(f"the store's secret:    {theirs} (adopted by {state.recorded.get('by', '?')}); this process's {verdict}")
+        print(f"the store's secret:    {theirs} (adopted by {recorded.get('by', '?')}); this process's {verdict}")
     for secret_id, rows in sorted(state.rows.items(), key=lambda item: (item[0] is None, str(item[0]))):
         if secret_id is None:
             print(f"rows with a key:       {rows} stored before the store kept its secret (secret unknown)")
