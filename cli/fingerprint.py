@@ -67,12 +67,12 @@ def _print_one(settings: Settings) -> int:
     from llmtap.cli.store import open_store
     from llmtap.storage.store_secret import fingerprinter_for
 
-    fingerprinter = fingerprinter_for(open_store(settings), settings.secret_file, by="fingerprint")
     if sys.stdin.isatty():
         print("paste the key and press Enter:", file=sys.stderr)
     key = sys.stdin.readline().strip()
     if not key:
         raise UsageError("no key on standard input")
+    fingerprinter = fingerprinter_for(open_store(settings), settings.secret_file, by="fingerprint")
     print(_entry(fingerprinter, key, settings.key_teams))
     return 0
 
