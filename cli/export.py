@@ -93,17 +93,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _otlp_options(args: argparse.Namespace, config: dict[str, Any]) -> Any:
+def _otlp_options(args: argparse.Namespace, config: Any) -> Any:
     """The endpoint and headers from the flags, else the config file's [otlp]."""
-    from llmtap.telemetry.otlp import headers_from, settings_from
+    from llmtap.telemetry.otlp_config import headers_from, settings_from
 
-    section = dict(config.get("otlp") or {}) if isinstance(config.get("otlp"), dict) else config.get("otlp")
-    if args.endpoint is None and not (isinstance(section, dict) and "endpoint" in section):
+    section = config.otlp
+    if args.endpoint is None and (section is None or section.endpoint is None):
         raise UsageError("--format otlp needs --endpoint URL (or endpoint in the config file's [otlp])")
     try:
-        if args.header:
-            section = {**(section or {}), "headers": dict(headers_from(args.header))}
-        found = settings_from(args.endpoint, section)
+        headers = headers_from(args.header) if args.header else None
+        found = settings_from(args.endpoint, section or {}, headers)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     assert found is not None

@@ -2,8 +2,8 @@
 into the lake's Iceberg tables (lake/sync.py), incrementally, safe to run from cron on
 every node at once.
 
-Config (`[lake]` in the config file): `warehouse` (used when --warehouse is not given) and
-pyiceberg FileIO properties for S3, e.g.
+Config (`[lake]` in the config file, lake/settings.py): `warehouse` (used when --warehouse
+is not given) and pyiceberg FileIO properties for S3, e.g.
 
     [lake]
     warehouse = "s3://analytics/llmtap"
@@ -45,15 +45,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     sync.set_defaults(run=run_sync)
 
 
-def lake_settings(settings: Any, warehouse: str | None) -> tuple[str, dict[str, object]]:
-    """The warehouse (flag, else `[lake] warehouse`) and the FileIO properties of `[lake]`."""
-    table = settings.config.get("lake", {})
-    if not isinstance(table, dict):
-        raise UsageError("[lake] in the config file must be a table")
-    chosen = warehouse or table.get("warehouse")
-    if not chosen or not isinstance(chosen, str):
+def lake_settings(settings: Any, warehouse: str | None) -> tuple[str, dict[str, str]]:
+    """The warehouse (flag, else `[lake] warehouse`) and the FileIO properties of `[lake]`
+    (checked with the rest of the file: lake/settings.py)."""
+    table = settings.config.lake
+    chosen = warehouse or table.warehouse
+    if not chosen:
         raise UsageError("no warehouse: give --warehouse DIR|s3://bucket/prefix or set [lake] warehouse")
-    return chosen, {k: v for k, v in table.items() if k != "warehouse"}
+    return chosen, table.properties()
 
 
 def run_sync(args: argparse.Namespace) -> int:

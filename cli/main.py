@@ -14,6 +14,7 @@ from typing import NoReturn
 
 from llmtap.cli import (
     audit,
+    config,
     dashboard,
     db,
     decode,
@@ -44,6 +45,7 @@ COMMANDS = (
     fingerprint,
     db,
     lake,
+    config,
 )
 
 

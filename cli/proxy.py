@@ -4,9 +4,11 @@ Options come from flags, then the environment (`LLMTAP_LISTEN_HOST`, `LLMTAP_POR
 `LLMTAP_REVERSE="anthropic=8081;openai=8082,search"`), then the config file's `[proxy]`
 table, then defaults: a regular proxy on 127.0.0.1:8080 and no reverse listeners.
 
-    [proxy]
+    [proxy]                          # its model: ProxySection, cli/config_schema.py
     listen_host = "127.0.0.1"
     port = 8080                      # the regular (HTTPS-intercepting) proxy; false: none
+    confdir = "~/.mitmproxy"         # mitmproxy's folder with its CA
+    modes = []                       # mitmproxy mode specs, after --mode's
     [[proxy.reverse]]
     provider = "anthropic"           # anthropic | openai | gemini
     port = 8081
@@ -23,9 +25,7 @@ API host or to an upstream configured here (storage/hosts.py).
 from __future__ import annotations
 
 import argparse
-import functools
 import os
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -80,20 +80,16 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _reverse(entries: list[str], upstreams: dict[str, str], config: list[Any]) -> list[Any]:
+    """The listeners of `--reverse` (or LLMTAP_REVERSE) and of `[[proxy.reverse]]`."""
     from llmtap.addon.proxy import ALIASES, UPSTREAMS, ReverseListener
 
     listeners = []
     for entry in config:
-        if not isinstance(entry, dict) or "provider" not in entry or "port" not in entry:
-            raise UsageError("each [[proxy.reverse]] needs provider and port")
-        entries = [
-            *entries,
-            f"{entry['provider']}={entry['port']}" + (f",{entry['team']}" if entry.get("team") else ""),
-        ]
-        if entry.get("upstream"):
+        entries = [*entries, f"{entry.provider}={entry.port}" + (f",{entry.team}" if entry.team else "")]
+        if entry.upstream:
             # named as the listener's entry below names it, or its upstream goes unused
-            provider = str(entry["provider"]).strip().lower()
-            upstreams.setdefault(ALIASES.get(provider, provider), entry["upstream"])
+            provider = entry.provider.strip().lower()
+            upstreams.setdefault(ALIASES.get(provider, provider), entry.upstream)
     for entry in entries:
         name, _, rest = entry.partition("=")
         name = ALIASES.get(name.strip().lower(), name.strip().lower())
@@ -120,17 +116,22 @@ def _upstreams(entries: list[str]) -> dict[str, str]:
 def plan_from(args: argparse.Namespace, settings: Any) -> Any:
     from llmtap.addon.proxy import ProxyOptionError, ProxyPlan, check_auth_modes, check_modes, check_settings
 
-    section = settings.config.get("proxy", {})
+    section = settings.config.proxy
     env_reverse = [e for e in os.environ.get("LLMTAP_REVERSE", "").split(";") if e.strip()]
-    port = args.port or _int(os.environ.get("LLMTAP_PORT")) or section.get("port", 8080)
-    if args.no_regular or port is False or ((args.reverse or args.mode) and not args.port and "port" not in section):
+    port = settings.sources.pick(("proxy", "port"), flag="port")
+    port = _int(port) if isinstance(port, str) else port  # LLMTAP_PORT
+    if (
+        args.no_regular
+        or port is False
+        or ((args.reverse or args.mode) and not args.port and "port" not in section.model_fields_set)
+    ):
         port = None
     plan = ProxyPlan(
-        listen_host=args.listen_host or os.environ.get("LLMTAP_LISTEN_HOST") or section.get("listen_host", "127.0.0.1"),
+        listen_host=settings.sources.pick(("proxy", "listen_host"), flag="listen_host"),
         regular_port=port,
-        reverse=_reverse(args.reverse or env_reverse, _upstreams(args.upstream), section.get("reverse", [])),
-        extra_modes=list(args.mode) + list(section.get("modes", [])),
-        confdir=Path(args.confdir or section.get("confdir") or "~/.mitmproxy").expanduser(),
+        reverse=_reverse(args.reverse or env_reverse, _upstreams(args.upstream), section.reverse),
+        extra_modes=list(args.mode) + section.modes,
+        confdir=Path(args.confdir or section.confdir).expanduser(),
         quiet=args.quiet,
         settings=list(args.settings),
         auth=dict(settings.auth),
@@ -174,78 +175,36 @@ def _int(value: str | None) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from llmtap.addon.attribution import Attribution
+    settings = settings_module.load(args)  # a bad config file is refused before mitmproxy is imported
+
     from llmtap.addon.proxy import ProxyOptionError, prepare_ca
     from llmtap.addon.proxy import run as run_proxy
-    from llmtap.analytics.pricing import row_pricer
-    from llmtap.cli.pricing import pricer_for
+    from llmtap.cli import recording
     from llmtap.cli.store import open_store
     from llmtap.storage.engine import home
     from llmtap.storage.store_secret import fingerprinter_for
-    from llmtap.storage.writer_process import WriterProcess, WriterSpec
-    from llmtap.telemetry import observers, proxy_side
-    from llmtap.telemetry.settings import from_config
 
-    settings = settings_module.load(args)
     plan = plan_from(args, settings)
     engine = open_store(settings)
     fingerprinter = fingerprinter_for(engine, settings.secret_file, by="proxy")  # the store's, or refused
     url = engine.url.render_as_string(hide_password=False)
-    try:
-        telemetry = from_config(
-            db_url=url,
-            spool_dir=settings.spool_dir,
-            config=settings.config,
-            metrics_flag=args.metrics,
-            otlp_flag=args.otlp_endpoint,
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    telemetry = recording.telemetry_for(settings, url, metrics_flag=args.metrics, otlp_flag=args.otlp_endpoint)
     plan.ca_bundle = prepare_ca(plan.confdir, home() / "ca-bundle.pem")
-    pricer_for(settings)  # a bad price file is a usage error now, not in the writer's process
-    writer = WriterProcess(
-        WriterSpec(
-            url=url,
-            spool_dir=settings.spool_dir,
-            body_mode=settings.body_mode,
-            enrich_factory=functools.partial(row_pricer, settings.price_file, url),
-            observers_factory=functools.partial(observers.build, telemetry) if telemetry.any else None,
-            key_secret_id=fingerprinter.secret_id,
-        )
-    )
-    try:
-        side = proxy_side.start(telemetry, writer)
-    except OSError as exc:  # the metrics address is taken
-        _close_ignoring_sigterm(writer)
-        raise UsageError(str(exc)) from None
-    attribution = Attribution(
-        fingerprinter=fingerprinter,
-        key_teams=settings.key_teams,
-        listener_teams={listener.port: listener.team for listener in plan.reverse if listener.team},
-        listener_providers={
+    listeners = recording.Listeners(
+        teams={listener.port: listener.team for listener in plan.reverse if listener.team},
+        providers={
             listener.port: "google" if listener.provider == "gemini" else listener.provider for listener in plan.reverse
         },
-        credentials=plan.auth or None,
         trusted_upstreams=frozenset(_host_port(listener.upstream) for listener in plan.reverse),
     )
+    opened = recording.start(settings, url, telemetry, listeners, fingerprinter)
     label = engine.url.render_as_string(hide_password=True)
     try:
-        return run_proxy(plan, writer, attribution, f"{label} (bodies: {settings.body_mode})", gate=side.gate)
+        return run_proxy(
+            plan, opened.writer, opened.attribution, f"{label} (bodies: {settings.body_mode})", gate=opened.gate
+        )
     except ProxyOptionError as exc:
         raise UsageError(str(exc)) from None
     finally:
-        _close_ignoring_sigterm(writer)
-        side.close()
-
-
-def _close_ignoring_sigterm(writer: Any) -> None:
-    """Hand everything over to the writer. The event loop that handled the first SIGTERM is
-    gone by now, so a second one (a service manager or script repeating its stop) would
-    kill the process mid-hand-over with status -15; the manager's SIGKILL still ends a
-    close that hangs, and Ctrl-C still interrupts it. After a proxy run SIGTERM stays
-    ignored until the exit (the proxy set it so); after a failed start it is restored."""
-    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        writer.close()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        recording.close_writer(opened.writer)
+        opened.close()

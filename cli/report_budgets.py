@@ -5,7 +5,7 @@ in JSON and CSV. `--since`, `--until`, `--by` and `--tz` do not apply: a budget'
 the calendar period (UTC) that holds now.
 
 Not responsible for computing spend (llmtap.telemetry) or for the config's checks
-(telemetry/budget_config.py).
+(telemetry/budget_config.py, with the rest of the file's).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from llmtap.telemetry import budget_config, budget_report
 
     settings = settings_module.load(args)
-    section = settings.config.get("budgets")
+    section = settings.config.budgets
     if section is None:
         where = f"config file {str(settings.config_path)!r}" if settings.config_path else "no config file"
         raise UsageError(f"report budgets: no [budgets] table ({where}); see `llmtap proxy` and the README")

@@ -1,20 +1,12 @@
 """Settings shared by the commands: from flags, then the environment, then the TOML
-config file, then defaults.
+config file, then defaults, each with where it came from (`llmtap config` shows them).
 
-Config file (`--config`, `$LLMTAP_CONFIG`, else `~/.llmtap/config.toml` when present):
+The config file (`--config`, `$LLMTAP_CONFIG`, else `~/.llmtap/config.toml` when present)
+is checked whole against its schema (cli/config_schema.py) before any command acts on it:
+an unknown table or key, or a value of the wrong type, is a one-line usage error naming
+the file, the table, the key and the closest known name.
 
-    db = "postgresql://llmtap@db.internal/llmtap"
-    bodies = "metadata"          # none | metadata | full
-    prices = "~/.llmtap/prices.toml"   # local prices that override or add models
-    spool = "/var/lib/llmtap/spool"
-    secret_file = "/etc/llmtap/fingerprint.secret"   # the store's key fingerprint secret, the same file
-                                 # on every machine of a store (env LLMTAP_SECRET_FILE; default ~/.llmtap/…)
-    [teams]                      # key fingerprint (see `llmtap fingerprint`) -> team
-    "9f2c…" = "search"
-    [auth]                       # team -> proxy password: `llmtap proxy` refuses (407) any other
-    search = "a long random password"   # clients: HTTPS_PROXY=http://search:PASSWORD@host:8080
-
-Not responsible for what the commands do with them.
+Not responsible for what the commands do with the settings, nor for the tables' meaning.
 """
 
 from __future__ import annotations
@@ -22,13 +14,54 @@ from __future__ import annotations
 import argparse
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmtap.cli.config_schema import BODY_MODES, ConfigFile, env_var, validate
 from llmtap.cli.errors import UsageError
+from llmtap.config.lines import key_lines, line_of
+from llmtap.config.section import revealed
 
-BODY_MODES = ("none", "metadata", "full")
+__all__ = ["BODY_MODES", "Settings", "Sources", "add_common", "load"]
+
+
+@dataclass
+class Sources:
+    """Where each setting came from: `flag --db`, `env LLMTAP_DB`, `file PATH:LINE`, `default`."""
+
+    args: argparse.Namespace
+    config: ConfigFile
+    path: Path | None = None
+    lines: dict[tuple[str | int, ...], int] = field(default_factory=dict)
+    chosen: dict[str, str] = field(default_factory=dict)  # dotted key -> where its value came from
+
+    def pick(self, path: tuple[str, ...], *, flag: str | None = None, default: Callable[[], Any] | None = None) -> Any:
+        """The value of the key at `path`: the flag's (an `args` attribute), else its
+        environment variable's (text), else the file's, else `default()` or the schema's."""
+        value, source = self.find(path, flag)
+        if source == "default" and default is not None:
+            value = default()
+        self.chosen[".".join(path)] = source
+        return value
+
+    def find(self, path: tuple[str, ...], flag: str | None = None) -> tuple[Any, str]:
+        if flag is not None and getattr(self.args, flag, None) not in (None, "", []):
+            return getattr(self.args, flag), f"flag --{flag.replace('_', '-')}"
+        name = env_var(path)
+        if name is not None and os.environ.get(name, "").strip():
+            return os.environ[name], f"env {name}"
+        holder: Any = self.config
+        for part in path[:-1]:
+            holder = getattr(holder, part)
+        if path[-1] in holder.model_fields_set:
+            return getattr(holder, path[-1]), self.in_file(path)
+        return getattr(holder, path[-1]), "default"
+
+    def in_file(self, path: tuple[str | int, ...]) -> str:
+        line = line_of(self.lines, path)
+        return f"file {self.path}" + (f":{line}" if line else "")
 
 
 @dataclass
@@ -37,10 +70,11 @@ class Settings:
     body_mode: str
     spool_dir: Path
     secret_file: Path
+    sources: Sources = field(repr=False)
     key_teams: dict[str, str] = field(default_factory=dict)
     price_file: Path | None = None
     auth: dict[str, str] = field(default_factory=dict, repr=False)  # [auth]: team -> proxy password (a secret)
-    config: dict[str, Any] = field(default_factory=dict)
+    config: ConfigFile = field(default_factory=ConfigFile)
     config_path: Path | None = None
 
 
@@ -54,51 +88,26 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 def load(args: argparse.Namespace) -> Settings:
     from llmtap.storage.engine import default_url, home  # sqlalchemy: only when needed
 
-    path, config = _config(getattr(args, "config", None))
-    body_mode = getattr(args, "bodies", None) or os.environ.get("LLMTAP_BODIES") or config.get("bodies") or "metadata"
+    path, text = config_file(getattr(args, "config", None))
+    config = read_config(path, text) if path is not None else ConfigFile()
+    sources = Sources(args, config, path, key_lines(text))
+    base = home()
+    body_mode = sources.pick(("bodies",), flag="bodies", default=lambda: "metadata")
     if body_mode not in BODY_MODES:
         raise UsageError(f"bodies must be one of {', '.join(BODY_MODES)}, not {body_mode!r}")
-    teams = config.get("teams", {})
-    if not isinstance(teams, dict) or not all(isinstance(v, str) for v in teams.values()):
-        raise UsageError(f"{path}: [teams] must map key fingerprints to team names")
-    base = home()
+    prices = sources.pick(("prices",), flag="prices")
     return Settings(
-        db=getattr(args, "db", None) or os.environ.get("LLMTAP_DB") or config.get("db") or default_url(),
+        db=sources.pick(("db",), flag="db", default=default_url),
         body_mode=body_mode,
-        spool_dir=Path(config.get("spool") or os.environ.get("LLMTAP_SPOOL") or base / "spool").expanduser(),
-        secret_file=_secret_file(path, config.get("secret_file"), base),
-        key_teams=dict(teams),
-        auth=_auth(path, config.get("auth")),
-        price_file=_price_file(
-            getattr(args, "prices", None) or os.environ.get("LLMTAP_PRICES") or config.get("prices")
-        ),
+        spool_dir=Path(sources.pick(("spool",), default=lambda: base / "spool")).expanduser(),
+        secret_file=Path(sources.pick(("secret_file",), default=lambda: base / "fingerprint.secret")).expanduser(),
+        key_teams=dict(config.teams),
+        auth={team: revealed(password) for team, password in (config.auth or {}).items()},
+        price_file=_price_file(prices),
         config=config,
         config_path=path,
+        sources=sources,
     )
-
-
-def _auth(path: Path | None, table: Any) -> dict[str, str]:
-    """`[auth]`: each team's proxy password. A team is a Basic user name (no `:`); the
-    passwords are never echoed, not even in an error."""
-    if table is None:
-        return {}
-    if not isinstance(table, dict) or not table:
-        raise UsageError(f"{path}: [auth] must map team names to their proxy passwords")
-    for team, password in table.items():
-        if not team.strip() or ":" in team or not team.isprintable():
-            raise UsageError(f"{path}: [auth] team {team!r}: a name without ':' or control characters")
-        if not isinstance(password, str) or not password:
-            raise UsageError(f"{path}: [auth] team {team!r}: its password must be a non-empty string")
-    return dict(table)
-
-
-def _secret_file(path: Path | None, value: Any, base: Path) -> Path:
-    """The fingerprint secret's file: one per store, the same on every machine that writes
-    to it (storage/store_secret.py)."""
-    value = os.environ.get("LLMTAP_SECRET_FILE") or value
-    if value is not None and not isinstance(value, str):
-        raise UsageError(f"{path}: secret_file must be a path (a string)")
-    return Path(value or base / "fingerprint.secret").expanduser()
 
 
 def _price_file(value: str | None) -> Path | None:
@@ -110,7 +119,9 @@ def _price_file(value: str | None) -> Path | None:
     return path
 
 
-def _config(flag: str | None) -> tuple[Path | None, dict[str, Any]]:
+def config_file(flag: str | None) -> tuple[Path | None, str]:
+    """The config file in use (the flag's, else `$LLMTAP_CONFIG`, else the home's when it
+    is there) and its text; (None, "") without one."""
     from llmtap.storage.engine import home
 
     explicit = flag or os.environ.get("LLMTAP_CONFIG")
@@ -118,8 +129,17 @@ def _config(flag: str | None) -> tuple[Path | None, dict[str, Any]]:
     if not path.exists():
         if explicit:
             raise UsageError(f"config file {str(path)!r} does not exist")
-        return None, {}
+        return None, ""
     try:
-        return path, tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+        return path, path.read_text()
+    except (UnicodeDecodeError, OSError) as exc:
         raise UsageError(f"cannot read config file {str(path)!r}: {exc}") from None
+
+
+def read_config(path: Path, text: str) -> ConfigFile:
+    """`text` (the file at `path`) parsed and checked against the schema."""
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"cannot read config file {str(path)!r}: {exc}") from None
+    return validate(path, table)

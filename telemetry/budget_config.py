@@ -12,8 +12,9 @@ the calendar periods a limit counts over.
     "9f2c…" = { usd = 5, period = "week" }
 
 Periods are calendar periods in UTC: a day from 00:00 UTC, a week from Monday 00:00 UTC,
-a month from the 1st 00:00 UTC. A bad value raises ValueError with a one-line message
-that names the table and the key.
+a month from the 1st 00:00 UTC. `BudgetsSection` is the table's model in the config's
+schema (cli/config_schema.py); `parse` makes settings of it, or of a plain table, and a
+bad value raises ValueError with a one-line message that names the table and the key.
 
 Not responsible for spend (budget_spend.py), alerts (budget_alerts.py) or refusals
 (budget_refusal.py).
@@ -21,16 +22,22 @@ Not responsible for spend (budget_spend.py), alerts (budget_alerts.py) or refusa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
-PERIODS = ("day", "week", "month")
+from pydantic import AfterValidator, PlainValidator, model_validator
+
+from llmtap.config import section as config_section
+from llmtap.config.section import Section
+
+Period = Literal["day", "week", "month"]
+PERIODS: tuple[str, ...] = get_args(Period)
 SCOPES = {"teams": "team", "keys": "key"}  # [budgets.<table>] -> a limit's scope
 DEFAULT_THRESHOLDS = (50, 80, 100)
-_KNOWN = frozenset(("webhook", "enforce", "thresholds", "teams", "keys"))
 
 
 @dataclass(frozen=True)
@@ -60,67 +67,71 @@ class BudgetSettings:
     state_poll_s: float = 0.25  # the proxy's side re-reads the over-limit state this often
 
 
-def parse(section: Any) -> BudgetSettings:
-    """`[budgets]` as settings; raises ValueError naming the table and key."""
-    if not isinstance(section, dict):
-        raise ValueError("[budgets] must be a table")
-    unknown = sorted(set(section) - _KNOWN)
-    if unknown:
-        raise ValueError(f"[budgets]: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KNOWN))})")
-    webhook = section.get("webhook")
-    if webhook is not None:
-        parts = urlsplit(webhook) if isinstance(webhook, str) else None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"[budgets] webhook must be an http(s) URL, not {webhook!r}")
-    enforce = section.get("enforce", False)
-    if not isinstance(enforce, bool):
-        raise ValueError(f"[budgets] enforce must be true or false, not {enforce!r}")
-    thresholds = _thresholds("[budgets] thresholds", section.get("thresholds", list(DEFAULT_THRESHOLDS)))
-    limits: list[Limit] = []
-    for table, scope in SCOPES.items():
-        entries = section.get(table, {})
-        if not isinstance(entries, dict):
-            raise ValueError(f"[budgets.{table}] must be a table of name = {{ usd = …, period = … }}")
-        where = f"[budgets.{table}]"
-        limits.extend(_limit(where, scope, str(name), entry, thresholds) for name, entry in entries.items())
-    if not limits:
-        raise ValueError("[budgets] sets no limit: add [budgets.teams] or [budgets.keys]")
-    return BudgetSettings(limits=tuple(limits), webhook=webhook, enforce=enforce)
+def _webhook(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"must be an http(s) URL, not {value!r}")
+    return value
 
 
-def _limit(where: str, scope: str, name: str, entry: Any, thresholds: tuple[int, ...]) -> Limit:
-    if not isinstance(entry, dict):
-        raise ValueError(f'{where} {name}: want {{ usd = 20, period = "day" }}, not {entry!r}')
-    unknown = sorted(set(entry) - {"usd", "period", "thresholds"})
-    if unknown:
-        raise ValueError(f"{where} {name}: unknown key {unknown[0]!r} (known: usd, period, thresholds)")
-    usd = _usd(f"{where} {name}.usd", entry.get("usd"))
-    period = entry.get("period", "month")
-    if period not in PERIODS:
-        raise ValueError(f"{where} {name}.period must be one of {', '.join(PERIODS)}, not {period!r}")
-    own = _thresholds(f"{where} {name}.thresholds", entry["thresholds"]) if "thresholds" in entry else thresholds
-    return Limit(scope=scope, name=name, usd=usd, period=period, thresholds=own)
-
-
-def _usd(where: str, value: Any) -> Decimal:
+def _usd(value: Any) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"{where} must be a positive number of dollars, not {value!r}")
+        raise ValueError(f"must be a positive number of dollars, not {value!r}")
     try:
         amount = Decimal(str(value))
     except InvalidOperation:
-        raise ValueError(f"{where} must be a positive number of dollars, not {value!r}") from None
+        raise ValueError(f"must be a positive number of dollars, not {value!r}") from None
     if not amount.is_finite() or amount <= 0:
-        raise ValueError(f"{where} must be a positive number of dollars, not {value!r}")
+        raise ValueError(f"must be a positive number of dollars, not {value!r}")
     return amount
 
 
-def _thresholds(where: str, value: Any) -> tuple[int, ...]:
+def _thresholds(value: Any) -> tuple[int, ...]:
     if not isinstance(value, list) or not value:
-        raise ValueError(f"{where} must be a list of percentages, e.g. [50, 80, 100]")
+        raise ValueError("must be a list of percentages, e.g. [50, 80, 100]")
     for item in value:
         if isinstance(item, bool) or not isinstance(item, int) or not 0 < item <= 1000:
-            raise ValueError(f"{where}: each must be a whole percentage from 1 to 1000, not {item!r}")
+            raise ValueError(f"must each be a whole percentage from 1 to 1000, not {item!r}")
     return tuple(sorted(set(value)))
+
+
+Usd = Annotated[Decimal, PlainValidator(_usd)]
+Thresholds = Annotated[tuple[int, ...], PlainValidator(_thresholds)]
+
+
+class LimitEntry(Section):
+    """One limit: `search = { usd = 200, period = "month", thresholds = [90, 100] }`."""
+
+    usd: Usd
+    period: Period = "month"
+    thresholds: Thresholds | None = None  # else the table's
+
+
+class BudgetsSection(Section):
+    """`[budgets]` as the config file has it."""
+
+    webhook: Annotated[str | None, AfterValidator(_webhook)] = None
+    enforce: bool = False
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
+    teams: dict[str, LimitEntry] = {}
+    keys: dict[str, LimitEntry] = {}  # by key fingerprint
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> BudgetsSection:
+        if not self.teams and not self.keys:
+            raise ValueError("sets no limit: add [budgets.teams] or [budgets.keys]")
+        return self
+
+
+def parse(section: BudgetsSection | Mapping[str, Any]) -> BudgetSettings:
+    """`[budgets]` as settings; raises ValueError naming the table and key."""
+    table = config_section.parse(BudgetsSection, section, ("budgets",))
+    limits = [
+        Limit(scope, name, entry.usd, entry.period, entry.thresholds or table.thresholds)
+        for where, scope in SCOPES.items()
+        for name, entry in getattr(table, where).items()
+    ]
+    return BudgetSettings(limits=tuple(limits), webhook=table.webhook, enforce=table.enforce)
 
 
 def bounds(period: str, now: datetime) -> tuple[datetime, datetime]:

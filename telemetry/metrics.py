@@ -25,10 +25,14 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import AfterValidator
+
+from llmtap.config.section import Positive, Section, parse
 
 if TYPE_CHECKING:
     from llmtap.storage.writer import Observer
@@ -49,38 +53,46 @@ class MetricsSettings:
     series: int = CAPS["series"]
 
 
-def settings_from(flag: str | None, section: Any) -> MetricsSettings | None:
+def _listen(value: str) -> str:
+    _address(value)
+    return value
+
+
+class MetricsSection(Section):
+    """`[metrics]` as the config file has it."""
+
+    listen: Annotated[str | None, AfterValidator(_listen)] = None
+    teams: Positive = CAPS["teams"]
+    models: Positive = CAPS["models"]
+    unpriced_models: Positive = CAPS["unpriced_models"]
+    series: Positive = CAPS["series"]
+
+
+def settings_from(flag: str | None, section: MetricsSection | Mapping[str, Any] | None) -> MetricsSettings | None:
     """None when metrics are off. Raises ValueError naming the bad value."""
     if flag is None and section is None:
         return None
-    if section is None:
-        section = {}
-    if not isinstance(section, dict):
-        raise ValueError("[metrics] must be a table")
-    unknown = sorted(set(section) - {"listen", *CAPS})
-    if unknown:
-        raise ValueError(f"[metrics] has no setting {unknown[0]!r} (listen, {', '.join(CAPS)})")
-    listen = flag if flag is not None else section.get("listen")
-    if listen is None:
+    table = parse(MetricsSection, section if section is not None else {}, ("metrics",))
+    if flag is not None:
+        try:
+            host, port = _address(flag)
+        except ValueError as exc:
+            raise ValueError(f"--metrics {exc}") from None
+    elif table.listen is None:
         raise ValueError('[metrics] needs listen = "HOST:PORT" (or --metrics HOST:PORT)')
-    host, port = _address(listen)
-    caps = {name: _cap(name, section.get(name, default)) for name, default in CAPS.items()}
+    else:
+        host, port = _address(table.listen)
+    caps = {name: getattr(table, name) for name in CAPS}
     return MetricsSettings(host=host, port=port, run=f"{os.getpid()}-{secrets.token_hex(4)}", **caps)
 
 
-def _address(value: Any) -> tuple[str, int]:
-    text = value.strip() if isinstance(value, str) else ""
+def _address(value: str) -> tuple[str, int]:
+    text = value.strip()
     host, sep, port = text.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"metrics address must be HOST:PORT (e.g. 127.0.0.1:9464), not {value!r}")
+        raise ValueError(f"must be HOST:PORT (e.g. 127.0.0.1:9464), not {value!r}")
     return host, int(port)
-
-
-def _cap(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"[metrics] {name} must be a positive whole number, not {value!r}")
-    return value
 
 
 def folder(telemetry: Telemetry) -> Path:

@@ -19,8 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
+from dataclasses import dataclass
 
 from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http import Compression
@@ -31,7 +30,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from llmtap.telemetry.otlp_config import ExportOptions
 from llmtap.telemetry.otlp_spans import SpanParts
+
+__all__ = ["ExportOptions", "ExportStats", "Sender"]
 
 log = logging.getLogger("llmtap.telemetry")
 RETRY_MAX_S = 5.0  # the longest wait between two tries of a batch the endpoint refused
@@ -41,26 +43,6 @@ _SDK_LOGGERS = (
     "opentelemetry.exporter.otlp.proto.http.trace_exporter",
     "opentelemetry.exporter.otlp.common.http",
 )
-
-
-@dataclass(frozen=True)
-class ExportOptions:
-    endpoint: str
-    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # a token, maybe
-    compression: str = "gzip"  # gzip | none
-    timeout_s: float = 10.0  # one request, with the SDK's own quick retries
-    hold_s: float = 300.0  # how long a batch is retried before it is given up
-    max_queue: int = 20_000  # spans waiting while the endpoint is away, at most
-    batch_size: int = 512
-    delay_ms: int = 1000  # the processor's wait before it sends what it has
-    service_name: str = "llmtap"
-
-    @property
-    def shown(self) -> str:
-        """The endpoint as logs print it: no user, password or query (they may hold a token)."""
-        parts = urlsplit(self.endpoint)
-        place = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
-        return urlunsplit((parts.scheme, place, parts.path, "", ""))
 
 
 @dataclass

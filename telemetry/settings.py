@@ -1,10 +1,12 @@
 """What `llmtap proxy` was asked to tell: the `--metrics` and `--otlp-endpoint` flags and the
-config file's `[metrics]`, `[otlp]` and `[budgets]` tables, checked and made into plain,
-picklable values (they travel to the writer's process inside its WriterSpec).
+config file's `[metrics]`, `[otlp]` and `[budgets]` tables, made into plain, picklable
+values (they travel to the writer's process inside its WriterSpec).
 
-Each part's own module reads its table (`metrics.settings_from`, `otlp.settings_from`,
-`budgets.settings_from`) and raises ValueError with a one-line message for a bad value;
-the CLI turns that into a usage error.
+Each table's model lives in its part's module (`metrics.MetricsSection`,
+`otlp_config.OtlpSection`, `budget_config.BudgetsSection`), checked with the rest of the
+config file (cli/config_schema.py); each part's `settings_from` combines its table with
+its flag and raises ValueError with a one-line message for what only the two together
+can say (no `listen` and no `--metrics`); the CLI turns that into a usage error.
 
 Not responsible for acting on the settings (observers.py, proxy_side.py).
 """
@@ -13,9 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from llmtap.telemetry import budgets, metrics, otlp
+from llmtap.telemetry import budget_config, budgets, metrics, otlp_config
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Telemetry:
     db_url: str  # the store, for what an observer must read back (budgets: spend so far)
     spool_dir: Path  # a folder of the proxy's own (e.g. for state the proxy's side reads)
     metrics: metrics.MetricsSettings | None = None
-    otlp: otlp.OtlpSettings | None = None
+    otlp: otlp_config.OtlpSettings | None = None
     budgets: budgets.BudgetSettings | None = None
 
     @property
@@ -35,7 +36,9 @@ def from_config(
     *,
     db_url: str,
     spool_dir: Path,
-    config: dict[str, Any],
+    metrics_table: metrics.MetricsSection | None = None,
+    otlp_table: otlp_config.OtlpSection | None = None,
+    budgets_table: budget_config.BudgetsSection | None = None,
     metrics_flag: str | None = None,
     otlp_flag: str | None = None,
 ) -> Telemetry:
@@ -43,7 +46,7 @@ def from_config(
     return Telemetry(
         db_url=db_url,
         spool_dir=spool_dir,
-        metrics=metrics.settings_from(metrics_flag, config.get("metrics")),
-        otlp=otlp.settings_from(otlp_flag, config.get("otlp")),
-        budgets=budgets.settings_from(config.get("budgets")),
+        metrics=metrics.settings_from(metrics_flag, metrics_table),
+        otlp=otlp_config.settings_from(otlp_flag, otlp_table),
+        budgets=budgets.settings_from(budgets_table),
     )

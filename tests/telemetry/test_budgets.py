@@ -41,16 +41,25 @@ NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)  # a Thursday
 @pytest.mark.parametrize(
     ("section", "message"),
     [
-        ("nope", "[budgets] must be a table"),
+        ("nope", "[budgets] must be a table, not 'nope'"),
         ({"teams": {}}, "[budgets] sets no limit"),
-        ({"team": {"a": {"usd": 1}}}, "[budgets]: unknown key 'team'"),
+        ({"team": {"a": {"usd": 1}}}, "[budgets.team] is not a known table (did you mean [budgets.teams]?)"),
         ({"teams": {"a": {"usd": 0}}}, "[budgets.teams] a.usd must be a positive number"),
         ({"teams": {"a": {"usd": "lots"}}}, "[budgets.teams] a.usd must be a positive number"),
         ({"teams": {"a": {"usd": True}}}, "[budgets.teams] a.usd must be a positive number"),
-        ({"teams": {"a": {"usd": 1, "period": "year"}}}, "[budgets.teams] a.period must be one of day, week, month"),
-        ({"teams": {"a": {"usd": 1, "every": "day"}}}, "[budgets.teams] a: unknown key 'every'"),
-        ({"teams": {"a": 5}}, "[budgets.teams] a: want"),
-        ({"keys": {"f": {"usd": 1, "thresholds": [50, 0]}}}, "[budgets.keys] f.thresholds: each must be"),
+        (
+            {"teams": {"a": {"usd": 1, "period": "year"}}},
+            "[budgets.teams] a.period must be one of 'day', 'week' or 'month', not 'year'",
+        ),
+        (
+            {"teams": {"a": {"usd": 1, "every": "day"}}},
+            "[budgets.teams] a.every is not a known key (known: period, thresholds, usd)",
+        ),
+        ({"teams": {"a": 5}}, "[budgets.teams] a must be a table, not 5"),
+        (
+            {"keys": {"f": {"usd": 1, "thresholds": [50, 0]}}},
+            "[budgets.keys] f.thresholds must each be a whole percentage from 1 to 1000, not 0",
+        ),
         ({"thresholds": "80", "teams": {"a": {"usd": 1}}}, "[budgets] thresholds must be a list"),
         ({"enforce": "yes", "teams": {"a": {"usd": 1}}}, "[budgets] enforce must be true or false"),
         ({"webhook": "ftp://x", "teams": {"a": {"usd": 1}}}, "[budgets] webhook must be an http(s) URL"),
@@ -330,7 +339,7 @@ def test_a_bad_budgets_table_is_a_one_line_usage_error(tmp_path: Path) -> None:
         result = llmtap(*command, *args, env=env, process=command[0] == "proxy")  # mitmproxy: its own process
         assert result.code == 2
         assert result.err.strip().splitlines() == [
-            "llmtap: error: [budgets.teams] search.usd must be a positive number of dollars, not -3"
+            f"llmtap: error: {config}: [budgets.teams] search.usd must be a positive number of dollars, not -3"
         ]
 
 

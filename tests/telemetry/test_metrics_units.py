@@ -43,11 +43,11 @@ def test_the_flag_wins_over_the_table_and_the_caps_are_read() -> None:
         ("127.0.0.1:70000", None, "HOST:PORT"),
         (":9464", None, "HOST:PORT"),
         (None, {}, "needs listen"),
-        (None, {"listen": 9464}, "HOST:PORT"),
+        (None, {"listen": 9464}, "listen must be text, not 9464"),
         (None, "yes", "must be a table"),
-        ("127.0.0.1:9464", {"team": 5}, "no setting 'team'"),
-        ("127.0.0.1:9464", {"teams": 0}, "positive whole number"),
-        ("127.0.0.1:9464", {"series": True}, "positive whole number"),
+        ("127.0.0.1:9464", {"team": 5}, r"team is not a known key \(did you mean teams\?\)"),
+        ("127.0.0.1:9464", {"teams": 0}, "teams must be above 0, not 0"),
+        ("127.0.0.1:9464", {"series": True}, "series must be a whole number, not true"),
     ],
 )
 def test_a_bad_setting_is_one_line(flag: str | None, section: Any, says: str) -> None:

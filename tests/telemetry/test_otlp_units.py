@@ -47,10 +47,14 @@ def test_endpoints(flag: str | None, section: Any, endpoint: str) -> None:
         (None, {}, "needs endpoint"),
         (None, "http://c", "must be a table"),
         (None, {"endpoint": "http://c", "max_queue": 0}, "max_queue must be above 0"),
-        (None, {"endpoint": "http://c", "max_queue": True}, "wrong type"),
-        (None, {"endpoint": "http://c", "compression": "zstd"}, "gzip or none"),
-        (None, {"endpoint": "http://c", "headers": {"authorization": 5}}, "needs a text value"),
-        (None, {"endpoint": "http://c", "endpoints": "x"}, "no setting 'endpoints'"),
+        (None, {"endpoint": "http://c", "max_queue": True}, "max_queue must be a whole number, not true"),
+        (None, {"endpoint": "http://c", "compression": "zstd"}, "'gzip' or 'none', not 'zstd'"),
+        (
+            None,
+            {"endpoint": "http://c", "headers": {"authorization": 5}},
+            r"\[otlp.headers\] authorization must be text",
+        ),
+        (None, {"endpoint": "http://c", "endpoints": "x"}, "endpoints is not a known key"),
     ],
 )
 def test_bad_settings_are_one_line_value_errors(flag: str | None, section: Any, message: str) -> None:
