@@ -27,8 +27,7 @@ from mitmproxy.proxy.mode_specs import ProxyMode, RegularMode, ReverseMode, Upst
 from mitmproxy.tools.dump import DumpMaster
 
 from llmtap.addon.attribution import Attribution
-from llmtap.addon.auth import TeamAuth
-from llmtap.addon.budget_gate import BudgetGate
+from llmtap.addon.chain import recording_addons
 from llmtap.addon.recorder import Recorder
 from llmtap.storage.private import open_private, private_dir
 from llmtap.storage.writer import Writer
@@ -270,11 +269,7 @@ async def _main(
     opts = options.Options()
     master = DumpMaster(opts, with_termlog=True, with_dumper=False)
     recorder = Recorder(writer=writer, attribution=attribution)
-    if plan.auth:  # before the recorder: a request is checked before it is attributed
-        master.addons.add(TeamAuth(plan.auth, attribution))
-    master.addons.add(recorder, _Announce(plan, db_label, master))
-    if gate is not None:  # after the recorder: it asks about the team the recorder found
-        master.addons.add(BudgetGate(gate))
+    master.addons.add(*recording_addons(recorder, attribution, plan.auth, gate), _Announce(plan, db_label, master))
     opts.update(
         mode=plan.modes(),
         listen_host=plan.listen_host,  # a mode with no address of its own: not every interface

@@ -113,9 +113,14 @@ class Recorder:
 
     def load(self, loader: Any) -> None:
         loader.add_option("llmtap_db", str, "", "SQLAlchemy URL of the llmtap store")
-        loader.add_option("llmtap_bodies", str, "metadata", "what to keep of bodies: none, metadata, full")
-        loader.add_option("llmtap_home", str, "", "llmtap's folder (spool, fingerprint secret)")
-        loader.add_option("llmtap_config", str, "", "llmtap TOML config file (key fingerprint -> team map)")
+        loader.add_option(
+            "llmtap_bodies",
+            str,
+            "",
+            "what to keep of bodies: none, metadata, full (default: the config's, else metadata)",
+        )
+        loader.add_option("llmtap_home", str, "", "llmtap's folder (spool, fingerprint secret, config.toml)")
+        loader.add_option("llmtap_config", str, "", "llmtap TOML config file, as `llmtap proxy --config` takes it")
         loader.add_option(
             "llmtap_listener_teams", Sequence[str], [], "PORT=TEAM: the team of a reverse listener's traffic"
         )

@@ -1,28 +1,29 @@
 """The llmtap recorder as a plain mitmproxy script, for people who run their own mitmdump:
 
     mitmdump -s "$(python -c 'import llmtap.cli.mitmdump_script as s; print(s.__file__)')" \
-        --set llmtap_db=URL
+        --set llmtap_db=URL [--set llmtap_config=FILE] [--set llmtap_bodies=full]
 
-It opens the writer (pricing rows as they are written) and the attribution maps from the
-`llmtap_*` options the recorder declares. `llmtap proxy` does the same from its own
-settings. Not responsible for hooks: those are the recorder's (llmtap.addon).
+It reads the same settings as `llmtap proxy` (cli/settings.py: `llmtap_db`, `llmtap_bodies`
+and `llmtap_config` stand for the flags, then the environment, the config file and the
+defaults) and opens the same things (cli/recording.py): the writer pricing rows as they
+are written, `[teams]`, `[auth]` (a proxy request without a team's credentials gets 407),
+`[budgets]` (a team over its limit gets 429), `[metrics]` and `[otlp]`. A bad setting
+stops mitmdump with the one-line error `llmtap` would print (exit status 2).
+Not responsible for hooks: those are the recorder's (llmtap.addon).
 """
 
 from __future__ import annotations
 
-import functools
+import argparse
 import os
-import tomllib
-from pathlib import Path
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
-from llmtap.addon.attribution import Attribution
-from llmtap.addon.recorder import Recorder
-from llmtap.analytics.pricing import row_pricer
-from llmtap.storage.engine import default_url, home, make_engine
-from llmtap.storage.migrate import ensure_current
-from llmtap.storage.store_secret import fingerprinter_for
-from llmtap.storage.writer_process import WriterProcess, WriterSpec
+from llmtap.addon.script import Script
+from llmtap.cli import recording
+from llmtap.cli import settings as settings_module
+from llmtap.cli.errors import UsageError, one_line
+from llmtap.storage.errors import StoreError
 
 
 def listener_teams(entries: list[str]) -> dict[int, str]:
@@ -34,37 +35,36 @@ def listener_teams(entries: list[str]) -> dict[int, str]:
     return teams
 
 
-def open_from_options(options: Any) -> tuple[WriterProcess, Attribution]:
+def open_from_options(options: Any) -> recording.Recording:
+    from llmtap.addon.proxy import ProxyOptionError, check_auth_modes
+    from llmtap.cli.store import open_store
+    from llmtap.storage.store_secret import fingerprinter_for
+
     if options.llmtap_home:
         os.environ["LLMTAP_HOME"] = options.llmtap_home
-    base = home()
-    config: dict[str, Any] = {}
-    if options.llmtap_config:
-        config = tomllib.loads(Path(options.llmtap_config).expanduser().read_text())
-    engine = make_engine(options.llmtap_db or config.get("db") or default_url())
-    ensure_current(engine)
-    # the store's secret, or refused (`secret_file` as `llmtap proxy` reads it)
-    secret_file = os.environ.get("LLMTAP_SECRET_FILE") or config.get("secret_file") or base / "fingerprint.secret"
-    fingerprinter = fingerprinter_for(engine, Path(secret_file).expanduser(), by="mitmdump")
-    prices = config.get("prices")
-    writer = WriterProcess(
-        WriterSpec(
-            url=engine.url.render_as_string(hide_password=False),
-            spool_dir=Path(config.get("spool") or base / "spool"),
-            body_mode=options.llmtap_bodies,
-            enrich_factory=functools.partial(
-                row_pricer, Path(prices).expanduser() if prices else None, engine.url.render_as_string(False)
-            ),
-            key_secret_id=fingerprinter.secret_id,
-        )
+    flags = argparse.Namespace(
+        db=options.llmtap_db or None, config=options.llmtap_config or None, bodies=options.llmtap_bodies or None
     )
-    engine.dispose()
-    attribution = Attribution(
-        fingerprinter=fingerprinter,
-        key_teams=dict(config.get("teams") or {}),
-        listener_teams=listener_teams(list(options.llmtap_listener_teams)),
-    )
-    return writer, attribution
+    try:
+        settings = settings_module.load(flags)
+        if settings.auth:
+            check_auth_modes(list(options.mode))
+        engine = open_store(settings)
+        fingerprinter = fingerprinter_for(engine, settings.secret_file, by="mitmdump")  # the store's, or refused
+        url = engine.url.render_as_string(hide_password=False)
+        engine.dispose()
+        telemetry = recording.telemetry_for(settings, url)
+        listeners = recording.Listeners(teams=listener_teams(list(options.llmtap_listener_teams)))
+        return recording.start(settings, url, telemetry, listeners, fingerprinter)
+    except (UsageError, StoreError, ProxyOptionError) as exc:
+        _stop(str(exc))
 
 
-addons = [Recorder(open_from_options=open_from_options)]
+def _stop(message: str) -> NoReturn:
+    """mitmproxy logs an addon's exception and runs on without it: a recorder that records
+    nothing. Stop mitmdump instead, with the line `llmtap` would print."""
+    print(f"llmtap: error: {one_line(message)}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+addons = [Script(open_from_options)]
