@@ -91,7 +91,7 @@ class ConfigFile(Section):
     bodies: Annotated[Literal["none", "metadata", "full"] | None, Env("LLMTAP_BODIES")] = None
     prices: Annotated[str | None, Env("LLMTAP_PRICES")] = None
     spool: Annotated[str | None, Env("LLMTAP_SPOOL")] = None
-    secret_file: Annotated[str | None, Env("LLMTAP_SECRET_FILE")] = None  # the store's secret: the same file on every machine
+    secret_file: Annotated[str | None, Env("LLMTAP_SECRET_FILE")] = None  # one file on every machine of a store
     teams: dict[str, str] = {}
     auth: Annotated[dict[str, SecretStr], AfterValidator(_teams)] | None = None
     proxy: ProxySection = ProxySection()

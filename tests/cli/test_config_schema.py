@@ -47,7 +47,7 @@ def test_lake_refuses_a_name_pyiceberg_does_not_know() -> None:
 def test_environment_variables_are_the_schemas() -> None:
     assert env_var(("db",)) == "LLMTAP_DB"
     assert env_var(("proxy", "port")) == "LLMTAP_PORT"
-    assert env_var(("secret_file",)) is None and env_var(("nowhere", "x")) is None
+    assert env_var(("secret_file",)) == "LLMTAP_SECRET_FILE" and env_var(("nowhere", "x")) is None
 
 
 def test_key_lines() -> None:
