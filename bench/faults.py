@@ -159,7 +159,14 @@ async def load(
 
 
 class Proxy:
-    def __init__(self, folder: Path, db_url: str, upstream: str, spool: Path | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        db_url: str,
+        upstream: str,
+        spool: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.ports = {name: free_port() for name in ("anthropic", "openai", "gemini")}
         command = [
             sys.executable,
@@ -175,11 +182,12 @@ class Proxy:
         ]
         for name, port in self.ports.items():
             command += ["--reverse", f"{name}={port}", "--upstream", f"{name}={upstream}"]
-        env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
+        environment = dict(os.environ, LLMTAP_HOME=str(folder / "home"), **(env or {}))
         if spool is not None:
-            env["LLMTAP_SPOOL"] = str(spool)
-        self.log = open(folder / f"proxy-{time.time_ns()}.log", "wb")  # noqa: SIM115
-        self.process = subprocess.Popen(command, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+            environment["LLMTAP_SPOOL"] = str(spool)
+        self.path = folder / f"proxy-{time.time_ns()}.log"
+        self.log = open(self.path, "wb")  # noqa: SIM115
+        self.process = subprocess.Popen(command, env=environment, stdout=self.log, stderr=subprocess.STDOUT)
         for port in self.ports.values():
             for _ in range(300):
                 try:
@@ -194,6 +202,68 @@ class Proxy:
         status = self.process.wait(timeout=timeout)
         self.log.close()
         return status
+
+
+# -- records that are costly to build, legitimately: the writer's bounds (SPEC §6) meet them --
+
+
+def slow_request(messages: int) -> bytes:
+    """An Anthropic request of many tiny messages: cheap on the wire (~70 bytes each), a
+    few tens of microseconds each to decode (100,000: about 7 MB and seconds of CPU)."""
+    turns = [
+        {"role": ("user", "assistant")[n % 2], "content": [{"type": "text", "text": f"x{n}"}]} for n in range(messages)
+    ]
+    return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": turns}).encode()
+
+
+def bloating_request(megabytes: int) -> bytes:
+    """An Anthropic request with an extra field of empty objects: 3 bytes each on the wire,
+    a Python dict of 64 bytes each once parsed (15 MB: about 400 MB while it is built)."""
+    empties = b",".join([b"{}"] * (megabytes * 1_000_000 // 3))
+    head = b'{"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]'
+    return head + b', "padding": [' + empties + b"]}"
+
+
+class MemoryCeiling:
+    """A stand-in for the kernel's OOM killer on a machine with little memory: SIGKILLs any
+    process of a tree (a proxy and its writer process) whose resident memory passes
+    `ceiling_mb`, and notes which. Linux /proc; polls every 20 ms."""
+
+    def __init__(self, root: int, ceiling_mb: int) -> None:
+        self.root = root
+        self.ceiling_kb = ceiling_mb * 1024
+        self.killed: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="memory-ceiling", daemon=True)
+
+    def __enter__(self) -> MemoryCeiling:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.02):
+            for pid in [self.root, *child_pids(self.root)]:
+                if rss_kb(pid) > self.ceiling_kb:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        continue
+                    self.killed.append(pid)
+
+
+def rss_kb(pid: int, field: str = "VmRSS") -> int:
+    """A process's resident memory (`VmRSS`) or its peak (`VmHWM`) in kB; 0 when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def _stored(url: str, where: str = "true") -> int:
