@@ -153,8 +153,7 @@ class Recorder:
         self.in_flight.clear()
         self.websockets.close_all()
         if self.writer is not None:
-            if not self.writer.close():
-                log.error("llmtap: writer did not finish in time; rows are in the spool")
+            self.writer.close()  # which says what it could not write in time, and where it is
             log.info("llmtap: %s", self.counts)
 
     # -- HTTP --------------------------------------------------------------------------------

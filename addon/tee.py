@@ -161,15 +161,21 @@ class PendingExchange:
         exchange = self._decoder(self.meta.request_body or request).finish(self.interrupted)
         return self._record(exchange, path=redact_query(self.meta.path), response_body=self._response_body())
 
-    def salvage(self, error: str) -> Recorded:
-        """The record of an exchange whose `build` failed (a bug): who, when and where,
-        with the failure as its decode error, rather than nothing (SPEC §6). Only the
-        steps that cannot fail: the query string is dropped, not redacted."""
+    def salvage(self, error: str, *, bodies: bool = False) -> Recorded:
+        """The record of an exchange whose `build` failed (a bug) or overran its bounds:
+        who, when and where, with the failure as its decode error, rather than nothing
+        (SPEC §6). Only steps that decode nothing: the query string is dropped, not
+        redacted. `bodies` keeps the raw bodies too (stored only in body mode `full`,
+        whence `reprocess` can decode them later): the writer process asks for them, the
+        proxy's own process never does."""
         meta = self.meta
         exchange = Exchange(
             protocol=meta.protocol or "unknown", provider=meta.provider, status=meta.status, decode_error=error
         )
-        return self._record(exchange, path=scrub(meta.path.partition("?")[0]))
+        path = scrub(meta.path.partition("?")[0])
+        if not bodies:
+            return self._record(exchange, path=path)
+        return self._record(exchange, path=path, request_body=meta.request_body, response_body=self._response_body())
 
     def _record(self, exchange: Exchange, **parts: Any) -> Recorded:
         """The exchange with its who, when and where from the meta (and `parts`: path,

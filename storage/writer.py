@@ -53,6 +53,15 @@ class Pending(Protocol):
     def build(self) -> Recorded | followups.FollowUp | None: ...
 
 
+class BuildWatch(Protocol):
+    """Told when the writer's thread starts and ends turning one item into rows (its build,
+    then its rows): the writer process's watchdog (storage/watchdog.py). Must be cheap."""
+
+    def begin(self, item: object) -> None: ...
+
+    def end(self) -> None: ...
+
+
 class Observer(Protocol):
     """Something told of every exchange the store took, after its transaction committed
     (metrics, span export, budgets: llmtap.telemetry). `observe` runs on the writer's
@@ -101,6 +110,8 @@ class Writer:
         yield_gil: bool = True,
         observers: Sequence[Observer] = (),
         key_secret_id: str | None = None,
+        watch: BuildWatch | None = None,
+        memory_bound_mb: int | None = None,
     ) -> None:
         if body_mode not in BODY_MODES:
             raise ValueError(f"body mode must be one of {', '.join(BODY_MODES)}")
@@ -117,6 +128,8 @@ class Writer:
         # name none are stamped with it (store_secret.py); records loaded from files keep theirs
         self.key_secret_id = key_secret_id
         self._other_secrets: set[Any] = set()  # ids of other secrets a replay was found to hold
+        self.watch = watch
+        self.memory_bound_mb = memory_bound_mb  # the process's bound, named when a build exceeds it
         self.spool = spool.Spool(spool_dir)
         self.rejected_path = spool_dir / "rejected.jsonl"
         self.stats = WriterStats()
@@ -182,6 +195,13 @@ class Writer:
         self._closing.set()
         self._thread.join(timeout)
         finished = not self._thread.is_alive()
+        if not finished:
+            log.error(
+                "llmtap: the writer did not finish within %g s: %d records are not written yet (lost when this "
+                "process exits)",
+                timeout,
+                self.backlog,
+            )
         self.spool.close()
         self._report_left()
         for observer in self.observers:
@@ -276,30 +296,57 @@ class Writer:
 
     def _rows(self, batch: Iterable[Recorded | Pending | RowSet]) -> RowSet:
         rows = RowSet()
+        watch = self.watch
         for item in batch:
             if isinstance(item, RowSet):  # rows loaded back from the rejected file
                 rows.extend(item)
-                continue
-            record = self._built(item)
-            if record is None:
-                continue
-            if isinstance(record, followups.FollowUp):  # changes a stored exchange: see `_apply_followups`
-                self._followups.append(record)
-                self._followups_taken += 1
-                continue
-            if record.key_fingerprint and record.key_secret_id is None:
-                record.key_secret_id = self.key_secret_id
-            try:
-                rows.extend(rows_for(record, self.body_mode))
-            except Exception as exc:  # noqa: BLE001 - a record that cannot become rows
-                log.error("llmtap writer: a record could not be stored: %r", exc)
-                self._reject_record(record, exc)
+            elif watch is None:
+                self._add(item, rows)
+            else:
+                watch.begin(item)
+                try:
+                    self._add(item, rows)
+                finally:
+                    watch.end()
         if self.enrich is not None and rows.exchanges:
             try:
                 self.enrich(rows.exchanges)
             except Exception:  # noqa: BLE001 - rows are stored unpriced; `reprice` catches up
                 log.exception("llmtap writer: enrich step failed")
         return rows
+
+    def _add(self, item: Recorded | Pending, rows: RowSet) -> None:
+        """One item's record, as rows (or a follow-up, applied after the batch's rows)."""
+        record = self._built(item)
+        if record is None:
+            return
+        if isinstance(record, followups.FollowUp):  # changes a stored exchange: see `_apply_followups`
+            self._followups.append(record)
+            self._followups_taken += 1
+            return
+        self._stamp(record)
+        try:
+            rows.extend(rows_for(record, self.body_mode))
+            return
+        except MemoryError as exc:  # its rows would not fit: what is known without them
+            failure: Exception = exc
+            salvaged = self._salvaged(item, exc)
+        except Exception as exc:  # noqa: BLE001 - a record that cannot become rows
+            log.error("llmtap writer: a record could not be stored: %r", exc)
+            failure, salvaged = exc, None
+        try:
+            if salvaged is not None:
+                self._stamp(salvaged)
+                rows.extend(rows_for(salvaged, self.body_mode))
+                return
+        except Exception as exc:  # noqa: BLE001 - not even that
+            failure = exc
+        self._reject_record(record, failure)
+
+    def _stamp(self, record: Recorded) -> None:
+        """A record fingerprinted here names this process's secret (store_secret.py)."""
+        if record.key_fingerprint and record.key_secret_id is None:
+            record.key_secret_id = self.key_secret_id
 
     def _built(self, item: Recorded | Pending) -> Recorded | followups.FollowUp | None:
         """The record of an item; None when it is not one (settled as skipped) or could
@@ -317,19 +364,29 @@ class Writer:
                 time.sleep(0)
             # A pending record finishes its decoding here, off the proxy's event loop.
             record = item.build()
-        except Exception as exc:  # noqa: BLE001 - a bug in finishing: keep who, when and where
-            log.error("llmtap writer: a record could not be finished: %r", exc)
-            salvage = getattr(item, "salvage", None)
-            try:
-                record = salvage(f"the record could not be finished: {exc!r}") if salvage else None
-            except Exception:  # noqa: BLE001
-                record = None
+        except Exception as exc:  # noqa: BLE001 - a bug in finishing, or a bound: keep who, when and where
+            record = self._salvaged(item, exc)
             if record is None:
                 self._reject_unfinished(item, exc)
             return record
         if record is None:  # not a generation after all (body shape)
             self._settle(skipped=1)
         return record
+
+    def _salvaged(self, item: Any, exc: Exception) -> Recorded | None:
+        """The record of an item that could not be finished, from what it knows without
+        decoding (its `salvage`), with the failure as its decode error; None without one."""
+        if isinstance(exc, MemoryError):
+            bound = f" (the writer's bound: {self.memory_bound_mb} MiB)" if self.memory_bound_mb else ""
+            error = f"record build ran out of memory{bound}; stored undecoded (quarantined)"
+        else:
+            error = f"the record could not be finished: {exc!r}"
+        log.error("llmtap writer: %s", error)
+        salvage = getattr(item, "salvage", None)
+        try:
+            return salvage(error) if salvage is not None else None
+        except Exception:  # noqa: BLE001
+            return None
 
     def _apply_followups(self) -> None:
         """Polls, resumed streams and cancels of background exchanges (storage/followups.py),

@@ -12,7 +12,8 @@ Delivery. The parent keeps every record it shipped until the child reports it se
 (committed, spooled or rejected, as the `Writer` means it; the child reports only between
 batches, when that count is exact and in order). If the child dies, a new one gets the
 unsettled records again; after `RESTARTS` deaths within `RESTART_WINDOW` seconds the
-parent stops trying and runs the `Writer` on a thread of its own, as before this module.
+parent stops trying and runs a `Writer` on a thread of its own (which stores records
+undecoded: below).
 If the parent dies, the child sees the pipe close, writes what it holds and exits. The
 child ignores SIGINT and SIGTERM (a terminal's Ctrl-C reaches the whole process group, a
 service manager's stop every process of the service): it stops when the parent closes the
@@ -20,34 +21,45 @@ pipe, after the parent's own shutdown has handed it everything.
 A record resent after a child died between committing and reporting it is recognised by
 its id (SPEC §6, exactly once): a pending record (finished in the child) gets the random
 part of its id here, before it is first shipped, so every child that builds it makes the
-same id (`_Identified`).
+same id (`storage.shipped.Identified`).
 
-Not responsible for what records are (storage.writer, storage.rows) or for deciding to
-use a process (the proxy's set-up does).
+One record cannot stop the writer (SPEC §6). Each record's build in the child has a
+deadline and a memory bound (`LLMTAP_RECORD_DEADLINE`, CPU seconds, default 30;
+`LLMTAP_RECORD_MEMORY`, MiB, default 2048: storage/watchdog.py), and a shared progress
+slot tells this process which record the child is building. A build that overruns its
+memory bound is stored by the child from what is known without decoding it; one that
+overruns its deadline, or during which the child dies for any reason, ends that child:
+the next one is sent the record QUARANTINED (stored undecoded, the decode error saying
+what happened, with its bodies as the body mode allows), the records behind it as they
+were. Those deaths are the record's, not the writer's: they do not count towards the
+writer thread. A child that dies again on the quarantined record gets instead what this
+process knows of it (who, when, where, no bodies). This process never builds a record:
+neither the writer thread (which stores records undecoded, as `salvage` makes them) nor a
+record that would not pickle. Closing in time says what is not written yet and where it is.
+
+Not responsible for what records are (storage.writer, storage.rows), for the bounds'
+mechanics (storage.watchdog) or for deciding to use a process (the proxy's set-up does).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import pickle
 import queue
-import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
-from llmtap.storage.ids import new_id
-from llmtap.storage.record import Recorded
-from llmtap.storage.writer import STOP, Observer, Writer, WriterStats, drain
+from llmtap.storage import watchdog
+from llmtap.storage.shipped import Identified, identified, pickled, quarantined, read_frame, write_frame
+from llmtap.storage.writer import STOP, BuildWatch, Observer, Writer, WriterStats, drain
 
 log = logging.getLogger("llmtap.storage")
 
@@ -55,7 +67,6 @@ RESTARTS = 3  # child deaths within the window before falling back to a writer t
 RESTART_WINDOW = 60.0  # seconds
 SHIP_WINDOW = 0.05  # seconds the shipper waits to fill a batch (one pickle, one write)
 SHIP_BATCH = 1000
-_HEADER = struct.Struct("!QQ")  # (records in the frame, payload bytes)
 
 
 @dataclass(frozen=True)
@@ -77,9 +88,13 @@ class WriterSpec:
     retry_initial: float = 0.5
     retry_max: float = 10.0
     key_secret_id: str | None = None  # the fingerprint secret's id: see `Writer`
+    # One record's build in the writer process: CPU seconds, and MiB it may add (SPEC §6).
+    record_seconds: float = field(default_factory=watchdog.deadline_from_env)
+    record_memory_mb: int = field(default_factory=watchdog.memory_from_env)
 
-    def open(self, *, yield_gil: bool = True) -> Writer:
-        """The writer; `yield_gil=False` in a process that has no event loop to yield to."""
+    def open(self, *, yield_gil: bool = True, watch: BuildWatch | None = None) -> Writer:
+        """The writer; `yield_gil=False` in a process that has no event loop to yield to,
+        `watch` where each record's build is watched (the writer process)."""
         from llmtap.storage.engine import make_engine
 
         return Writer(
@@ -94,6 +109,8 @@ class WriterSpec:
             enrich=self.enrich_factory() if self.enrich_factory is not None else None,
             yield_gil=yield_gil,
             observers=self._observers(),
+            watch=watch,
+            memory_bound_mb=self.record_memory_mb if watch is not None else None,
         )
 
     def _observers(self) -> Sequence[Observer]:
@@ -105,27 +122,6 @@ class WriterSpec:
         except Exception:  # noqa: BLE001 - whatever an observer's set-up raises
             log.exception("llmtap writer: the observers could not start; writing without them")
             return ()
-
-
-# -- frames: a header, then a pickle ----------------------------------------------------------
-
-
-def _write_frame(stream: IO[bytes], count: int, payload: bytes) -> None:
-    stream.write(_HEADER.pack(count, len(payload)))
-    stream.write(payload)
-    stream.flush()
-
-
-def _read_frame(stream: IO[bytes]) -> tuple[int, bytes] | None:
-    """(count, payload), or None at the end of the stream (also a stream cut mid-frame)."""
-    header = stream.read(_HEADER.size)
-    if len(header) < _HEADER.size:
-        return None
-    count, size = _HEADER.unpack(header)
-    payload = stream.read(size)
-    if len(payload) < size:
-        return None
-    return count, payload
 
 
 def _add(total: WriterStats, part: WriterStats) -> None:
@@ -140,13 +136,19 @@ class _Child:
     """One writer process and the thread that reads its reports."""
 
     def __init__(
-        self, spec: WriterSpec, on_report: Callable[[_Child, int, WriterStats], None], command: list[str]
+        self,
+        spec: WriterSpec,
+        on_report: Callable[[_Child, int, WriterStats], None],
+        command: list[str],
+        slot: watchdog.ProgressSlot,
     ) -> None:
+        slot.clear()  # nobody builds anything yet
         self.proc = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
+            pass_fds=(slot.fd,),
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin: IO[bytes] = self.proc.stdin
@@ -157,17 +159,17 @@ class _Child:
         self.reader = threading.Thread(target=self._read, name="llmtap-writer-reports", daemon=True)
         self.reader.start()
         with contextlib.suppress(OSError):  # a child that died at once: its reader says so
-            self.send(0, pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL))
+            self.send(0, pickle.dumps((spec, slot.fd), protocol=pickle.HIGHEST_PROTOCOL))
 
     def send(self, count: int, payload: bytes) -> None:
         """Raises OSError when the child is gone."""
-        _write_frame(self.stdin, count, payload)
+        write_frame(self.stdin, count, payload)
 
     def _read(self) -> None:
         stdout = self.proc.stdout
         assert stdout is not None
         try:
-            while (frame := _read_frame(stdout)) is not None:
+            while (frame := read_frame(stdout)) is not None:
                 settled, stats = pickle.loads(frame[1])
                 self._on_report(self, settled, WriterStats(**stats))
         except Exception:  # noqa: BLE001 - a garbled report: treat the child as gone
@@ -206,14 +208,18 @@ class WriterProcess:
         self._lock = threading.Condition()
         self._submitted = 0
         self._acked = 0  # settled records reported by every child so far
-        self._unkept = 0  # records that would neither pickle nor finish here (logged)
+        self._unkept = 0  # records that could not be shipped nor kept (logged)
         self._retained: deque[Any] = deque()  # shipped to the current child, not settled yet
         self._past = WriterStats()  # the stats of children that have exited
         self._fallback: Writer | None = None
-        self._deaths: deque[float] = deque()
+        self._fallback_reason = ""  # the decode error of what the writer thread stores
+        self._deaths: deque[float] = deque()  # deaths no record explains, within the window
         self.restarts = 0  # children started again after one exited (a metric: llmtap.telemetry)
+        self.quarantined = 0  # records whose build overran or took a child down
         self._closed = False
-        self._child: _Child | None = _Child(spec, self._report, self.command)
+        self._slot = watchdog.ProgressSlot.new()
+        self._child: _Child | None = _Child(spec, self._report, self.command, self._slot)
+        self._backstop = watchdog.Backstop(self._slot, spec.record_seconds, self._current_process)
         self._shipper = threading.Thread(target=self._ship, name="llmtap-writer-shipper", daemon=True)
         self._shipper.start()
 
@@ -237,14 +243,40 @@ class WriterProcess:
         return True
 
     def close(self, timeout: float | None = 60.0) -> bool:
-        """Ship everything, let the child write it and exit; True when all is settled."""
+        """Ship everything, let the child write it and exit; True when all is settled.
+        Otherwise says how many records are not written yet, and where they are."""
         if self._closed:
             return True
         self._closed = True
         self._queue.put(STOP)
         self._shipper.join(timeout)
         with self._lock:
-            return not self._shipper.is_alive() and self._settled() >= self._submitted
+            done = not self._shipper.is_alive() and self._settled() >= self._submitted
+            if not done:
+                self._report_unsettled(timeout)
+        if done:
+            self._backstop.stop()
+            self._slot.close()
+        return done
+
+    def _report_unsettled(self, timeout: float | None) -> None:
+        """Called with the lock held, when `close` gives up waiting."""
+        unsettled = self._submitted - self._settled()
+        child = self._child
+        held = len(self._retained) if child is not None else 0
+        where = (
+            f"{held} of them with the writer process (pid {child.proc.pid}), which goes on writing them"
+            if child is not None
+            else "in the writer thread"
+        )
+        log.error(
+            "llmtap: the writer did not finish within %g s: %d records are not written yet, %s; %d not handed "
+            "over (lost when this process exits)",
+            timeout,
+            unsettled,
+            where,
+            unsettled - held,
+        )
 
     @property
     def stats(self) -> WriterStats:
@@ -268,6 +300,15 @@ class WriterProcess:
     def child_pid(self) -> int | None:
         child = self._child
         return child.proc.pid if child is not None else None
+
+    @property
+    def building(self) -> int | None:
+        """The sequence number of the record the writer process is building now, if any."""
+        return self._slot.building() or None
+
+    def _current_process(self) -> subprocess.Popen[bytes] | None:
+        child = self._child
+        return child.proc if child is not None else None
 
     # -- reports from the child (its reader thread) --------------------------------------
 
@@ -320,45 +361,43 @@ class WriterProcess:
         return batch, False
 
     def _send(self, items: list[Any]) -> None:
+        items = identified(items)
         if self._child is None:
             self._to_fallback(items)
             return
-        payload, kept = _pickled(_identified(items))
+        payload, kept = pickled(items)
         with self._lock:
             self._unkept += len(items) - len(kept)  # logged; settled as rejected
             self._retained.extend(kept)  # before the write: a report may follow at once
-        items = kept
         try:
-            self._child.send(len(items), payload)
+            self._child.send(len(kept), payload)
         except OSError:
             self._replace_child()  # it resends everything retained, these included
 
     def _replace_child(self) -> None:
-        """The child is gone: start another and resend what it had not settled, or, after
-        too many deaths, hand everything to a writer thread in this process."""
+        """The child is gone: quarantine the record it was building, if it was building
+        one; start another and resend what it had not settled or, after too many deaths
+        that no record explains, hand everything to a writer thread in this process."""
         while self._child is not None:
             old = self._child
             old.kill()
             code = old.proc.returncode
-            now = time.monotonic()
-            self._deaths.append(now)
-            while self._deaths and now - self._deaths[0] > RESTART_WINDOW:
-                self._deaths.popleft()
+            blamed = self._blame(old, code)
             with self._lock:
                 _add(self._past, old.stats)
                 pending = list(self._retained)
                 self._child = None  # reports from `old` are ignored from here on
-            if len(self._deaths) < RESTARTS:
-                child = _Child(self.spec, self._report, self.command)
-                with self._lock:
-                    self._child = child
-                    self.restarts += 1
-            if self._child is None:
+            if not blamed and self._too_many_deaths():
                 with self._lock:
                     self._retained.clear()
                 log.error("llmtap writer: the writer process keeps exiting (status %s); writing on a thread", code)
+                self._fallback_reason = f"the writer process kept exiting (status {code}); stored undecoded"
                 self._to_fallback(pending)
                 return
+            child = _Child(self.spec, self._report, self.command, self._slot)
+            with self._lock:
+                self._child = child
+                self.restarts += 1
             log.error(
                 "llmtap writer: the writer process exited (status %s); restarted it, resending %d records",
                 code,
@@ -367,17 +406,52 @@ class WriterProcess:
             if not pending:
                 return
             try:
-                self._child.send(len(pending), _pickled(pending)[0])
+                child.send(len(pending), pickled(pending)[0])
                 return
             except OSError:
                 continue
 
+    def _blame(self, old: _Child, code: int | None) -> bool:
+        """If the child died building a record it had not settled, put that record, quarantined,
+        in its place among those to resend; whether it did."""
+        seq = self._slot.building()
+        self._slot.clear()
+        if not seq:
+            return False
+        reason = watchdog.death(
+            code, self.spec.record_seconds, self.spec.record_memory_mb, self._backstop.ended(old.proc.pid, seq)
+        )
+        with self._lock:
+            index = next((n for n, item in enumerate(self._retained) if getattr(item, "seq", 0) == seq), None)
+            if index is None:
+                return False
+            instead = quarantined(self._retained[index], reason)
+            if instead is None:
+                del self._retained[index]
+                self._unkept += 1
+            else:
+                self._retained[index] = instead
+            self.quarantined += 1
+        log.error("llmtap writer: %s; that record is stored undecoded (quarantined), the rest resent", reason)
+        return True
+
+    def _too_many_deaths(self) -> bool:
+        now = time.monotonic()
+        self._deaths.append(now)
+        while self._deaths and now - self._deaths[0] > RESTART_WINDOW:
+            self._deaths.popleft()
+        return len(self._deaths) >= RESTARTS
+
     def _to_fallback(self, items: list[Any]) -> None:
+        """To the writer thread, undecoded: a record that could take this process down is
+        never built here (SPEC §6)."""
         if self._fallback is None:
             writer = self.spec.open()
             with self._lock:
                 self._fallback = writer
         for item in items:
+            if isinstance(item, Identified):
+                item = item.undecoded(item.undecoded_as or self._fallback_reason, bodies=False)
             self._fallback.submit(item)
 
     def _finish(self) -> None:
@@ -396,142 +470,7 @@ class WriterProcess:
             self._fallback.close()
 
 
-class _Identified:
-    """A pending record and the random part of its id, fixed before it first leaves this
-    process: a child that dies between committing it and saying so is followed by one
-    that builds the same record with the same id, which the store already holds."""
-
-    __slots__ = ("item", "entropy")
-
-    def __init__(self, item: Any, entropy: bytes) -> None:
-        self.item = item
-        self.entropy = entropy
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_Identified, (self.item, self.entropy))
-
-    def build(self) -> Recorded | None:
-        return self._identify(self.item.build())
-
-    def salvage(self, error: str) -> Recorded | None:
-        salvage = getattr(self.item, "salvage", None)
-        return self._identify(salvage(error)) if salvage is not None else None
-
-    def _identify(self, record: Recorded | None) -> Recorded | None:
-        if record is not None:
-            record.id = new_id(int(record.started_at.timestamp() * 1000), self.entropy)
-        return record
-
-
-def _identified(items: list[Any]) -> list[Any]:
-    """Each pending record wrapped with its id's random part (a record already built has
-    its id); one `urandom` call a batch."""
-    entropy = os.urandom(10 * len(items))
-    return [
-        item if isinstance(item, (Recorded, _Identified)) else _Identified(item, entropy[10 * n : 10 * n + 10])
-        for n, item in enumerate(items)
-    ]
-
-
-def _pickled(items: list[Any]) -> tuple[bytes, list[Any]]:
-    """The batch as one pickle. An item that will not pickle (a bug) is finished here,
-    in this process, and its record shipped instead; one that cannot be finished either
-    is logged and dropped from the batch."""
-    try:
-        return pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL), items
-    except Exception:  # noqa: BLE001
-        pass
-    kept = []
-    for item in items:
-        try:
-            pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
-            kept.append(item)
-            continue
-        except Exception as exc:  # noqa: BLE001
-            log.error("llmtap writer: a record would not pickle (%r); finishing it here", exc)
-        try:
-            built = item.build() if hasattr(item, "build") else item
-            if built is not None:
-                pickle.dumps(built, protocol=pickle.HIGHEST_PROTOCOL)
-                kept.append(built)
-        except Exception as exc:  # noqa: BLE001
-            log.error("llmtap writer: a record could not be kept: %r", exc)
-    return pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL), kept
-
-
-# -- the child's side --------------------------------------------------------------------------
-
-
-def child_main() -> int:
-    """Read a spec, then batches of records, from stdin; report settled counts on stdout."""
-    # Ctrl-C reaches the whole process group, and a service manager's stop sends SIGTERM
-    # to every process of the service: the proxy handles both by closing the pipe once it
-    # has handed everything over, which is when this process should stop.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing but reports may reach the pipe
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
-    first = _read_frame(inp)
-    if first is None:
-        return 0
-    spec: WriterSpec = pickle.loads(first[1])
-    frames: queue.SimpleQueue[tuple[int, bytes] | None] = queue.SimpleQueue()
-
-    def pump() -> None:
-        """Take every frame off the pipe as it comes, also while the writer opens (the
-        store, the prices, the observers: seconds on a loaded machine). A record that
-        reached this process is written even if the proxy is killed (this process writes
-        what it holds before it exits); one the proxy still held, behind a full pipe,
-        would die with it."""
-        while (frame := _read_frame(inp)) is not None:
-            frames.put(frame)
-        frames.put(None)
-
-    threading.Thread(target=pump, name="llmtap-writer-pump", daemon=True).start()
-    writer = spec.open(yield_gil=False)
-    lost = 0  # records in frames that would not unpickle (a bug): counted as settled
-    send_lock = threading.Lock()
-    parent_gone = threading.Event()
-
-    def report(settled: int) -> None:
-        if parent_gone.is_set():
-            return
-        payload = pickle.dumps((settled + lost, asdict(writer.stats)))
-        with send_lock:
-            try:
-                _write_frame(out, 0, payload)
-            except OSError:  # the proxy is gone (killed): nobody to tell; the writing goes on
-                parent_gone.set()
-
-    stopping = threading.Event()
-
-    def reporter() -> None:
-        seen = -1
-        while not stopping.is_set():
-            settled = writer.wait_settled(seen, 0.5)
-            if settled != seen:
-                report(settled)
-                seen = settled
-
-    thread = threading.Thread(target=reporter, name="llmtap-writer-reporter", daemon=True)
-    thread.start()
-    while (frame := frames.get()) is not None:
-        count, payload = frame
-        try:
-            items = pickle.loads(payload)
-        except Exception as exc:  # noqa: BLE001
-            log.error("llmtap writer: %d records would not unpickle: %r", count, exc)
-            lost += count
-            continue
-        for item in items:
-            writer.submit(item)
-    writer.close()
-    stopping.set()
-    thread.join()
-    report(writer.wait_settled(-1, 0))
-    return 0
-
-
 if __name__ == "__main__":
+    from llmtap.storage.writer_child import child_main
+
     raise SystemExit(child_main())

@@ -22,8 +22,9 @@ from sqlalchemy.engine import make_url
 from llmtap.addon.tee import PendingExchange
 from llmtap.storage import rejected, schema
 from llmtap.storage.migrate import upgrade
+from llmtap.storage.shipped import identified
 from llmtap.storage.writer import Writer
-from llmtap.storage.writer_process import WriterProcess, WriterSpec, _identified
+from llmtap.storage.writer_process import WriterProcess, WriterSpec
 from tests.corpus_tools import har_entry
 from tests.helpers import llmtap
 from tests.storage.helpers import (
@@ -80,7 +81,7 @@ def test_records_that_share_a_response_id_are_each_stored(store, spool_dir):
 def test_pending_records_keep_their_id_through_a_resend(store, tmp_path):
     """The id is fixed before a pending record first leaves the proxy's process: a child
     that builds it after another died builds the same id, which the store recognises."""
-    (wrapped,) = _identified([held(1)])
+    (wrapped,) = identified([held(1)])
     again = pickle.loads(pickle.dumps(wrapped))
     assert wrapped.build().id == again.build().id == pickle.loads(pickle.dumps(wrapped)).build().id
 
