@@ -6,14 +6,19 @@ against the exchanges the store holds afterwards.
 Faults: the database away (PostgreSQL behind a TCP forwarder that is stopped, then
 restarted), the spool's disk full at the same time (a tiny tmpfs, when this machine lets
 root mount one), the upstream resetting connections mid-stream, clients hanging up
-mid-stream, SIGTERM of the proxy under load, SIGKILL of the proxy under load. All on
-127.0.0.1, bounded in time. Not a test: it prints figures that RELIABILITY.md keeps.
+mid-stream, SIGTERM of the proxy under load, SIGKILL of the proxy under load, a record
+that stalls the writer (its build past the deadline, set to 1 s), a record that takes the
+writer down (its build swelling past a low-memory machine's OOM killer, played by
+`MemoryCeiling`). All on 127.0.0.1, bounded in time. Not a test: it prints figures that
+RELIABILITY.md keeps.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import http.client
 import json
 import os
 import random
@@ -216,11 +221,12 @@ def slow_request(messages: int) -> bytes:
     return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": turns}).encode()
 
 
-def bloating_request(megabytes: int) -> bytes:
+def bloating_request(megabytes: int, messages: int = 20_000) -> bytes:
     """An Anthropic request with an extra field of empty objects: 3 bytes each on the wire,
-    a Python dict of 64 bytes each once parsed (15 MB: about 400 MB while it is built)."""
+    a Python dict of 64 bytes each once parsed (15 MB: about 400 MB while it is built), and
+    enough messages that its build holds that memory for a second or more."""
     empties = b",".join([b"{}"] * (megabytes * 1_000_000 // 3))
-    head = b'{"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]'
+    head = slow_request(messages)[:-1]  # without its closing brace
     return head + b', "padding": [' + empties + b"]}"
 
 
@@ -232,7 +238,7 @@ class MemoryCeiling:
     def __init__(self, root: int, ceiling_mb: int) -> None:
         self.root = root
         self.ceiling_kb = ceiling_mb * 1024
-        self.killed: list[int] = []
+        self.killed: set[int] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="memory-ceiling", daemon=True)
 
@@ -252,7 +258,7 @@ class MemoryCeiling:
                         os.kill(pid, signal.SIGKILL)
                     except ProcessLookupError:
                         continue
-                    self.killed.append(pid)
+                    self.killed.add(pid)
 
 
 def rss_kb(pid: int, field: str = "VmRSS") -> int:
@@ -419,6 +425,84 @@ def proxy_signal(seconds: float, clients: int, sig: int) -> dict[str, object]:
     }
 
 
+BAD_ANSWER = (
+    b'{"id": "msg_bad", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",'
+    b' "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",'
+    b' "usage": {"input_tokens": 12, "output_tokens": 3}}'
+)
+BAD_RECORDS = {  # fault: (what it is, the request, the proxy's environment, a memory ceiling in MB)
+    "stall": ("a record that stalls the writer (build past its 1 s deadline)", lambda: slow_request(100_000),
+              {"LLMTAP_RECORD_DEADLINE": "1"}, None),
+    "crash": ("a record that takes the writer down (build past a 400 MB OOM ceiling)", lambda: bloating_request(25),
+              {}, 400),
+}  # fmt: skip
+
+
+def bad_records(seconds: float, clients: int, kind: str, count: int) -> dict[str, object]:
+    """`count` records the writer cannot build within its bounds, sent among the load (team
+    `bad`, answered by a small fixed reply): every completed request stored, the bad ones
+    quarantined, the proxy up."""
+    what, request, env, ceiling_mb = BAD_RECORDS[kind]
+    folder = Path(tempfile.mkdtemp(prefix="llmtap-fault-"))
+    url = f"sqlite:///{folder / 'store.db'}"
+    provider = SimulatedProvider()
+
+    def router(seen: Seen) -> Reply:
+        if seen.headers.get("x-llmtap-team") == "bad":
+            return Reply(chunks=[BAD_ANSWER], chunked=False)
+        return provider(seen)
+
+    sent = [0]
+    with Upstream(router) as upstream:
+        proxy = Proxy(folder, url, upstream.url, env=env)
+        watch = MemoryCeiling(proxy.process.pid, ceiling_mb) if ceiling_mb else contextlib.nullcontext()
+        with watch:
+            body = request()
+
+            def inject() -> None:
+                for _ in range(count):
+                    time.sleep(seconds / (count + 1))
+                    sent[0] += _post(proxy.ports["anthropic"], body, "bad")
+
+            injector = threading.Thread(target=inject, daemon=True)
+            injector.start()
+            counts = asyncio.run(load(proxy.ports, seconds, clients))
+            injector.join(60)
+            proxy_alive = proxy.process.poll() is None
+            status = proxy.stop()  # the ceiling still watching: the last records are built now
+    log = proxy.path.read_text(errors="replace")
+    completed = counts.completed + sent[0]
+    stored = _stored(url)
+    return {
+        "fault": what,
+        "completed": completed,
+        "failed": counts.failed,
+        "stored": stored,
+        "lost": completed - stored,
+        "bad_sent": sent[0],
+        "bad_quarantined": _stored(url, "team = 'bad' AND decode_error LIKE '%(quarantined)%'"),
+        "writer_restarts": log.count("restarted it"),
+        "killed_by_ceiling": len(watch.killed) if isinstance(watch, MemoryCeiling) else 0,
+        "proxy_up_to_the_end": proxy_alive,
+        "proxy_exit": status,
+    }
+
+
+def _post(port: int, body: bytes, team: str) -> int:
+    """One request to the Anthropic listener: 1 if it completed."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        headers = {"content-type": "application/json", "x-llmtap-team": team}
+        connection.request("POST", "/v1/messages", body=body, headers=headers)
+        response = connection.getresponse()
+        response.read()
+        return int(response.status == 200)
+    except OSError:
+        return 0
+    finally:
+        connection.close()
+
+
 def wait_gone(pids: list[int], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     for pid in pids:
@@ -435,7 +519,7 @@ def wait_gone(pids: list[int], timeout: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", help="database, disk, resets, hangups, sigterm, sigkill")
+    parser.add_argument("--only", help="database, disk, resets, hangups, sigterm, sigkill, stall, crash")
     args = parser.parse_args()
     seconds, away, clients = (20.0, 8.0, 12) if args.quick else (120.0, 60.0, 24)
     runs = {
@@ -445,6 +529,8 @@ def main() -> None:
         "hangups": lambda: client_hang_ups(seconds / 2, clients),
         "sigterm": lambda: proxy_signal(seconds / 2, clients, signal.SIGTERM),
         "sigkill": lambda: proxy_signal(seconds / 2, clients, signal.SIGKILL),
+        "stall": lambda: bad_records(seconds / 2, clients, "stall", 3 if args.quick else 10),
+        "crash": lambda: bad_records(seconds / 2, clients, "crash", 3 if args.quick else 10),
     }
     for name, run in runs.items():
         if args.only and name not in args.only.split(","):

@@ -195,11 +195,11 @@ class Writer:
         self._closing.set()
         self._thread.join(timeout)
         finished = not self._thread.is_alive()
-        if not finished:
+        if not finished:  # (a timeout of None waits for as long as it takes)
             log.error(
-                "llmtap: the writer did not finish within %g s: %d records are not written yet (lost when this "
+                "llmtap: the writer did not finish within %s s: %d records are not written yet (lost when this "
                 "process exits)",
-                timeout,
+                f"{timeout:g}" if timeout is not None else "",
                 self.backlog,
             )
         self.spool.close()

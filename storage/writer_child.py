@@ -92,7 +92,7 @@ def child_main() -> int:
             continue
         for item in items:
             writer.submit(item)
-    writer.close()
+    writer.close(timeout=None)  # what it holds is its to write, also once the proxy is gone
     stopping.set()
     thread.join()
     report(writer.wait_settled(-1, 0))

@@ -264,17 +264,15 @@ class WriterProcess:
         unsettled = self._submitted - self._settled()
         child = self._child
         held = len(self._retained) if child is not None else 0
-        where = (
+        late = timeout is not None and self._shipper.is_alive()
+        log.error(
+            "llmtap: the writer %s: %d records are not written yet, %s; %d not handed over (lost when this "
+            "process exits)",
+            f"did not finish within {timeout:g} s" if late and timeout is not None else "stopped",
+            unsettled,
             f"{held} of them with the writer process (pid {child.proc.pid}), which goes on writing them"
             if child is not None
-            else "in the writer thread"
-        )
-        log.error(
-            "llmtap: the writer did not finish within %g s: %d records are not written yet, %s; %d not handed "
-            "over (lost when this process exits)",
-            timeout,
-            unsettled,
-            where,
+            else "none of them with a writer process",
             unsettled - held,
         )
 
