@@ -17,6 +17,7 @@ from typing import Any
 
 from llmtap.protocols.canonical import ApiError, Exchange, FinishReason, RequestFacts, ServerToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
+    ExchangeBudget,
     KeptText,
     api_error,
     count,
@@ -187,7 +188,7 @@ def _error(error: Any) -> ApiError | None:
 class Fold:
     """Folds stream events into a Message body. https://docs.anthropic.com/en/docs/build-with-claude/streaming"""
 
-    def __init__(self, budget: list[int]) -> None:
+    def __init__(self, budget: ExchangeBudget) -> None:
         self.message: dict[str, Any] = {}
         self.blocks: dict[int, dict[str, Any]] = {}
         self.texts: dict[int, KeptText] = {}

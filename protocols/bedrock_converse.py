@@ -20,6 +20,7 @@ from typing import Any
 
 from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ToolSpec, Usage
 from llmtap.protocols.common import (
+    ExchangeBudget,
     KeptText,
     api_error,
     count,
@@ -111,7 +112,7 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
 class Fold:
     """Folds ConverseStream events into a Converse response body."""
 
-    def __init__(self, budget: list[int]) -> None:
+    def __init__(self, budget: ExchangeBudget) -> None:
         self.budget = budget
         self.role = "assistant"
         self.blocks: dict[int, dict[str, Any]] = {}  # contentBlockIndex -> block shell

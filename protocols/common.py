@@ -11,12 +11,11 @@ import math
 import re
 from typing import Any
 
+from llmtap.protocols.budget import MAX_KEPT_CHARS as MAX_KEPT_CHARS
+from llmtap.protocols.budget import ExchangeBudget as ExchangeBudget
+from llmtap.protocols.budget import new_budget as new_budget
 from llmtap.protocols.canonical import ApiError, ToolCall
 from llmtap.protocols.errors import DecodeError
-
-# Text kept per exchange (visible text plus tool arguments). A stream longer than this is
-# still decoded to the end for usage and finish reason; only the kept text stops growing.
-MAX_KEPT_CHARS = 4 * 1024 * 1024
 
 
 def count(value: Any) -> int | None:
@@ -199,27 +198,28 @@ _JOIN_EVERY = 1024
 
 
 class KeptText:
-    """Concatenates text pieces up to a shared budget; remembers whether it cut."""
+    """Concatenates text pieces up to the exchange's kept-text budget (`budget.py`);
+    remembers whether it cut."""
 
     __slots__ = ("parts", "budget", "truncated", "_loose")
 
-    def __init__(self, budget: list[int]) -> None:
+    def __init__(self, budget: ExchangeBudget) -> None:
         self.parts: list[str] = []
-        self.budget = budget  # one-element list shared by every KeptText of an exchange
+        self.budget = budget  # shared by every KeptText of an exchange
         self.truncated = False
         self._loose = 0  # pieces appended since the last join
 
     def add(self, piece: Any) -> None:
         if not isinstance(piece, str) or not piece:
             return
-        left = self.budget[0]
+        left = self.budget.kept
         if left <= 0:
             self.truncated = True
             return
         if len(piece) > left:
             piece = piece[:left]
             self.truncated = True
-        self.budget[0] = left - len(piece)
+        self.budget.kept = left - len(piece)
         self.parts.append(piece)
         self._loose += 1
         if self._loose == _JOIN_EVERY:
@@ -231,10 +231,6 @@ class KeptText:
             self.parts = ["".join(self.parts)]
             self._loose = 0
         return self.parts[0] if self.parts else ""
-
-
-def new_budget() -> list[int]:
-    return [MAX_KEPT_CHARS]
 
 
 def parse_json(data: str | bytes, where: str) -> Any:

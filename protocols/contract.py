@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from llmtap.protocols.budget import ExchangeBudget
 from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, Usage
 
 __all__ = ["NO_EXTRAS", "FinishReason", "Fold", "FoldExtras", "Folded", "Translator"]
@@ -35,6 +36,9 @@ class FoldExtras:
     # the folded body's list (Anthropic `content`, Interactions `steps`). The body's
     # object-valued field cannot hold what the model produced when it is not valid JSON.
     raw_arguments: Mapping[int, str] = field(default_factory=dict)
+    # The exchange's budget, for a body that still holds pieces to assemble (Gemini
+    # `partialArgs` in a JSON body): set by exchange.py, whatever the fold said.
+    budget: ExchangeBudget | None = None
 
 
 NO_EXTRAS = FoldExtras()
@@ -80,8 +84,8 @@ class Translator(Protocol):
         ...
 
     @property
-    def Fold(self) -> Callable[[list[int]], _FoldProtocol]:  # noqa: N802 - the module's class
-        """Makes a fold sharing the exchange's kept-text budget (a one-element list)."""
+    def Fold(self) -> Callable[[ExchangeBudget], _FoldProtocol]:  # noqa: N802 - the module's class
+        """Makes a fold sharing the exchange's budget (`budget.py`)."""
         ...
 
     def convert_usage(self, raw: Any) -> Usage | None:

@@ -20,6 +20,7 @@ any one protocol's rules (its `Translator` module has them).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from llmtap.protocols import (
@@ -30,6 +31,7 @@ from llmtap.protocols import (
     openai_chat,
     openai_responses,
 )
+from llmtap.protocols.budget import MAX_TOOL_CALLS, CheckClock
 from llmtap.protocols.canonical import ApiError, Exchange
 from llmtap.protocols.common import new_budget, parse_json, tier_word
 from llmtap.protocols.content import ContentDecoder
@@ -92,6 +94,7 @@ class ExchangeDecoder:
         self._content_type = (content_type or "").lower()
         self._max_json = max_json_body
         self._budget = new_budget()
+        self._size = len(request) if isinstance(request, (bytes, bytearray)) else 0  # bytes, for the check clock
         self.fold: Fold = self.module.Fold(self._budget)
         self._mode: str | None = None
         self._sse: SSEDecoder | None = None
@@ -125,6 +128,7 @@ class ExchangeDecoder:
         state.setdefault("_served_tier", None)  # pickled before the served-tier header was read
         state.setdefault("_frames", None)  # pickled before event-stream framing was read
         state.setdefault("_stream_error", None)
+        state.setdefault("_size", 0)
         self.__dict__.update(state)
         self.module = TRANSLATORS[self.ex.protocol]
 
@@ -218,6 +222,7 @@ class ExchangeDecoder:
         return ex
 
     def _frame(self, data: bytes, final: bool = False) -> None:
+        self._size += len(data)
         if self._mode is None:
             self._body += data
             if not final and self._undecided():
@@ -362,7 +367,11 @@ class ExchangeDecoder:
         ex.complete = True
 
     def _decode(self, folded: Folded) -> None:
-        self.module.decode_body(folded.body, self.ex, folded.extras)
+        self.module.decode_body(folded.body, self.ex, replace(folded.extras, budget=self._budget))
+        dropped = self._budget.dropped_calls + max(0, len(self.ex.tool_calls) - MAX_TOOL_CALLS)
+        if dropped:
+            del self.ex.tool_calls[MAX_TOOL_CALLS:]
+            self._fail(DecodeError(f"{dropped} tool calls past the first {MAX_TOOL_CALLS} were not kept", "tool_calls"))
 
     def _settle(self) -> None:
         ex = self.ex
@@ -381,7 +390,7 @@ class ExchangeDecoder:
         if ex.service_tier is None:
             ex.service_tier = self._requested_tier  # what was asked, when nothing says what was served
         try:
-            check_tool_calls(ex)
+            check_tool_calls(ex, CheckClock.for_size(self._size))
         except Exception as exc:  # noqa: BLE001 - a hostile schema must not lose the record
             self._fail(DecodeError(f"internal error checking tool calls: {exc!r}", "tool_calls"))
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ServerToolCall, ToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
+    ExchangeBudget,
     KeptText,
     api_error,
     count,
@@ -164,12 +165,14 @@ def _parts(candidate: dict[str, Any], extras: FoldExtras) -> tuple[list[Any], Fo
     parts = items(sub(candidate, "content"), "parts")
     if not any(_streams_call(part) for part in parts):
         return parts, extras
-    fold = Fold(new_budget())
+    fold = Fold(extras.budget or new_budget())
     for part in parts:
         if isinstance(part, dict):
             fold._part(part)
     assembled, raw_arguments, truncated = fold.assembled_parts()
-    return assembled, FoldExtras(truncated=extras.truncated or truncated, raw_arguments=raw_arguments)
+    return assembled, FoldExtras(
+        truncated=extras.truncated or truncated, raw_arguments=raw_arguments, budget=fold.budget
+    )
 
 
 def _tool_call(call: dict[str, Any], raw: str | None) -> ToolCall:
@@ -194,18 +197,6 @@ def _finish(body: dict[str, Any], candidate: dict[str, Any], ex: Exchange) -> No
     elif isinstance(raw, str):
         ex.finish_reason_raw = raw
         ex.finish_reason = FINISH.get(raw)
-
-
-def _merged_grounding(earlier: Any, later: Any) -> Any:
-    """Grounding metadata of two chunks as one: the later's fields, with the search queries
-    of both, so queries one chunk listed are not lost to a later chunk's citations."""
-    if not isinstance(earlier, dict) or not isinstance(later, dict):
-        return later
-    queries = items(earlier, "webSearchQueries") + items(later, "webSearchQueries")
-    merged = earlier | later
-    if queries:
-        merged["webSearchQueries"] = list(dict.fromkeys(q for q in queries if isinstance(q, str)))
-    return merged
 
 
 @dataclass(slots=True)
@@ -234,7 +225,7 @@ class _StreamedCall:
 
     __slots__ = ("part", "call", "pieces")
 
-    def __init__(self, part: dict[str, Any], call: dict[str, Any], budget: list[int]) -> None:
+    def __init__(self, part: dict[str, Any], call: dict[str, Any], budget: ExchangeBudget) -> None:
         self.part = part  # the opening part (its thoughtSignature stays with the call)
         self.call = {k: call[k] for k in ("id", "name", "args") if k in call}
         self.pieces = PartialArgs(budget)
@@ -265,12 +256,16 @@ class _StreamedCall:
 class Fold:
     """Folds stream chunks (SSE events or array elements) into one response."""
 
-    def __init__(self, budget: list[int]) -> None:
+    def __init__(self, budget: ExchangeBudget) -> None:
         self.head: dict[str, Any] = {}
         self.parts: list[dict[str, Any] | _TextRun | _StreamedCall] = []
         self.open_call: _StreamedCall | None = None  # a streamed call still taking pieces
         self.budget = budget
         self.candidate: dict[str, Any] = {}
+        # Grounding metadata of all chunks as one: the later chunks' fields, with the search
+        # queries of all, so queries one chunk listed are not lost to a later one's citations.
+        self.grounding: Any = None
+        self.queries: dict[str, None] = {}
         self.usage: Any = None
         self.error: Any = None
         self.complete = False
@@ -296,7 +291,7 @@ class Fold:
     def _candidate(self, candidate: dict[str, Any]) -> None:
         for key, value in candidate.items():
             if key == "groundingMetadata":
-                self.candidate[key] = _merged_grounding(self.candidate.get(key), value)
+                self._grounding(value)
             elif key != "content":
                 self.candidate[key] = value
         for part in items(sub(candidate, "content"), "parts"):
@@ -304,6 +299,15 @@ class Fold:
                 self._part(part)
         if candidate.get("finishReason"):
             self.complete = True
+
+    def _grounding(self, later: Any) -> None:
+        if not isinstance(later, dict) or not isinstance(self.grounding, dict):
+            self.grounding, self.queries = (dict(later) if isinstance(later, dict) else later), {}
+        else:
+            self.grounding.update(later)
+        for query in items(later, "webSearchQueries"):
+            if isinstance(query, str):
+                self.queries[query] = None
 
     def _part(self, part: dict[str, Any]) -> None:
         text = part.get("text")
@@ -364,6 +368,10 @@ class Fold:
     def result(self) -> Folded:
         parts, raw_arguments, truncated = self.assembled_parts()
         candidate = dict(self.candidate)
+        if self.grounding is not None:
+            grounding = candidate["groundingMetadata"] = self.grounding
+            if isinstance(grounding, dict) and self.queries:
+                candidate["groundingMetadata"] = grounding | {"webSearchQueries": list(self.queries)}
         candidate["content"] = {"role": "model", "parts": parts}
         body: dict[str, Any] = dict(self.head)
         body["candidates"] = [candidate] if (parts or self.candidate) else []

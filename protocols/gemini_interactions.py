@@ -17,6 +17,7 @@ from typing import Any
 
 from llmtap.protocols.canonical import ApiError, Exchange, FinishReason, RequestFacts, ServerToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
+    ExchangeBudget,
     KeptText,
     api_error,
     count,
@@ -168,7 +169,7 @@ def _decode_entry(entry: dict[str, Any], ex: Exchange, text: KeptText, streamed:
 class Fold:
     """Folds `step.*` / `content.*` events into an interaction with `steps`/`outputs`."""
 
-    def __init__(self, budget: list[int]) -> None:
+    def __init__(self, budget: ExchangeBudget) -> None:
         self.interaction: dict[str, Any] = {}
         self.entries: dict[int, dict[str, Any]] = {}
         self.texts: dict[int, KeptText] = {}

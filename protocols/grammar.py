@@ -4,20 +4,19 @@ OpenAI Responses `custom` tools take free-form text, optionally constrained by a
 `{"type": "text"}` (anything), or `{"type": "grammar", "syntax": "lark" | "regex",
 "definition": …}` (https://platform.openai.com/docs/guides/function-calling#custom-tools,
 https://platform.openai.com/docs/guides/function-calling#context-free-grammars).
-`problem(format, text)` says, in one line, how the text breaks a format it can check, and
-None when the text fits or the format cannot be checked here.
+`verdict(format, text, clock)` is `valid`, `schema_violation` (with where it broke, in one
+line) or `unchecked` (with why).
 
-What "cannot be checked" means, on purpose lenient: OpenAI applies the format with its own
-engine (LLGuidance: Rust regex syntax, a Lark dialect with extensions), so a definition
-Python's `re` or the `lark` package cannot load, or one that would be costly to apply, is
-unchecked and the call counts as valid. Bounds, as a client declares the grammar and the
-writer's thread applies it: definitions over `MAX_DEFINITION` characters and inputs over
-`MAX_INPUT` (Earley: `MAX_EARLEY_INPUT`) are unchecked; a regex, or a Lark terminal, whose
-quantifiers nest (the shape that backtracks exponentially) is unchecked; Earley parsing
-(cubic on an ambiguous grammar) gives up after `EARLEY_SECONDS`; Lark grammars may import
-only Lark's own `common` terminals (never a file). Built parsers are cached by the
-definition's hash, failures too. The nesting check walks the pattern as `re` parses it
-(`re._parser`, private but stable since 3.11; any failure there means unchecked).
+OpenAI applies the format with its own engine (LLGuidance: Rust regex syntax, a Lark
+dialect with extensions). Here a `regex` definition is read as Rust syntax and run by RE2
+(`linear_regex`), and a `lark` grammar is parsed by the `lark` package with its terminals
+run by RE2 too (`lark_regex`): no input can make either backtrack. What cannot be applied
+that way is `unchecked`, never valid: a definition neither engine can load (LLGuidance's
+extensions, lookaround), one over `MAX_DEFINITION` characters, an input over `MAX_INPUT`
+(Earley: `MAX_EARLEY_INPUT`), a regex whose worst case does not fit in what the exchange's
+check clock has left, or an Earley parse (cubic on an ambiguous grammar) still running when
+that clock runs out. Lark grammars may import only Lark's own `common` terminals (never a
+file). Built parsers are cached by the definition's hash, failures too.
 
 Not responsible for choosing the tool a call names, or for statuses (see `toolcheck.py`).
 """
@@ -30,37 +29,62 @@ import sys
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+from llmtap.protocols import lark_regex, linear_regex
+from llmtap.protocols.budget import CheckClock, Overrun
 
 MAX_DEFINITION = 32 * 1024
 MAX_INPUT = 256 * 1024
 MAX_EARLEY_INPUT = 16 * 1024  # Earley parsing is cubic at worst; LALR is linear
-EARLEY_SECONDS = 0.5  # and then given up on (unchecked)
 MAX_PARSERS = 64
 _DETAIL = 200
 
-_UNCHECKED = object()  # a cached definition that cannot be checked
+Verdict = tuple[str, str | None]
+_VALID: Verdict = ("valid", None)
 _cache: OrderedDict[str, Any] = OrderedDict()
 _lock = threading.Lock()
+_UNPARSED = "no parser could read it"
 
 
-def problem(declared: Any, text: str) -> str | None:
-    """How `text` breaks the declared format, in one line; None when it fits or when the
-    format is text, missing, or not one this module can apply."""
+class _Unloadable:
+    """A cached definition that cannot be applied, and why."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def verdict(declared: Any, text: str, clock: CheckClock) -> Verdict:
+    """The text against the declared format; `valid` when the format is text or missing."""
     if not isinstance(declared, dict) or declared.get("type") != "grammar":
-        return None
+        return _VALID
     # Responses states syntax and definition beside `type`; Chat Completions nests them
     # in `grammar` (https://platform.openai.com/docs/api-reference/chat/create).
     spec = declared["grammar"] if isinstance(declared.get("grammar"), dict) else declared
     syntax = spec.get("syntax")
     definition = spec.get("definition")
-    if not isinstance(definition, str) or len(definition) > MAX_DEFINITION or len(text) > MAX_INPUT:
-        return None
-    if syntax == "regex":
-        return _regex_problem(definition, text)
-    if syntax == "lark":
-        return _lark_problem(definition, text)
-    return None
+    if not isinstance(definition, str):
+        return _VALID  # a grammar without a definition declares nothing to hold the text to
+    if syntax not in ("regex", "lark"):
+        return "unchecked", f"a grammar of syntax {_clip(str(syntax), 40)!r} is not one this check applies"
+    if len(definition) > MAX_DEFINITION:
+        return "unchecked", f"the grammar is over {MAX_DEFINITION} characters"
+    if len(text) > MAX_INPUT:
+        return "unchecked", f"the input is over {MAX_INPUT} characters"
+    try:
+        if syntax == "regex":
+            return _regex_verdict(definition, text, clock)
+        return _lark_verdict(definition, text, clock)
+    except Overrun as exc:
+        return "unchecked", str(exc)
+    except linear_regex.Unsupported as exc:
+        return "unchecked", _clip(f"the grammar cannot be applied in linear time: {exc}", _DETAIL)
+    except RecursionError:
+        return "unchecked", "the parse nests deeper than the check goes"
 
 
 def _cached(syntax: str, definition: str, build: Any) -> Any:
@@ -71,8 +95,8 @@ def _cached(syntax: str, definition: str, build: Any) -> Any:
             return _cache[key]
     try:
         built = build(definition)
-    except Exception:  # noqa: BLE001 - any definition we cannot load is unchecked
-        built = _UNCHECKED
+    except Exception as exc:  # noqa: BLE001 - any definition we cannot load is unchecked
+        built = _Unloadable(_clip(str(exc) or exc.__class__.__name__, 120))
     with _lock:
         _cache[key] = built
         while len(_cache) > MAX_PARSERS:
@@ -83,46 +107,12 @@ def _cached(syntax: str, definition: str, build: Any) -> Any:
 # -- regex ---------------------------------------------------------------------------------
 
 
-def _regex_problem(definition: str, text: str) -> str | None:
-    pattern = _cached("regex", definition, _compile_regex)
-    if pattern is _UNCHECKED:
-        return None
-    if pattern.fullmatch(text) is None:
-        return "the input does not match the tool's regex"
-    return None
-
-
-def _compile_regex(definition: str) -> re.Pattern[str]:
-    pattern = re.compile(definition)  # Rust-only syntax fails here: unchecked
-    if _nested_repeat(re._parser.parse(definition)):
-        raise ValueError("nested quantifiers: may backtrack exponentially")
-    return pattern
-
-
-_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
-
-
-def _nested_repeat(tree: Any, inside: bool = False) -> bool:
-    """Whether a repeated piece of the parsed pattern holds another open-ended repeat."""
-    for op, arg in tree:
-        name = str(op)
-        if name in _REPEATS:
-            low, high, sub = arg
-            unbounded = high is re._constants.MAXREPEAT or high > 1
-            if inside and unbounded:
-                return True
-            if _nested_repeat(sub, inside or unbounded):
-                return True
-        elif name == "SUBPATTERN":
-            if _nested_repeat(arg[-1], inside):
-                return True
-        elif name == "BRANCH":
-            if any(_nested_repeat(branch, inside) for branch in arg[1]):
-                return True
-        elif name in ("ASSERT", "ASSERT_NOT"):
-            if _nested_repeat(arg[1], inside):
-                return True
-    return False
+def _regex_verdict(definition: str, text: str, clock: CheckClock) -> Verdict:
+    pattern = linear_regex.compiled(definition, "rust")  # raises Unsupported: unchecked
+    clock.admit(pattern.worst_seconds(len(text.encode("utf-8", "surrogatepass"))))
+    if not pattern.fullmatch(text):
+        return "schema_violation", "the input does not match the tool's regex"
+    return _VALID
 
 
 # -- lark ----------------------------------------------------------------------------------
@@ -134,42 +124,41 @@ _INLINE_REGEX = re.compile(r"/((?:\\.|[^/\\\n])+)/([imslux]*)")
 _RULE_LINE = re.compile(r"^\s*(?:[?!]?[a-z_][a-z0-9_]*(?:\.\d+)?\s*:|\|)")
 
 
-def _lark_problem(definition: str, text: str) -> str | None:
+def _lark_verdict(definition: str, text: str, clock: CheckClock) -> Verdict:
     parsers = _cached("lark", definition, _build_lark)
-    if parsers is _UNCHECKED:
-        return None
+    if isinstance(parsers, _Unloadable):
+        return "unchecked", f"the grammar cannot be applied here: {parsers.reason}"
     lalr, earley = parsers
-    # LALR first (linear); its lexer picks one terminal where several could match, so
-    # only Earley, which tries them all, may call the text wrong when it can run.
-    failure = _parse(lalr, text) if lalr is not None else "unparsed"
-    if failure is not None and earley is not None and len(text) <= MAX_EARLEY_INPUT:
-        failure = _within(EARLEY_SECONDS, _parse, earley, text)  # None: it fits, or it took too long
-    if failure is None or failure == "unparsed":
-        return None
-    return f"the input does not follow the tool's lark grammar: {_clip(failure, _DETAIL)}"
+    with lark_regex.bound(clock):
+        # LALR first (linear); its lexer picks one terminal where several could match, so
+        # only Earley, which tries them all, may call the text wrong when it can run.
+        failure = _parse(lalr, text) if lalr is not None else _UNPARSED
+        if failure is not None and earley is not None:
+            if len(text) <= MAX_EARLEY_INPUT:
+                failure = _within(clock, earley, text)
+            elif failure == _UNPARSED:
+                return "unchecked", f"the input is over {MAX_EARLEY_INPUT} characters for an Earley parse"
+    if failure is None:
+        return _VALID
+    if failure == _UNPARSED:
+        return "unchecked", "the grammar loads for no parser"
+    return "schema_violation", f"the input does not follow the tool's lark grammar: {_clip(failure, _DETAIL)}"
 
 
-class _TookTooLong(Exception):
-    pass
-
-
-def _within(seconds: float, parse: Any, parser: Any, text: str) -> str | None:
-    """`parse(parser, text)`, given up after `seconds` (None then). Earley on an ambiguous
-    grammar is cubic: 200 characters of `e: e e | "a"` take half a minute. The deadline is
-    checked at every Python call (a trace function), which only `lark` code makes here."""
-    deadline = time.monotonic() + seconds
+def _within(clock: CheckClock, parser: Any, text: str) -> str | None:
+    """`_parse(parser, text)`, stopped by `Overrun` once the clock is spent. Earley on an
+    ambiguous grammar is cubic: 200 characters of `e: e e | "a"` take half a minute. The
+    clock is read at every Python call (a trace function), which only `lark` makes here."""
 
     def tracer(frame: Any, event: str, arg: Any) -> None:
-        if time.monotonic() > deadline:
-            raise _TookTooLong
+        if time.thread_time() > clock.deadline:
+            raise Overrun("the grammar's parse did not finish in the time the exchange's checks have")
         return None
 
     previous = sys.gettrace()
     sys.settrace(tracer)
     try:
-        return parse(parser, text)  # type: ignore[no-any-return]
-    except _TookTooLong:
-        return None
+        return _parse(parser, text)
     finally:
         sys.settrace(previous)
 
@@ -185,9 +174,26 @@ def _parse(parser: Any, text: str) -> str | None:
         if isinstance(line, int) and isinstance(column, int) and line > 0:
             return f"{type(exc).__name__} at line {line}, column {column}"
         return type(exc).__name__
-    except RecursionError:
-        return None
     return None
+
+
+_build_lock = threading.Lock()
+
+
+@contextmanager
+def _lark_regex_module() -> Iterator[None]:
+    """`Lark(regex=True)` takes its regex module from `lark.lark.regex`: while a parser is
+    built here, that is `lark_regex.LARK_RE` (RE2), and lark's lexers keep it."""
+    import lark.lark as lark_module
+
+    with _build_lock:
+        saved = (getattr(lark_module, "regex", None), getattr(lark_module, "_has_regex", False))
+        lark_module.regex = lark_regex.LARK_RE  # type: ignore[attr-defined]
+        lark_module._has_regex = True
+        try:
+            yield
+        finally:
+            lark_module.regex, lark_module._has_regex = saved  # type: ignore[attr-defined]
 
 
 def _build_lark(definition: str) -> tuple[Any, Any]:
@@ -199,16 +205,16 @@ def _build_lark(definition: str) -> tuple[Any, Any]:
             raise ValueError(f"%import {module}: only Lark's common terminals are imported")
     grammar = _optional_empty_regexes(definition)
     built: list[Any] = []
-    for options in ({"parser": "lalr", "lexer": "contextual"}, {"parser": "earley"}):
-        try:
-            built.append(Lark(grammar, **options))
-        except Exception:  # noqa: BLE001 - a grammar this engine cannot take
-            built.append(None)
+    errors: list[str] = []
+    with _lark_regex_module():
+        for options in ({"parser": "lalr", "lexer": "contextual"}, {"parser": "earley"}):
+            try:
+                built.append(Lark(grammar, regex=True, **options))
+            except Exception as exc:  # noqa: BLE001 - a grammar this engine cannot take
+                built.append(None)
+                errors.append(str(exc).split("\n", 1)[0] or exc.__class__.__name__)
     if built[0] is None and built[1] is None:
-        raise ValueError("the grammar does not load")
-    terminals = (built[0] or built[1]).terminals
-    if any(_nested_repeat(re._parser.parse(t.pattern.to_regexp())) for t in terminals):
-        raise ValueError("a terminal's regex nests quantifiers: may backtrack exponentially")
+        raise ValueError(errors[-1] if errors else "the grammar does not load")
     return built[0], built[1]
 
 
@@ -229,9 +235,10 @@ def _non_empty(match: re.Match[str]) -> str:
         return match.group(0)
     plus = body[: stars[0]] + "+" + body[stars[0] + 1 :]
     try:
-        if re.fullmatch(body, "") is None or re.fullmatch(plus, "") is not None:
-            return match.group(0)
-    except re.error:
+        empty, nonempty = linear_regex.compiled(body, "rust"), linear_regex.compiled(plus, "rust")
+    except linear_regex.Unsupported:
+        return match.group(0)
+    if not empty.fullmatch("") or nonempty.fullmatch(""):
         return match.group(0)
     return f"/{plus}/{flags}?"
 

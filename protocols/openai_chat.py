@@ -15,6 +15,7 @@ from typing import Any
 
 from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ServerToolCall, ToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
+    ExchangeBudget,
     KeptText,
     api_error,
     count,
@@ -160,10 +161,33 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+class _Name:
+    """A call's name as its deltas bring it: OpenAI sends it once, some servers repeat it
+    whole in every delta, others stream it in pieces, which are joined. Kept text, so its
+    length is the exchange's business, and a repeat is told apart without joining."""
+
+    __slots__ = ("text", "length")
+
+    def __init__(self, budget: ExchangeBudget) -> None:
+        self.text = KeptText(budget)
+        self.length = 0
+
+    def add(self, piece: Any) -> None:
+        if not isinstance(piece, str) or not piece:
+            return
+        if len(piece) == self.length and piece == self.text.value():
+            return  # the whole name again
+        self.text.add(piece)
+        self.length += len(piece)
+
+    def value(self) -> str | None:
+        return self.text.value() if self.length else None
+
+
 class Fold:
     """Folds `chat.completion.chunk`s into one `chat.completion`."""
 
-    def __init__(self, budget: list[int]) -> None:
+    def __init__(self, budget: ExchangeBudget) -> None:
         self.head: dict[str, Any] = {}
         self.budget = budget
         self.content = KeptText(budget)
@@ -216,7 +240,10 @@ class Fold:
         index = position if index is None else index
         slot = self.calls.get(index)
         if slot is None:
-            slot = self.calls[index] = {"id": None, "name": None, "args": KeptText(self.budget), "custom": False}
+            if not self.budget.open_call():
+                return  # past the exchange's bound on calls: counted, not kept
+            slot = self.calls[index] = {"id": None, "name": _Name(self.budget), "args": KeptText(self.budget)}
+            slot["custom"] = False
         if isinstance(call.get("id"), str) and call["id"]:
             slot["id"] = call["id"]
         function = sub(call, "function")
@@ -224,10 +251,7 @@ class Fold:
             # a custom tool's call streams its free-text input under `custom`
             slot["custom"] = True
             function = {"name": sub(call, "custom").get("name"), "arguments": sub(call, "custom").get("input")}
-        name = function.get("name")
-        # OpenAI sends the name once; some servers repeat it in every delta.
-        if isinstance(name, str) and name and slot["name"] != name:
-            slot["name"] = (slot["name"] or "") + name
+        slot["name"].add(function.get("name"))
         slot["args"].add(function.get("arguments"))
         self.saw_token = True
 
@@ -245,16 +269,17 @@ class Fold:
         for index in sorted(self.calls):
             slot = self.calls[index]
             truncated = truncated or slot["args"].truncated
+            name = slot["name"].value()
             call = {
                 "id": slot["id"],
                 "type": "function",
-                "function": {"name": slot["name"], "arguments": slot["args"].value()},
+                "function": {"name": name, "arguments": slot["args"].value()},
             }
             if slot.get("custom"):
                 call = {
                     "id": slot["id"],
                     "type": "custom",
-                    "custom": {"name": slot["name"], "input": slot["args"].value()},
+                    "custom": {"name": name, "input": slot["args"].value()},
                 }
             if index == -1:
                 message["function_call"] = call["function"]

@@ -18,6 +18,7 @@ from typing import Any
 
 from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ServerToolCall, ToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
+    ExchangeBudget,
     KeptText,
     api_error,
     count,
@@ -202,10 +203,10 @@ def _finish(body: dict[str, Any], ex: Exchange) -> None:
 class Fold:
     """Folds Responses stream events (SSE or WebSocket frames) into a `response` object."""
 
-    def __init__(self, budget: list[int]) -> None:
+    def __init__(self, budget: ExchangeBudget) -> None:
         self.response: dict[str, Any] = {}
         self.items: dict[int, dict[str, Any]] = {}
-        self.texts: dict[tuple[int, int], KeptText] = {}
+        self.texts: dict[int, dict[int, KeptText]] = {}  # output_index -> content_index -> text
         self.args: dict[int, KeptText] = {}
         self.budget = budget
         self.error: Any = None
@@ -225,8 +226,11 @@ class Fold:
         elif kind == "response.output_item.done":
             self._item(event, done=True)
         elif kind == "response.output_text.delta":
-            key = (count(event.get("output_index")) or 0, count(event.get("content_index")) or 0)
-            self.texts.setdefault(key, KeptText(self.budget)).add(event.get("delta"))
+            parts = self.texts.setdefault(count(event.get("output_index")) or 0, {})
+            part = count(event.get("content_index")) or 0
+            if part not in parts:
+                parts[part] = KeptText(self.budget)
+            parts[part].add(event.get("delta"))
             self.saw_token = True
         elif kind in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
             index = count(event.get("output_index")) or 0
@@ -247,8 +251,7 @@ class Fold:
             self.items[index] = copy.copy(item)
         if done:  # the finished item is authoritative: drop what the deltas built
             self.args.pop(index, None)
-            for key in [k for k in self.texts if k[0] == index]:
-                del self.texts[key]
+            self.texts.pop(index, None)
 
     def result(self) -> Folded:
         body = dict(self.response)
@@ -256,7 +259,8 @@ class Fold:
             body["output"] = self._assembled()
         if self.error is not None and body.get("error") is None:
             body["error"] = self.error
-        truncated = any(t.truncated for t in (*self.texts.values(), *self.args.values()))
+        texts = [text for parts in self.texts.values() for text in parts.values()]
+        truncated = any(t.truncated for t in (*texts, *self.args.values()))
         return Folded(body, FoldExtras(truncated=truncated))
 
     def _assembled(self) -> list[dict[str, Any]]:
@@ -266,9 +270,9 @@ class Fold:
             if index in self.args:
                 key = "input" if item.get("type") == "custom_tool_call" else "arguments"
                 item[key] = self.args[index].value()
-            parts = sorted(k[1] for k in self.texts if k[0] == index)
+            parts = self.texts.get(index)
             if parts:
-                item["content"] = [{"type": "output_text", "text": self.texts[(index, part)].value()} for part in parts]
+                item["content"] = [{"type": "output_text", "text": parts[part].value()} for part in sorted(parts)]
             output.append(item)
         return output
 

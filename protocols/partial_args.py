@@ -14,6 +14,13 @@ end. Pieces that cannot make one JSON object (a path that is not a path, a path 
 string, an absurd index or depth, a value of the wrong type) are no crash: `assemble`
 returns the pieces themselves as the call's raw text, and the call is not valid JSON.
 
+What a path makes that the pieces do not carry (null padding up to an index, objects and
+arrays along the way) is paid from the exchange's budget (`budget.py`) by the characters
+it adds to the arguments' JSON (`NULL_COST` a null, `CONTAINER_COST` an object or array):
+every piece adds its own size, so a stream of many calls cannot pad its way past a small
+multiple of its own size. A call that would make more than is left is not assembled (its
+raw pieces, not valid JSON).
+
 Not responsible for when a call opens or closes (the `functionCall` level `willContinue`
 and the empty `functionCall {}`): gemini_generate's fold decides that.
 """
@@ -24,13 +31,17 @@ import json
 import re
 from typing import Any
 
+from llmtap.protocols.budget import ExchangeBudget
 from llmtap.protocols.common import KeptText
 
-# Bounds on what one call may ask the assembly to build; past them the call is invalid.
+# Bounds on the shape of one path; past them the call is invalid. How much all paths of an
+# exchange may make together is the exchange's budget (budget.py).
 MAX_PATH_CHARS = 1024
 MAX_DEPTH = 64
 MAX_INDEX = 10_000
-MAX_NODES = 100_000  # objects, arrays and null padding made along paths, per call
+NULL_COST = 5  # `null,`
+CONTAINER_COST = 8  # `"k":{},` and its memory
+PIECE_OVERHEAD = 24  # the characters of a piece besides its path and value: {"jsonPath":…}
 
 # Value keys of a PartialArg (a proto oneof), in the order they are looked for.
 _VALUE_KEYS = ("stringValue", "numberValue", "boolValue", "nullValue")
@@ -46,8 +57,8 @@ class PartialArgs:
 
     __slots__ = ("budget", "entries", "where", "truncated")
 
-    def __init__(self, budget: list[int]) -> None:
-        self.budget = budget  # the exchange's kept-text budget, shared with its text
+    def __init__(self, budget: ExchangeBudget) -> None:
+        self.budget = budget  # the exchange's, shared with its text and its other calls
         # [path, value-key, value]: a string value is a KeptText; a malformed piece is kept
         # whole under the path "" and the key "piece".
         self.entries: list[list[Any]] = []
@@ -59,11 +70,14 @@ class PartialArgs:
         path = piece.get("jsonPath") if isinstance(piece, dict) else None
         key = next((k for k in _VALUE_KEYS if k in piece), None) if isinstance(piece, dict) else None
         if not isinstance(path, str) or (key is not None and not _typed(key, piece[key])):
-            self._keep(["", "piece", piece], len(json.dumps(piece, ensure_ascii=False, default=str)))
+            size = len(json.dumps(piece, ensure_ascii=False, default=str))
+            self.budget.piece(size)
+            self._keep(["", "piece", piece], size)
             return
         if key is None:
             return  # a piece with no value sets nothing
         value = piece[key]
+        self.budget.piece(PIECE_OVERHEAD + len(path) + (len(value) if isinstance(value, str) else 8))
         if key == "stringValue":
             self._string(path, value)
             return
@@ -78,14 +92,13 @@ class PartialArgs:
         """(the arguments, None), or (None, the pieces as JSON text) when they do not make
         one object. `base` is the call's own `args`, if it had any: the pieces go over it."""
         root: Any = dict(base) if isinstance(base, dict) else {}
-        nodes = [0]
         for path, key, value in self.entries:
             if key == "piece":
                 return None, self.raw()
             steps = parse_path(path)
             if steps is None or not steps:
                 return None, self.raw()
-            if not _put(root, steps, value.value() if isinstance(value, KeptText) else value, nodes):
+            if not _put(root, steps, value.value() if isinstance(value, KeptText) else value, self.budget):
                 return None, self.raw()
         return root, None
 
@@ -119,10 +132,10 @@ class PartialArgs:
             self.entries.append(entry)
 
     def _charge(self, size: int) -> bool:
-        if self.budget[0] <= 0:
+        if self.budget.kept <= 0:
             self.truncated = True
             return False
-        self.budget[0] -= size
+        self.budget.kept -= size
         return True
 
 
@@ -191,22 +204,21 @@ def _quoted(path: str, at: int) -> tuple[str, int] | None:
     return None
 
 
-def _put(root: dict[str, Any], steps: list[Step], value: Any, nodes: list[int]) -> bool:
+def _put(root: dict[str, Any], steps: list[Step], value: Any, budget: ExchangeBudget) -> bool:
     """Set `value` at `steps` under `root`, making objects and arrays on the way; False
     when the path runs through a value of another kind or past the bounds."""
     node: Any = root
     for step, after in zip(steps, [*steps[1:], None], strict=True):
         if isinstance(node, dict) and isinstance(step, str):
             child = node.get(step)
-        elif isinstance(node, list) and isinstance(step, int) and _reach(node, step, nodes):
+        elif isinstance(node, list) and isinstance(step, int) and _reach(node, step, budget):
             child = node[step]
         else:
             return False  # a name into an array, an index into an object, or past the bounds
         if after is None:
             child = value
         elif child is None:
-            nodes[0] += 1
-            if nodes[0] > MAX_NODES:
+            if not budget.make(CONTAINER_COST):
                 return False
             child = [] if isinstance(after, int) else {}
         elif not isinstance(child, (dict, list)):
@@ -216,12 +228,11 @@ def _put(root: dict[str, Any], steps: list[Step], value: Any, nodes: list[int]) 
     return True
 
 
-def _reach(array: list[Any], index: int, nodes: list[int]) -> bool:
-    """Pad `array` with nulls up to `index`, within the call's bound on made nodes."""
+def _reach(array: list[Any], index: int, budget: ExchangeBudget) -> bool:
+    """Pad `array` with nulls up to `index`, within the exchange's bound on made nodes."""
     missing = index + 1 - len(array)
     if missing > 0:
-        nodes[0] += missing
-        if nodes[0] > MAX_NODES:
+        if not budget.make(missing * NULL_COST):
             return False
         array.extend([None] * missing)
     return True

@@ -2,35 +2,47 @@
 
 First that applies, in this order: `truncated` (the output hit its token limit inside the
 call), `unknown_tool`, `invalid_json`, `args_lost` (a schema with required fields and no
-arguments), `schema_violation` (jsonschema), else `valid`. A `custom` call (free-form text)
-is never `invalid_json` nor `args_lost`: after `truncated` and `unknown_tool` it is
-`schema_violation` when its text breaks the grammar its tool declared, else `valid`.
+arguments), then the check against the declared schema: `schema_violation`, or
+`unchecked` when that check cannot be run within its bound, else `valid`. A `custom` call
+(free-form text) is never `invalid_json` nor `args_lost`: after `truncated` and
+`unknown_tool` its text is checked against the grammar its tool declared
+(`schema_violation`, `unchecked` or `valid`).
+
+`unchecked` is not a malformed call: it says the call was not verified. It comes from a
+declaration no linear-time engine can apply (a regex with lookaround or backreferences, a
+grammar that `lark` cannot load, a `$ref` outside the schema) or from the exchange's
+check clock (`budget.CheckClock`: every check of one exchange shares one bound, so many
+costly calls cannot add up; once it is spent, the calls after are `unchecked` at once).
 
 Not responsible for the checks across a conversation (repeated ids, missing or orphan
-results): those need other exchanges and live in the analytics.
+results): those need other exchanges and live in the analytics. Nor for how a schema or
+a grammar is applied (schema_check.py, grammar.py).
 """
 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Any
 
-from llmtap.protocols import grammar
+from llmtap.protocols import grammar, schema_check
+from llmtap.protocols.budget import CheckClock
 from llmtap.protocols.canonical import Exchange, ToolCall, ToolSpec
 
-STATUSES = ("valid", "truncated", "unknown_tool", "invalid_json", "args_lost", "schema_violation")
+STATUSES = ("valid", "truncated", "unknown_tool", "invalid_json", "args_lost", "schema_violation", "unchecked")
 
 
-def check_tool_calls(ex: Exchange) -> None:
-    """Set `status` and `status_detail` on every tool call of `ex`."""
+def check_tool_calls(ex: Exchange, clock: CheckClock | None = None) -> None:
+    """Set `status` and `status_detail` on every tool call of `ex`, all of its checks
+    within `clock` (by default the clock of an exchange of no size: the base bound)."""
+    clock = clock or CheckClock.for_size(0)
     # A request that declares no client tools (or whose body we lack) cannot say a name
     # is unknown: stateful APIs may carry the tool list from an earlier turn.
     declared = _declared(ex.request.tools) if ex.request and ex.request.tools else None
+    keys: dict[int, str] = {}  # each declared schema's text, made once per exchange
     last = len(ex.tool_calls) - 1
     for position, call in enumerate(ex.tool_calls):
         truncated = ex.finish_reason == "max_tokens" and position == last
-        call.status, call.status_detail = _status(call, declared, truncated)
+        call.status, call.status_detail = _status(call, declared, truncated, clock, keys)
 
 
 def _declared(tools: list[ToolSpec]) -> dict[str, ToolSpec]:
@@ -46,70 +58,32 @@ def _declared(tools: list[ToolSpec]) -> dict[str, ToolSpec]:
     return found
 
 
-def _status(call: ToolCall, declared: dict[str, ToolSpec] | None, truncated: bool) -> tuple[str, str | None]:
+def _status(
+    call: ToolCall, declared: dict[str, ToolSpec] | None, truncated: bool, clock: CheckClock, keys: dict[int, str]
+) -> tuple[str, str | None]:
     if truncated:
         return "truncated", "the output reached its token limit inside this call"
     if declared is not None and call.name not in declared:
         known = ", ".join(sorted({tool.name for tool in declared.values()})) or "none"
         return "unknown_tool", f"{call.name!r} is not among the request's tools ({known})"
+    spec = declared.get(call.name) if declared and call.name is not None else None
     if call.kind == "custom":
-        return _custom_status(call, declared)
+        if spec is None or spec.type != "custom":
+            return "valid", None
+        return grammar.verdict(spec.schema, call.arguments_raw, clock)
     if not call.valid_json:
         return "invalid_json", "the arguments are not a JSON object"
-    spec = declared.get(call.name) if declared and call.name is not None else None
     schema = spec.schema if spec else None
     if not isinstance(schema, dict) or not schema:
         return "valid", None
     if not call.arguments and _required(schema):
         return "args_lost", f"no arguments arrived; required: {', '.join(_required(schema))}"
-    problem = _violation(_schema_key(schema), call.arguments or {})
-    if problem:
-        return "schema_violation", problem
-    return "valid", None
-
-
-def _custom_status(call: ToolCall, declared: dict[str, ToolSpec] | None) -> tuple[str, str | None]:
-    """A free-form call: its input text against the declared grammar where it can be
-    checked (`grammar.py`); never `invalid_json`, as it is not JSON."""
-    spec = declared.get(call.name) if declared and call.name is not None else None
-    if spec is None or spec.type != "custom":
-        return "valid", None
-    problem = grammar.problem(spec.schema, call.arguments_raw)
-    return ("schema_violation", problem) if problem else ("valid", None)
+    key = keys.get(id(schema))
+    if key is None:
+        key = keys[id(schema)] = json.dumps(schema, sort_keys=True)
+    return schema_check.verdict(key, call.arguments or {}, clock)
 
 
 def _required(schema: dict[str, Any]) -> list[str]:
     required = schema.get("required")
     return [str(name) for name in required] if isinstance(required, list) else []
-
-
-def _schema_key(schema: dict[str, Any]) -> str:
-    return json.dumps(schema, sort_keys=True)
-
-
-@lru_cache(maxsize=512)
-def _validator(schema_text: str) -> Any:
-    from jsonschema import exceptions as schema_errors  # costly to import; few exchanges need it
-    from jsonschema import validators
-
-    schema = json.loads(schema_text)
-    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except schema_errors.SchemaError:
-        return None  # a request that declared a broken schema cannot be held to it
-    return cls(schema)
-
-
-def _violation(schema_text: str, arguments: dict[str, Any]) -> str | None:
-    validator = _validator(schema_text)
-    if validator is None:
-        return None
-    try:
-        error = next(iter(validator.iter_errors(arguments)), None)
-    except Exception as exc:  # noqa: BLE001 - e.g. an unresolvable $ref: not the call's fault
-        return f"schema could not be applied: {exc.__class__.__name__}"
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-    return f"{where}: {error.message}"[:500]

@@ -4,13 +4,13 @@ grammar check of protocols/grammar.py and the statuses protocols/toolcheck.py gi
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from llmtap.protocols import grammar
+from llmtap.protocols.budget import CheckClock
 from llmtap.protocols.canonical import Exchange, RequestFacts, ToolCall, ToolSpec
 from llmtap.protocols.exchange import decode_exchange
 from llmtap.protocols.toolcheck import check_tool_calls
@@ -28,6 +28,17 @@ def regex(definition: str) -> dict[str, Any]:
 
 
 CSV = 'start: NUMBER ("," NUMBER)*\n%import common.NUMBER\n%import common.WS\n%ignore WS'
+
+
+def verdict(declared: Any, text: str) -> tuple[str, str | None]:
+    return grammar.verdict(declared, text, CheckClock.for_size(0))
+
+
+def problem(declared: Any, text: str) -> str | None:
+    """The one-line problem of a text that breaks the format; None when it fits."""
+    status, detail = verdict(declared, text)
+    assert status in ("valid", "schema_violation"), (status, detail)
+    return detail if status == "schema_violation" else None
 
 
 @pytest.mark.parametrize(
@@ -52,10 +63,10 @@ CSV = 'start: NUMBER ("," NUMBER)*\n%import common.NUMBER\n%import common.WS\n%i
     ],
 )
 def test_grammar_fits_or_breaks(declared: dict[str, Any], text: str, fits: bool) -> None:
-    problem = grammar.problem(declared, text)
-    assert (problem is None) is fits, problem
-    if problem is not None:
-        assert "\n" not in problem and len(problem) < 300
+    found = problem(declared, text)
+    assert (found is None) is fits, found
+    if found is not None:
+        assert "\n" not in found and len(found) < 300
 
 
 @pytest.mark.parametrize(
@@ -63,55 +74,79 @@ def test_grammar_fits_or_breaks(declared: dict[str, Any], text: str, fits: bool)
     [
         None,
         {"type": "text"},
-        {"type": "grammar", "syntax": "lark"},  # no definition
+        {"type": "grammar", "syntax": "lark"},  # no definition: nothing declared to hold it to
+    ],
+)
+def test_formats_that_declare_nothing_pass_anything(declared: Any) -> None:
+    assert verdict(declared, "b" * 40) == ("valid", None)
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
         {"type": "grammar", "syntax": "ebnf", "definition": "x"},  # not a syntax we know
-        regex(r"(?P<word>\p{L}+)"),  # Rust regex syntax Python's `re` cannot compile
-        regex(r"(a+)+b"),  # nested quantifiers: may backtrack exponentially, not applied
-        regex(r"(\w+\s?)*!"),
+        regex(r"(?=b)b+"),  # lookahead: no linear-time engine runs it
+        regex(r"(b)\1"),  # a backreference
+        regex(r"[a-z&&[^aeiou]]+"),  # Rust's class intersection: RE2 would read it as literals
         lark("start: %llguidance {}"),  # LLGuidance's own dialect: does not load here
         lark('%import .secrets (X)\nstart: "a"'),  # an import names a file: never read
         lark("%import mygrammar.X\nstart: X"),
         lark("start: " + "a" * (grammar.MAX_DEFINITION + 1)),
-        lark("start: X\nX: /(a+)+c/"),  # a terminal that may backtrack exponentially
+        lark("start: X\nX: /(?<=a)b+/"),  # a terminal RE2 cannot run
     ],
 )
-def test_unchecked_formats_pass_anything(declared: Any) -> None:
-    assert grammar.problem(declared, "b" * 40) is None
+def test_formats_that_cannot_be_applied_are_unchecked(declared: Any) -> None:
+    status, detail = verdict(declared, "b" * 40)
+    assert status == "unchecked", detail
+    assert detail and "\n" not in detail
+
+
+@pytest.mark.parametrize(
+    ("declared", "text"),
+    [
+        (regex(r"(?P<word>\p{L}+)"), "wörter"),  # Rust regex syntax Python's `re` could not compile
+        (regex(r"(a+)+b"), "a" * 30 + "b"),  # nested quantifiers: RE2 runs them in linear time
+        (regex(r"(\w+\s?)*!"), "two words!"),
+        (regex(r"\d+"), "٣٤"),  # Rust's \d is Unicode
+        (lark("start: X\nX: /(a+)+c/"), "aaac"),
+    ],
+)
+def test_rust_syntax_and_backtracking_shapes_are_applied(declared: Any, text: str) -> None:
+    assert verdict(declared, text) == ("valid", None)
+    assert verdict(declared, text + "%")[0] == "schema_violation"
 
 
 def test_problem_names_where_not_what() -> None:
     """The detail is stored even in body mode `none`: it must not quote the input."""
-    problem = grammar.problem(lark(CSV), "1, 2, secret-thing")
-    assert problem is not None and "secret" not in problem
-    assert "line 1" in problem and "column" in problem
+    found = problem(lark(CSV), "1, 2, secret-thing")
+    assert found is not None and "secret" not in found
+    assert "line 1" in found and "column" in found
 
 
 def test_parsers_are_cached_by_definition() -> None:
     definition = CSV + "\n// cache probe"
-    grammar.problem(lark(definition), "1")
+    verdict(lark(definition), "1")
     cached = dict(grammar._cache)
-    grammar.problem(lark(definition), "2")
+    verdict(lark(definition), "2")
     assert [key for key in grammar._cache if key not in cached] == []
     # a definition that failed to load is cached as unchecked, not rebuilt
     broken = "start: %llguidance {} // probe"
-    grammar.problem(lark(broken), "x")
-    assert any(value is grammar._UNCHECKED for value in grammar._cache.values())
+    verdict(lark(broken), "x")
+    assert any(isinstance(value, grammar._Unloadable) for value in grammar._cache.values())
 
 
 def test_earley_input_is_bounded() -> None:
     ambiguous = 'start: a | b\na: "x"+\nb: "x"+'  # a reduce/reduce conflict: Earley only
-    assert grammar.problem(lark(ambiguous), "xx") is None
-    assert grammar.problem(lark(ambiguous), "xy") is not None
-    assert grammar.problem(lark(ambiguous), "y" * (grammar.MAX_EARLEY_INPUT + 1)) is None
+    assert problem(lark(ambiguous), "xx") is None
+    assert problem(lark(ambiguous), "xy") is not None
+    assert verdict(lark(ambiguous), "y" * (grammar.MAX_EARLEY_INPUT + 1))[0] == "unchecked"
 
 
-def test_earley_gives_up_in_time() -> None:
+def test_earley_gives_up_when_the_clock_is_spent() -> None:
     """An ambiguous grammar makes Earley cubic: 200 characters took half a minute."""
     ambiguous = lark('start: e\ne: e e | "a"')
-    assert grammar.problem(ambiguous, "ab") is not None  # short: decided
-    started = time.monotonic()
-    assert grammar.problem(ambiguous, "a" * 200 + "b") is None  # given up: unchecked
-    assert time.monotonic() - started < grammar.EARLEY_SECONDS + 2
+    assert problem(ambiguous, "ab") is not None  # short: decided
+    assert verdict(ambiguous, "a" * 200 + "b")[0] == "unchecked"
 
 
 def _exchange(tools: list[ToolSpec], *calls: ToolCall, finish: str = "tool_use") -> Exchange:
@@ -211,8 +246,8 @@ def test_decoded_custom_calls_from_a_stream() -> None:
 
 def test_chat_style_nested_grammar() -> None:
     nested = {"type": "grammar", "grammar": {"syntax": "regex", "definition": r"\d+"}}
-    assert grammar.problem(nested, "123") is None
-    assert grammar.problem(nested, "12a") is not None
+    assert problem(nested, "123") is None
+    assert problem(nested, "12a") is not None
 
 
 # Chat Completions custom tools (https://platform.openai.com/docs/guides/function-calling,

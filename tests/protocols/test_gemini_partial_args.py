@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from llmtap.protocols import ExchangeDecoder, decode_exchange
+from llmtap.protocols.budget import ExchangeBudget
 from llmtap.protocols.partial_args import MAX_DEPTH, MAX_INDEX, MAX_PATH_CHARS, PartialArgs, parse_path
 
 PATH = "/v1/projects/p/locations/global/publishers/google/models/gemini-3-pro-preview:streamGenerateContent"
@@ -262,7 +263,8 @@ def test_parse_path() -> None:
 
 
 def test_string_pieces_count_against_the_kept_text_budget() -> None:
-    budget = [len("$.text") + 8]  # the path is charged too
+    budget = ExchangeBudget()
+    budget.kept = len("$.text") + 8  # the path is charged too
     pieces = PartialArgs(budget)
     for _ in range(5):
         pieces.add(piece("$.text", "abcd", more=True))
@@ -273,7 +275,7 @@ def test_string_pieces_count_against_the_kept_text_budget() -> None:
 
 
 def test_a_value_set_twice_keeps_the_last() -> None:
-    pieces = PartialArgs([1000])
+    pieces = PartialArgs(ExchangeBudget())
     pieces.add(piece("$.n", 1, key="numberValue"))
     pieces.add(piece("$.n", "two"))
     pieces.add(piece("$.s", "x"))
