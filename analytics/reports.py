@@ -138,6 +138,7 @@ REPORTS = {
             "unknown_tool",
             "truncated",
             "args_lost",
+            "unchecked",
             "duplicate_id",
             "missing_result",
             "orphan_result",

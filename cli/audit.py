@@ -31,6 +31,7 @@ TOOL_PROBLEMS = (
     "unknown_tool",
     "truncated",
     "args_lost",
+    "unchecked",
     "duplicate_id",
     "missing_result",
     "orphan_result",

@@ -225,7 +225,7 @@
     var finish = series(d.finish_by_provider, "provider", "finish_reason", "requests", "finish", { order: finishOrder });
     draw("chart-finish", finish, { yaxis: countAxis(finish) });
     var statuses = ["valid", "invalid_json", "schema_violation", "unknown_tool", "truncated", "args_lost",
-      "duplicate_id", "missing_result", "orphan_result"];
+      "unchecked", "duplicate_id", "missing_result", "orphan_result"];
     var tools = statuses.map(function (s) {
       return { type: "bar", name: s, marker: { color: F.color("tool", s) },
         x: d.tools_by_team.map(function (r) { return label(r.team); }),

@@ -152,7 +152,7 @@ var LlmtapExchanges = (function () {
     FILTERS.forEach(function (name) { options(form.elements[name], distinct(current, name === "finish" ? "finish_reason" : name)); });
     options(form.elements.status, distinct(current, "status"));
     options(form.elements.tool_problem, ["invalid_json", "schema_violation", "unknown_tool", "truncated", "args_lost",
-      "duplicate_id", "missing_result", "orphan_result"]);
+      "unchecked", "duplicate_id", "missing_result", "orphan_result"]);
     options(form.elements.cache_miss, ["tools_changed", "system_changed", "message_edited", "ttl_expired",
       "no_breakpoint", "below_minimum", "unexplained"]);
     applyFilters();

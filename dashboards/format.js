@@ -86,10 +86,11 @@ var LlmtapFormat = (function () {
     end_turn: BLUE, stop_sequence: "#7f9cc9", tool_use: "#0e9384", pause_turn: "#b2ccff",
     max_tokens: "#f79009", context_window: "#dc6803", content_filter: "#e62e05", refusal: "#bc1b06",
     error: RED, unknown: GREY, "(none)": GREY,
-    // tool-call statuses: valid green, every problem a shade of red or orange
+    // tool-call statuses: valid green, every problem a shade of red or orange; unchecked (not
+    // verified, not malformed) grey
     valid: "#12b76a", invalid_json: RED, schema_violation: "#f04438", unknown_tool: "#fb6514",
     truncated: "#f79009", args_lost: "#b42318", duplicate_id: "#c11574", missing_result: "#912018",
-    orphan_result: "#e31b54",
+    orphan_result: "#e31b54", unchecked: "#98a2b3",
     // cache-miss causes; below_minimum is not a miss that costs money: grey
     tools_changed: "#7a5af8", system_changed: "#ee46bc", message_edited: "#f79009", ttl_expired: "#2e90fa",
     no_breakpoint: "#f04438", below_minimum: GREY, unexplained: "#667085",

@@ -9,7 +9,9 @@ WITH calls AS (
         count(*) FILTER (WHERE t.status = 'schema_violation') AS schema_violation,
         count(*) FILTER (WHERE t.status = 'unknown_tool') AS unknown_tool,
         count(*) FILTER (WHERE t.status = 'truncated') AS truncated,
-        count(*) FILTER (WHERE t.status = 'args_lost') AS args_lost
+        count(*) FILTER (WHERE t.status = 'args_lost') AS args_lost,
+        -- not malformed: the check could not be run within its bound (SPEC §5)
+        count(*) FILTER (WHERE t.status = 'unchecked') AS unchecked
     FROM exchanges JOIN tool_calls AS t ON t.exchange_id = exchanges.id
     WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
     $group_by
@@ -33,6 +35,7 @@ SELECT
     coalesce(calls.unknown_tool, 0) AS unknown_tool,
     coalesce(calls.truncated, 0) AS truncated,
     coalesce(calls.args_lost, 0) AS args_lost,
+    coalesce(calls.unchecked, 0) AS unchecked,
     coalesce(conversation.duplicate_id, 0) AS duplicate_id,
     coalesce(conversation.missing_result, 0) AS missing_result,
     coalesce(conversation.orphan_result, 0) AS orphan_result

@@ -3,8 +3,11 @@ listed one by one (`--list`) and counted per group."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.analytics import traffic
-from tests.analytics.conftest import by_key, report
+from tests.analytics import wire as w
+from tests.analytics.conftest import blank_database, by_key, fill, report
 
 # (exchange, call id, tool, status), in the order --list gives them (time, exchange, status)
 PROBLEMS = [
@@ -46,6 +49,7 @@ def test_tools_counts_by_team(store):
         "unknown_tool": 1,
         "truncated": 1,
         "args_lost": 1,
+        "unchecked": 0,
         "duplicate_id": 1,
         "missing_result": 1,
         "orphan_result": 1,
@@ -85,8 +89,35 @@ def test_tools_window(store, known):
             "unknown_tool": 0,
             "truncated": 0,
             "args_lost": 0,
+            "unchecked": 0,
             "duplicate_id": 1,
             "missing_result": 1,
             "orphan_result": 1,
         }
     ]
+
+
+def test_unchecked_calls_are_counted_apart_and_listed(tmp_path: Path) -> None:
+    """A call whose check could not run within its bound (here: a schema `pattern` with a
+    lookahead, which no linear-time engine runs) is neither valid nor malformed."""
+    lookup = {
+        "name": "lookup",
+        "description": "Look it up.",
+        "input_schema": {"type": "object", "properties": {"s": {"type": "string", "pattern": "^(?=a)a+$"}}},
+    }
+    request = w.anthropic_request(traffic.SONNET, [{"role": "user", "content": "u: go"}], tools=[lookup], cache=None)
+    response = w.anthropic_response(
+        traffic.SONNET,
+        w.anthropic_usage(400, 0, 0, 60),
+        text="",
+        tool_uses=[("toolu_u1", "lookup", {"s": "aaa"}), ("toolu_u2", "lookup", {"t": 1})],
+        msg_id="msg_u",
+    )
+    record = w.record(w.ANTHROPIC, request, response, at=traffic.at(traffic.DAY1, 9), team="agents")
+    with blank_database("sqlite", tmp_path) as url:
+        fill(url, [record], tmp_path / "spool")
+        [row] = report(url, "tools", "--by", "team")
+        items = report(url, "tools", "--list")
+    assert (row["tool_calls"], row["valid"], row["unchecked"], row["schema_violation"]) == (2, 1, 1, 0)
+    assert [(i["call_id"], i["status"]) for i in items] == [("toolu_u1", "unchecked")]
+    assert "linear time" in items[0]["detail"]
