@@ -379,7 +379,7 @@ class _Translator:
         negated = self.src.startswith("^", self.at)
         self.at += negated
         members: list[str] = []
-        self.alternatives: list[str] = []
+        self.alternatives = []
         first = True
         while True:
             if self.at >= len(self.src):

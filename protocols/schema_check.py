@@ -91,7 +91,7 @@ def _prepared(schema_text: str) -> tuple[Any, bool] | None:
     from referencing import Registry
 
     schema = json.loads(schema_text)
-    stock = validators.validator_for(schema, default=validators.Draft202012Validator)
+    stock: Any = validators.validator_for(schema, default=validators.Draft202012Validator)
     try:
         stock.check_schema(schema, format_checker=None)
     except schema_errors.SchemaError:
@@ -137,7 +137,8 @@ def _bounded(stock: Any) -> Any:
         "uniqueItems": _unique_items,
     }
     keywords = {name: _clocked(replaced.get(name, function), name) for name, function in stock.VALIDATORS.items()}
-    bounded = validators.extend(stock, keywords)
+    extend: Any = validators.extend  # untyped in jsonschema
+    bounded = extend(stock, keywords)
     with _classes_lock:
         _classes[stock] = bounded
     return bounded
@@ -206,15 +207,18 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
     if not unique or not validator.is_type(instance, "array"):
         return
     clock = _current.get().clock
-    seen: set[Any] = set()
+    # Only each item's hash is kept (its canonical form is as big as the item); items whose
+    # hashes meet are compared in full.
+    seen: dict[int, list[int]] = {}
     for position, item in enumerate(instance):
         if position % 256 == 0:
             clock.check()
         key = _canonical(item)
-        if key in seen:
+        earlier = seen.setdefault(hash(key), [])
+        if any(_canonical(instance[other]) == key for other in earlier):
             yield ValidationError(f"{instance!r} has non-unique elements"[:_DETAIL])
             return
-        seen.add(key)
+        earlier.append(position)
 
 
 def _canonical(value: Any) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from llmtap.protocols import Exchange, decode_exchange
+from llmtap.protocols.budget import ExchangeBudget
 from llmtap.protocols.contract import FoldExtras
 from llmtap.protocols.exchange import TRANSLATORS
 
@@ -120,7 +121,7 @@ def test_a_json_body_cannot_mark_its_own_text_truncated(protocol: str) -> None:
 def test_the_streamed_tool_input_still_travels_in_the_extras() -> None:
     """The fold's raw argument text is what decode_body uses, beside an untouched body."""
     module = TRANSLATORS["anthropic.messages"]
-    fold = module.Fold([1000])
+    fold = module.Fold(ExchangeBudget())
     events = [
         {"type": "message_start", "message": {"id": "msg_1", "model": "claude", "usage": {"input_tokens": 3}}},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "f"}},

@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from llmtap.protocols import ExchangeDecoder
+from llmtap.protocols.budget import ExchangeBudget
 from llmtap.protocols.canonical import FINISH_REASONS, Exchange
 from llmtap.protocols.common import parse_json
 from llmtap.protocols.content import ContentDecoder
@@ -415,7 +416,9 @@ def _check_record(ex: Exchange) -> None:
 
 
 def _fold(module: Translator, events: list[tuple[str, Any]], budget: int) -> Exchange:
-    fold = module.Fold([budget])
+    allowance = ExchangeBudget()
+    allowance.kept = budget
+    fold = module.Fold(allowance)
     for name, event in events:
         fold.feed(event, name)
     ex = Exchange(protocol=module.PROTOCOL)
