@@ -6,6 +6,8 @@ protocol's fold,
 and at `finish()` decodes the folded body through the same path a JSON response takes.
 Then it applies, once for every protocol, the finish-reason rules SPEC §2 states for all
 of them. It never raises: whatever goes wrong becomes the record's `decode_error`.
+Everything one exchange assembles is paid from one `ExchangeBudget`, and its tool checks
+share one `CheckClock` sized by its bytes (budget.py, SPEC §6).
 `decode_exchange` does the same for a whole body at once.
 
 The one response header a record needs is passed in as a word, not as headers: Gemini
