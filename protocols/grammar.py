@@ -24,6 +24,7 @@ Not responsible for choosing the tool a call names, or for statuses (see `toolch
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sys
 import threading
@@ -147,13 +148,18 @@ def _lark_verdict(definition: str, text: str, clock: CheckClock) -> Verdict:
     return "schema_violation", f"the input does not follow the tool's lark grammar: {_clip(failure, _DETAIL)}"
 
 
+_LARK_FILES = f"{os.sep}lark{os.sep}"
+
+
 def _within(clock: CheckClock, parser: Any, text: str) -> str | None:
     """`_parse(parser, text)`, stopped by `Overrun` once the clock is spent. Earley on an
     ambiguous grammar is cubic: 200 characters of `e: e e | "a"` take half a minute. The
-    clock is read at every Python call (a trace function), which only `lark` makes here."""
+    clock is read at every Python call (a trace function) that `lark`'s own code makes: a
+    call of anything else meanwhile (a garbage collector's callback) must not be the one
+    that raises, where nobody would catch it."""
 
     def tracer(frame: Any, event: str, arg: Any) -> None:
-        if time.thread_time() > clock.deadline:
+        if time.thread_time() > clock.deadline and _LARK_FILES in frame.f_code.co_filename:
             raise Overrun("the grammar's parse did not finish in the time the exchange's checks have")
         return None
 

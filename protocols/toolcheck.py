@@ -33,8 +33,9 @@ STATUSES = ("valid", "truncated", "unknown_tool", "invalid_json", "args_lost", "
 
 def check_tool_calls(ex: Exchange, clock: CheckClock | None = None) -> None:
     """Set `status` and `status_detail` on every tool call of `ex`, all of its checks
-    within `clock` (by default the clock of an exchange of no size: the base bound)."""
-    clock = clock or CheckClock.for_size(0)
+    within `clock` (by default the clock of an exchange as big as the calls' own text: a
+    caller without the exchange's bytes, such as a follow-up's completion)."""
+    clock = clock or CheckClock.for_size(sum(len(call.arguments_raw or "") for call in ex.tool_calls))
     # A request that declares no client tools (or whose body we lack) cannot say a name
     # is unknown: stateful APIs may carry the tool list from an earlier turn.
     declared = _declared(ex.request.tools) if ex.request and ex.request.tools else None
