@@ -27,7 +27,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from llmtap.bench.fuzz_bodies import PROTOCOLS, Wire, amplified, checked, framed, load_seeds
+from llmtap.bench.fuzz_bodies import PROTOCOLS, Wire, amplified, framed, load_seeds
+from llmtap.bench.fuzz_checks import checked, conversations
 from llmtap.bench.resource_oracle import Verdict, judge
 
 MB = 1024 * 1024
@@ -104,7 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'translator':<20} {'family':<10} {'bodies':>7} {'MB':>7} {'cpu ms/MB':>10} {'peak/body':>10}"
           f" {'worst s':>8} {'bound':>6} {'over':>5}")  # fmt: skip
     for protocol in args.only or PROTOCOLS:
-        families = {"checked": checked(protocol, args.scale), "framed": framed(protocol, args.scale)}
+        families = {
+            "checked": checked(protocol, args.scale),
+            "conversations": conversations(protocol, args.scale),
+            "framed": framed(protocol, args.scale),
+        }
         if seeds[protocol]:
             families = {"amplified": amplified(protocol, seeds, args.scale), **families}
         for family, strategy in families.items():

@@ -3,17 +3,14 @@ bench/fuzz.py): hypothesis strategies that build whole wire exchanges — a requ
 response as they cross the proxy — shaped to make decoding and checking cost more than
 their size.
 
-Three families, each for every translator:
+Four families, each for every translator:
 
 - `amplified`: a recorded exchange (the corpus, its cloud routes, the fixtures) with its
   events re-framed after edits that seek amplification: index fields set to huge or
   negative values (lists padded to an index), events repeated hundreds of times, strings
   grown, and, for Gemini, `partialArgs` calls whose paths pad arrays and nest objects.
-- `checked`: a tool call whose request declares a costly check — a JSON Schema `pattern`
-  or `patternProperties` that backtracks, `uniqueItems` over many unhashable items, an
-  `enum` checked against every item of a long array, `anyOf` branches that double at
-  every level of a nested argument, a recursive `$ref`, or a custom tool's regex or Lark
-  grammar — and an argument built to trigger it.
+- `checked` and `conversations` (bench/fuzz_checks.py): costly tool checks, and requests
+  whose own decoding is the cost.
 - `framed`: framing at its limits: SSE of many tiny or unterminated lines and comments, a
   JSON array of many tiny elements, AWS event-stream of many tiny frames.
 
@@ -329,163 +326,6 @@ def amplified(draw: st.DrawFn, protocol: str, seeds: dict[str, list[Seed]], scal
                 seed.host, seed.status)  # fmt: skip
 
 
-# -- family 2: costly checks ---------------------------------------------------------------
-
-ROUTES = {
-    "anthropic.messages": "/v1/messages",
-    "openai.chat": "/v1/chat/completions",
-    "openai.responses": "/v1/responses",
-    "gemini.generate": "/v1beta/models/gemini-2.5-flash:generateContent",
-    "gemini.interactions": "/v1beta/interactions",
-    "bedrock.converse": "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse",
-}
-
-
-def _function_request(protocol: str, name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    if protocol == "anthropic.messages":
-        return {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "go"}],
-                "tools": [{"name": name, "input_schema": schema}]}  # fmt: skip
-    if protocol == "openai.chat":
-        return {"model": "gpt-4o", "messages": [{"role": "user", "content": "go"}],
-                "tools": [{"type": "function", "function": {"name": name, "parameters": schema}}]}  # fmt: skip
-    if protocol == "openai.responses":
-        return {"model": "gpt-5", "input": "go", "tools": [{"type": "function", "name": name, "parameters": schema}]}
-    if protocol == "gemini.generate":
-        return {"contents": [{"role": "user", "parts": [{"text": "go"}]}],
-                "tools": [{"functionDeclarations": [{"name": name, "parameters": schema}]}]}  # fmt: skip
-    if protocol == "gemini.interactions":
-        return {"model": "gemini-2.5-flash", "input": "go",
-                "tools": [{"type": "function", "name": name, "parameters": schema}]}  # fmt: skip
-    return {"messages": [{"role": "user", "content": [{"text": "go"}]}],
-            "toolConfig": {"tools": [{"toolSpec": {"name": name, "inputSchema": {"json": schema}}}]}}  # fmt: skip
-
-
-def _function_response(protocol: str, name: str, arguments: Any) -> dict[str, Any]:
-    text = json.dumps(arguments)
-    if protocol == "anthropic.messages":
-        return {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-                "content": [{"type": "tool_use", "id": "toolu_1", "name": name, "input": arguments}],
-                "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 10}}  # fmt: skip
-    if protocol == "openai.chat":
-        call = {"id": "call_1", "type": "function", "function": {"name": name, "arguments": text}}
-        return {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o",
-                "choices": [{"index": 0, "finish_reason": "tool_calls",
-                             "message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}  # fmt: skip
-    if protocol == "openai.responses":
-        return {"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-5",
-                "output": [{"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": name,
-                            "arguments": text, "status": "completed"}],
-                "usage": {"input_tokens": 10, "output_tokens": 10, "total_tokens": 20}}  # fmt: skip
-    if protocol == "gemini.generate":
-        return {"candidates": [{"index": 0, "finishReason": "STOP",
-                                "content": {"role": "model", "parts": [{"functionCall": {"name": name,
-                                                                                         "args": arguments}}]}}],
-                "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 10},
-                "modelVersion": "gemini-2.5-flash"}  # fmt: skip
-    if protocol == "gemini.interactions":
-        return {"id": "int_1", "status": "requires_action", "model": "gemini-2.5-flash",
-                "outputs": [{"type": "function_call", "id": "c1", "name": name, "arguments": arguments}],
-                "usage": {"total_input_tokens": 10, "total_output_tokens": 10}}  # fmt: skip
-    return {"output": {"message": {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": name,
-                                                                                 "input": arguments}}]}},
-            "stopReason": "tool_use", "usage": {"inputTokens": 10, "outputTokens": 10, "totalTokens": 20}}  # fmt: skip
-
-
-def _nested(depth: int, leaf: Any) -> Any:
-    value = leaf
-    for _ in range(depth):
-        value = [value]
-    return value
-
-
-BACKTRACKING = ["^(a+)+$", "^(a|a)*b$", "^(a|aa)+$", "^(\\w+\\s?)*$", "(x+x+)+y", "^(.*a){12}$"]
-
-
-@st.composite
-def costly_schema(draw: st.DrawFn, scale: int) -> tuple[dict[str, Any], Any]:
-    """A schema whose check is costly, and arguments that make it so."""
-    kind = draw(st.sampled_from(["pattern", "pattern_props", "unique", "enum", "any_of", "ref", "many_props"]))
-    n = draw(st.integers(8, max(8, scale)))
-    if kind == "pattern":
-        pattern = draw(
-            st.sampled_from(["^(a+)+$", "^(a|a)*b$", "^(a|aa)+$", "^(\\w+\\s?)*$", "(x+x+)+y", "^(.*a){12}$"])
-        )
-        value = "a" * draw(st.integers(20, max(20, min(n, 5000)))) + "!"
-        return {"type": "object", "properties": {"q": {"type": "string", "pattern": pattern}}}, {"q": value}
-    if kind == "pattern_props":
-        key = "a" * draw(st.integers(20, max(20, min(n, 5000)))) + "!"
-        return {"type": "object", "patternProperties": {"^(a|aa)+$": {"type": "string"}}}, {key: "v"}
-    if kind == "unique":
-        count = max(2, n // 6)
-        return {"type": "object", "properties": {"l": {"type": "array", "uniqueItems": True}}}, {
-            "l": [[i] for i in range(count)]
-        }
-    if kind == "enum":
-        words = [f"w{i}" for i in range(max(2, n // 12))]
-        return {"type": "object", "properties": {"l": {"type": "array", "items": {"enum": words}}}}, {
-            "l": [words[-1]] * max(2, n // 8)
-        }
-    if kind == "any_of":
-        branch = {"type": "array", "items": {"$ref": "#/$defs/t"}}
-        schema = {"$defs": {"t": {"anyOf": [branch, dict(branch), {"type": "string"}]}},
-                  "type": "object", "properties": {"x": {"$ref": "#/$defs/t"}}}  # fmt: skip
-        return schema, {"x": _nested(draw(st.integers(8, 40)), 1)}
-    if kind == "ref":
-        schema = {"$defs": {"n": {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}}}},
-                  "type": "object", "properties": {"c": {"$ref": "#/$defs/n"}}}  # fmt: skip
-        value: Any = {}
-        for _ in range(min(n // 8, 5000)):
-            value = {"c": value}
-        return schema, value
-    count = max(1, n // 16)
-    return {"type": "object", "properties": {f"p{i}": {"type": "integer", "minimum": 0} for i in range(count)}}, {
-        f"p{i}": i for i in range(count)
-    }
-
-
-@st.composite
-def costly_grammar(draw: st.DrawFn, scale: int) -> tuple[dict[str, Any], str]:
-    """A custom tool's grammar (Responses shape) and an input that makes checking it costly."""
-    n = draw(st.integers(20, max(20, min(scale, 20_000))))
-    kind = draw(st.sampled_from(["regex", "regex", "lark_ambiguous", "lark_terminal"]))
-    if kind == "regex":
-        definition = draw(st.sampled_from(["(a|a)*b", "(a+)+b", "(a|aa)+$", "((a*)*)*b", "(.*a){20}"]))
-        return {"type": "grammar", "syntax": "regex", "definition": definition}, "a" * n
-    if kind == "lark_ambiguous":
-        return {"type": "grammar", "syntax": "lark", "definition": 'start: e\ne: e e | "a"'}, "a" * min(n, 4000)
-    return {"type": "grammar", "syntax": "lark", "definition": "start: W\nW: /(a|a)*b/"}, "a" * n
-
-
-@st.composite
-def checked(draw: st.DrawFn, protocol: str, scale: int) -> Wire:
-    """A tool call of `protocol` whose declared check is costly."""
-    name = "lookup"
-    if protocol in ("openai.responses", "openai.chat") and draw(st.integers(0, 3)) == 0:
-        fmt, text = draw(costly_grammar(scale))
-        if protocol == "openai.responses":
-            request = {"model": "gpt-5", "input": "go", "tools": [{"type": "custom", "name": name, "format": fmt}]}
-            response = {"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-5",
-                        "output": [{"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_1", "name": name,
-                                    "input": text, "status": "completed"}],
-                        "usage": {"input_tokens": 10, "output_tokens": 10, "total_tokens": 20}}  # fmt: skip
-        else:
-            grammar = {"type": "grammar", "grammar": {"syntax": fmt["syntax"], "definition": fmt["definition"]}}
-            request = {"model": "gpt-5", "messages": [{"role": "user", "content": "go"}],
-                       "tools": [{"type": "custom", "custom": {"name": name, "format": grammar}}]}  # fmt: skip
-            call = {"id": "call_1", "type": "custom", "custom": {"name": name, "input": text}}
-            response = {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-5",
-                        "choices": [{"index": 0, "finish_reason": "tool_calls",
-                                     "message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}  # fmt: skip
-    else:
-        schema, arguments = draw(costly_schema(scale))
-        request = _function_request(protocol, name, schema)
-        response = _function_response(protocol, name, arguments)
-    return Wire("checked", protocol, ROUTES[protocol], "application/json", json.dumps(response).encode(),
-                json.dumps(request).encode())  # fmt: skip
-
-
 # -- family 3: framing at its limits -------------------------------------------------------
 
 STREAM_ROUTES = {
@@ -532,7 +372,9 @@ def framed(draw: st.DrawFn, protocol: str, scale: int) -> Wire:
 
 def exchanges(protocol: str, seeds: dict[str, list[Seed]], scale: int) -> st.SearchStrategy[Wire]:
     """Every family for one translator."""
-    families = [checked(protocol, scale), framed(protocol, scale)]
+    from llmtap.bench.fuzz_checks import checked, conversations
+
+    families = [checked(protocol, scale), conversations(protocol, scale), framed(protocol, scale)]
     if seeds.get(protocol):
         families.insert(0, amplified(protocol, seeds, scale))
     return st.one_of(*families)

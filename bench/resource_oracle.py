@@ -11,9 +11,11 @@ them parsed and held at once (the events of a stream, or the one body). The boun
 ratio to it in the same run, as the benches measure speed, plus a fixed allowance for a
 small body:
 
-    cpu  <= CPU_FLOOR_S + CPU_RATIO * baseline cpu
+    cpu  <= CPU_FLOOR_S + max(CPU_RATIO * baseline cpu, CPU_S_PER_MIB * body MiB)
     peak <= MEMORY_FLOOR + MEMORY_RATIO * max(baseline peak, body bytes)
 
+`CPU_S_PER_MIB` is what the decoders promise per MiB (the checks' clock of
+protocols/budget.py, 2 s per MiB, and decoding's own ~0.5 s) with room for a slow machine.
 The ratios are wide on purpose: they are not a speed test, they catch the shapes that cost
 more than linear time or a multiple of the body (a backtracking pattern, a quadratic check,
 arrays padded to a far index), which overshoot them by orders of magnitude.
@@ -39,6 +41,7 @@ from llmtap.protocols.canonical import Exchange
 
 CPU_FLOOR_S = 0.25
 CPU_RATIO = 60.0
+CPU_S_PER_MIB = 4.0
 MEMORY_FLOOR = 4 * 1024 * 1024
 MEMORY_RATIO = 12.0
 CHUNK = 4096
@@ -59,7 +62,8 @@ class Verdict:
 
     @property
     def cpu_allowed(self) -> float:
-        return CPU_FLOOR_S + CPU_RATIO * self.baseline.cpu_s
+        linear = max(CPU_RATIO * self.baseline.cpu_s, CPU_S_PER_MIB * self.wire.size / (1024 * 1024))
+        return CPU_FLOOR_S + linear
 
     @property
     def memory_allowed(self) -> int:

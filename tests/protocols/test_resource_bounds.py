@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from llmtap.bench.fuzz_bodies import PROTOCOLS, ROUTES, Wire, amplified, checked, framed, load_seeds, sse_body
+from llmtap.bench.fuzz_bodies import PROTOCOLS, Wire, amplified, framed, load_seeds, sse_body
+from llmtap.bench.fuzz_checks import ROUTES, checked, conversations
 from llmtap.bench.resource_oracle import judge
 
 SEEDS = load_seeds()
@@ -31,6 +32,16 @@ GATE = settings(
     phases=[Phase.explicit, Phase.generate],  # a failure prints its exchange; shrinking a slow one takes too long
     suppress_health_check=list(HealthCheck),
 )
+
+
+def _long_conversation(protocol: str, messages: int) -> Wire:
+    """The watchdog's costly record: a request of many tiny messages (7 MB of 100,000 took
+    40 s to build)."""
+    from llmtap.bench.fuzz_checks import _conversation_request, _function_response, _message
+
+    request = _conversation_request(protocol, [_message(protocol, "user", f"m{n}") for n in range(messages)], 0)
+    response = json.dumps(_function_response(protocol, "t0", {"q": "x"})).encode()
+    return Wire("fixed", protocol, ROUTES[protocol], "application/json", response, json.dumps(request).encode())
 
 
 def _within(wire: Wire) -> None:
@@ -50,6 +61,13 @@ def test_recorded_exchanges_amplified_stay_within_bounds(protocol: str, data: st
 @given(data=st.data())
 def test_costly_tool_checks_stay_within_bounds(protocol: str, data: st.DataObject) -> None:
     _within(data.draw(checked(protocol, SCALE)))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@GATE
+@given(data=st.data())
+def test_long_requests_stay_within_bounds(protocol: str, data: st.DataObject) -> None:
+    _within(data.draw(conversations(protocol, SCALE)))
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -80,7 +98,7 @@ def _gemini_partial_args(calls: int, pieces: int) -> Wire:
 
 
 def _schema_call(protocol: str, schema: dict, arguments: object) -> Wire:
-    from llmtap.bench.fuzz_bodies import _function_request, _function_response
+    from llmtap.bench.fuzz_checks import _function_request, _function_response
 
     request = json.dumps(_function_request(protocol, "lookup", schema)).encode()
     response = json.dumps(_function_response(protocol, "lookup", arguments)).encode()
@@ -112,6 +130,7 @@ def _nested(depth: int) -> object:
 
 
 FOUND = {
+    **{f"long_conversation_{p}": (lambda p=p: _long_conversation(p, 5000)) for p in PROTOCOLS},
     "gemini_partial_args_padding": lambda: _gemini_partial_args(calls=120, pieces=9),
     "regex_grammar_alternation": lambda: _grammar_call("(a|a)*b", "regex", "a" * 40),
     "regex_grammar_nested": lambda: _grammar_call("(a+)+b", "regex", "a" * 40),
