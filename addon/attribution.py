@@ -30,14 +30,15 @@ from dataclasses import dataclass, field
 from mitmproxy import connection, http
 from mitmproxy.proxy.mode_specs import ReverseMode
 
+from llmtap.storage.api_keys import request_keys
 from llmtap.storage.hosts import UNVERIFIED_HOST, destination, provider_host
 from llmtap.storage.ingest import TEAM_HEADER, proxy_auth_user
-from llmtap.storage.secrets import KeyFingerprinter, api_key
+from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.teams import attribute
 
 _TEAM = TEAM_HEADER.encode()
 _PROXY_AUTH = b"proxy-authorization"
-_KEY_HEADERS = frozenset((b"x-api-key", b"x-goog-api-key", b"api-key", b"authorization"))  # what `api_key` reads
+_KEY_HEADERS = frozenset((b"x-api-key", b"x-goog-api-key", b"api-key", b"authorization"))  # what `request_keys` reads
 VERIFIED_KEY = "llmtap_proxy_team"  # flow.metadata: the team whose [auth] credentials `auth.py` checked
 REFUSED_KEY = "llmtap_refused"  # flow.metadata: `auth.py` answered it (407); it is no exchange
 
@@ -51,6 +52,9 @@ class Who:
     attribution: str = "none"  # the rule that named the team
     price_reason: str | None = None  # `unverified_host` when the destination may not bill
     destination: str | None = None  # `scheme://host:port` of the server it goes to
+    # every credential the request carried, fingerprinted: the key's (`key_fingerprint`)
+    # first, then the others (storage/api_keys.py); budgets count them all
+    key_fingerprints: tuple[str, ...] = ()
 
 
 @dataclass
@@ -99,9 +103,11 @@ class Attribution:
         flow.request.headers.pop(TEAM_HEADER, None)
         flow.request.headers.pop("proxy-authorization", None)
 
-    def identify(self, flow: http.HTTPFlow) -> Who:
+    def identify(self, flow: http.HTTPFlow, protocol: str | None = None) -> Who:
         """Who sent this request; strips our headers on the way. One pass over the raw
-        header fields: each `Headers` lookup is a scan of its own, on the event loop."""
+        header fields: each `Headers` lookup is a scan of its own, on the event loop.
+        `protocol` (the route's) says which credential is the key: the one its destination
+        reads (storage/api_keys.py), whatever else the request carries."""
         request = flow.request
         team_values: list[str] = []
         auth_values: list[str] = []
@@ -125,15 +131,26 @@ class Attribution:
             user = user or flow.metadata.get(VERIFIED_KEY)
             team_header = None
         path = request.path
-        key = api_key(key_pairs, path.partition("?")[2] if "?" in path else "")
-        fingerprint = self.fingerprinter.fingerprint(key) if key and self.fingerprinter else None
+        keys = request_keys(
+            key_pairs,
+            path.partition("?")[2] if "?" in path else "",
+            protocol=protocol,
+            host=request.host,
+            path=path,
+            provider=self.listener_provider(flow),
+        )
+        key = keys[0] if keys else None
+        fingerprinter = self.fingerprinter
+        fingerprints = tuple(fingerprinter.fingerprint(k) for k in keys) if fingerprinter else ()
+        fingerprint = fingerprints[0] if fingerprints else None
         team, rule = attribute(
             proxy_user=user,
             team_header=team_header,
             listener_team=self._listener_team(flow),
             fingerprint=fingerprint,
             key_teams=self.key_teams,
-            secrets=(key,) if key else (),
+            secrets=keys,
+            carried=fingerprints[1:],
         )
         peer = flow.client_conn.peername
         return Who(
@@ -144,6 +161,7 @@ class Attribution:
             attribution=rule,
             price_reason=self.price_reason(flow),
             destination=destination(request.scheme, request.host, request.port),
+            key_fingerprints=fingerprints,
         )
 
     def listener_provider(self, flow: http.HTTPFlow) -> str | None:

@@ -27,7 +27,7 @@ from mitmproxy import ctx, http
 from llmtap.addon.attribution import REFUSED_KEY, Attribution
 from llmtap.addon.followups import PendingFollowUp
 from llmtap.addon.tee import ExchangeMeta, PendingExchange, StreamTee
-from llmtap.addon.websocket import WebSocketSessions
+from llmtap.addon.websocket import PROTOCOL, WebSocketSessions
 from llmtap.protocols import route
 from llmtap.protocols.exchange import SERVED_TIER_HEADER
 from llmtap.protocols.followups import CONTINUES, FollowUpRoute, follow_up
@@ -182,13 +182,14 @@ class Recorder:
             if continued is not None:
                 self._follow(flow, continued)
                 return
-            if websocket_protocol(flow.request.path) is None:
+            socket_protocol = websocket_protocol(flow.request.path)
+            if socket_protocol is None:
                 self.counts["other"] += 1
             else:
                 # A possible WebSocket upgrade: `websocket_start` comes after forwarding,
                 # when X-LLMTap-Team is gone. `identify` strips it, as below.
                 flow.metadata[SECRETS_KEY] = self._secrets(flow)
-                flow.metadata[WHO_KEY] = self.attribution.identify(flow)
+                flow.metadata[WHO_KEY] = self.attribution.identify(flow, socket_protocol)
             self.attribution.strip(flow)  # never forward our own headers upstream
             return
         request = flow.request
@@ -218,7 +219,7 @@ class Recorder:
         """Start the flow's `ExchangeMeta` (who, where, when) for its response hooks."""
         request = flow.request
         secrets = self._secrets(flow)  # before `identify` strips Proxy-Authorization
-        who = self.attribution.identify(flow)
+        who = self.attribution.identify(flow, protocol)
         flow.metadata[META_KEY] = ExchangeMeta(
             method=request.method,
             # the server mitmproxy talks to (`pretty_host` re-validates the Host header: half this hook's time)
@@ -330,7 +331,7 @@ class Recorder:
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         if websocket_protocol(flow.request.path) is not None:
             secrets = flow.metadata.pop(SECRETS_KEY, None) or self._secrets(flow)
-            who = flow.metadata.pop(WHO_KEY, None) or self.attribution.identify(flow)
+            who = flow.metadata.pop(WHO_KEY, None) or self.attribution.identify(flow, PROTOCOL)
             self.websockets.start(flow, who, secrets, provider=self.attribution.listener_provider(flow))
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:

@@ -28,6 +28,7 @@ from llmtap.protocols import decode_exchange, route
 from llmtap.protocols.canonical import Exchange
 from llmtap.protocols.exchange import SERVED_TIER_HEADER
 from llmtap.protocols.followups import CONTINUES, follow_up
+from llmtap.storage.api_keys import request_keys
 from llmtap.storage.credentials import ProxyCredentials
 from llmtap.storage.followups import FollowUp
 from llmtap.storage.hosts import UNVERIFIED_HOST, destination, provider_host
@@ -35,7 +36,6 @@ from llmtap.storage.ids import capture_id
 from llmtap.storage.record import Recorded
 from llmtap.storage.secrets import (
     KeyFingerprinter,
-    api_key,
     redact_headers,
     redact_query,
     request_secrets,
@@ -164,11 +164,16 @@ def sender_of(
     listener_team: str | None = None,
     credentials: ProxyCredentials | None = None,
     import_team: str | None = None,
+    protocol: str | None = None,
 ) -> Sender:
-    """SPEC §4 for an entry of a file (see the module's docstring)."""
+    """SPEC §4 for an entry of a file (see the module's docstring). The key is the one its
+    destination reads (`protocol`: the route's), as the proxy takes it: one key, one
+    fingerprint; the key map tries it first, then the other credentials it carries."""
     query = http.path.partition("?")[2]  # any path a client sent: `//[x/…` is no URL, yet recorded
-    key = api_key(http.request_headers, query)
-    fingerprint = fingerprinter.fingerprint(key) if key else None
+    keys = request_keys(http.request_headers, query, protocol=protocol, host=http.host, path=http.path)
+    key = keys[0] if keys else None
+    fingerprints = tuple(fingerprinter.fingerprint(k) for k in keys)
+    fingerprint = fingerprints[0] if fingerprints else None
     proxy_auth = http.header("proxy-authorization")
     if credentials is None:
         proxy_user, team_header = proxy_auth_user(proxy_auth), http.header(TEAM_HEADER)
@@ -180,8 +185,9 @@ def sender_of(
         listener_team=listener_team,
         fingerprint=fingerprint,
         key_teams=key_teams or {},
-        secrets=(key,) if key else (),
+        secrets=keys,
         import_team=import_team,
+        carried=fingerprints[1:],
     )
     return Sender(
         team=team,
@@ -217,6 +223,7 @@ def to_record(
         listener_team=listener_team,
         credentials=credentials,
         import_team=import_team,
+        protocol=protocol,
     )
     path = redact_query(http.path)
     record = Recorded(
@@ -275,7 +282,12 @@ def to_follow_up(
     content_type = http.header("content-type", "response")
     exchange = _decoded(http, continued.protocol, CONTINUES)
     sender = sender_of(
-        http, fingerprinter=fingerprinter, key_teams=key_teams, credentials=credentials, import_team=import_team
+        http,
+        fingerprinter=fingerprinter,
+        key_teams=key_teams,
+        credentials=credentials,
+        import_team=import_team,
+        protocol=continued.protocol,
     )
     record = Recorded(
         exchange=exchange,

@@ -25,8 +25,10 @@ import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, quote, quote_plus, unquote_plus
+from urllib.parse import quote, quote_plus, unquote_plus
 
+from llmtap.storage.api_keys import QUERY_PARAMS as KEY_QUERY_PARAMS
+from llmtap.storage.api_keys import request_keys
 from llmtap.storage.private import open_private, private_dir
 
 if TYPE_CHECKING:
@@ -34,7 +36,6 @@ if TYPE_CHECKING:
 
 REDACTED = "[REDACTED]"
 KEY_HEADERS = ("x-api-key", "authorization", "x-goog-api-key", "api-key", "proxy-authorization")
-KEY_QUERY_PARAMS = ("key", "api_key", "api-key", "access_token")
 _SECRET_HEADER_WORDS = ("key", "token", "secret", "auth", "cookie", "signature", "credential")
 # Shapes of provider keys, to scrub them from free text (error messages, bodies).
 _KEY_SHAPES = re.compile(
@@ -44,40 +45,10 @@ _KEY_SHAPES = re.compile(
 
 
 def api_key(headers: Mapping[str, str] | Iterable[tuple[str, str]], query: str = "") -> str | None:
-    """The API key a request carries, from its headers or its query string."""
-    pairs = headers.items() if isinstance(headers, Mapping) else headers
-    found: dict[str, str] = {}
-    for name, value in pairs:
-        lowered = name.lower()
-        if lowered in ("x-api-key", "x-goog-api-key", "api-key") and value.strip():
-            found.setdefault(lowered, value.strip())
-        elif lowered == "authorization":
-            scheme, _, credential = value.strip().partition(" ")
-            if scheme.lower() == "bearer" and credential.strip():
-                found.setdefault(lowered, credential.strip())
-            elif scheme.upper() == "AWS4-HMAC-SHA256":
-                # AWS Signature V4 (Bedrock): the request carries no secret, only the access
-                # key id that signed it (`Credential=AKID/date/region/service/aws4_request`),
-                # which names the key as well as a bearer key would
-                access_key = _sigv4_access_key(credential)
-                if access_key:
-                    found.setdefault(lowered, access_key)
-    for name in ("x-api-key", "x-goog-api-key", "api-key", "authorization"):
-        if name in found:
-            return found[name]
-    for name, value in parse_qsl(query, keep_blank_values=False):
-        if name.lower() in KEY_QUERY_PARAMS and value:
-            return value
-    return None
-
-
-def _sigv4_access_key(parameters: str) -> str | None:
-    for part in parameters.split(","):
-        name, _, value = part.strip().partition("=")
-        if name.strip().lower() == "credential":
-            access_key = value.strip().split("/", 1)[0]
-            return access_key or None
-    return None
+    """The first credential a request carries, its destination unknown (`api_keys.py`
+    picks the one a destination reads: `request_keys`)."""
+    keys = request_keys(headers, query)
+    return keys[0] if keys else None
 
 
 # What a secret's verifier is the HMAC of: it names the secret (a store records it, see

@@ -2,8 +2,9 @@
 
 First match wins: the proxy-auth user name (`proxy_auth`), the `X-LLMTap-Team` header
 (`header`), the reverse listener's team (`listener`), the key-fingerprint map
-(`key_map`), for an import the team `llmtap import --team` names (`import`); else
-`unattributed` (`none`). A team name is data from the client: control
+(`key_map`: the destination's key first, then any other credential the request carries,
+storage/api_keys.py), for an import the team `llmtap import --team` names (`import`);
+else `unattributed` (`none`). A team name is data from the client: control
 characters never reach it, and a key-shaped name (a key pasted where a team belongs) is
 scrubbed like a key, as is the exact key value the request carried.
 
@@ -42,15 +43,19 @@ def attribute(
     key_teams: Mapping[str, str],
     secrets: Iterable[str] = (),
     import_team: str | None = None,
+    carried: Iterable[str] = (),
 ) -> tuple[str, str]:
-    """(team, attribution): the first rule that names a team, and its name."""
+    """(team, attribution): the first rule that names a team, and its name. The key map
+    looks up `fingerprint` (the key the destination reads) first, then the fingerprints of
+    the other credentials the request `carried` (SPEC §4: an extra header changes nothing)."""
     keys = tuple(secrets)
     for candidate, rule in ((proxy_user, "proxy_auth"), (team_header, "header"), (listener_team, "listener")):
         cleaned = clean_team(candidate, keys)
         if cleaned:
             return cleaned, rule
-    if fingerprint and fingerprint in key_teams:
-        return clean_team(key_teams[fingerprint]) or UNATTRIBUTED, "key_map"
+    for candidate in (fingerprint, *carried):
+        if candidate and candidate in key_teams:
+            return clean_team(key_teams[candidate]) or UNATTRIBUTED, "key_map"
     named = clean_team(import_team, keys)
     if named:
         return named, "import"
