@@ -1,7 +1,10 @@
 """The recorder and the addons that go with it, in their order: `[auth]` checks a request
 before it is attributed (addon/auth.py); the budget gate asks about the team the recorder
-found (addon/budget_gate.py). `llmtap proxy` runs this chain (addon/proxy.py), and so does
-a plain mitmdump with the script (addon/script.py).
+found (addon/budget_gate.py), its WebSocket part before the recorder (a `response.create`
+is admitted before the recorder starts its exchange), and the recorder tells it when a
+record is handed to the writer (its reservation is then released). `llmtap proxy` runs
+this chain (addon/proxy.py), and so does a plain mitmdump with the script
+(addon/script.py).
 
 Not responsible for what any of them does.
 """
@@ -19,6 +22,9 @@ from llmtap.addon.recorder import Recorder
 
 def recording_addons(recorder: Recorder, attribution: Attribution, auth: Mapping[str, str], gate: Any) -> list[Any]:
     """`auth`: `[auth]`'s team -> password (empty: no check); `gate`: the budget gate (None: none)."""
-    before = [TeamAuth(auth, attribution)] if auth else []
-    after = [BudgetGate(gate)] if gate is not None else []
-    return [*before, recorder, *after]
+    before: list[Any] = [TeamAuth(auth, attribution)] if auth else []
+    if gate is None:
+        return [*before, recorder]
+    budget = BudgetGate(gate)
+    recorder.on_handed = budget.handed
+    return [*before, budget.websockets(recorder.websockets), recorder, budget]

@@ -96,8 +96,12 @@ class Recorder:
         writer: Writer | WriterProcess | None = None,
         attribution: Attribution | None = None,
         open_from_options: OptionsOpener | None = None,
+        on_handed: Callable[[ExchangeMeta], None] | None = None,
     ) -> None:
+        """`on_handed` is told of each exchange's meta once its record is handed to the
+        writer (the budget gate releases what the exchange reserved)."""
         self.writer = writer
+        self.on_handed = on_handed
         self.attribution = attribution or Attribution()
         self.open_from_options = open_from_options
         self.own_writer = writer is None
@@ -227,6 +231,7 @@ class Recorder:
             path=request.path,
             team=who.team,
             key_fingerprint=who.key_fingerprint,
+            key_fingerprints=who.key_fingerprints,
             key_last4=who.key_last4,
             client_addr=who.client_addr,
             request_body=request_body,
@@ -366,3 +371,5 @@ class Recorder:
             return
         self.counts["recorded"] += 1
         self.writer.submit(pending)
+        if self.on_handed is not None:
+            self.on_handed(pending.meta)

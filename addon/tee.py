@@ -85,6 +85,10 @@ class ExchangeMeta:
     # The exact key values the request carried: removed from its record in `build` (SPEC §4);
     # in memory until then, never stored (their repr names none of them).
     secrets: Literals | None = field(default=None, repr=False)
+    # every credential the request carried, fingerprinted, the key's first (budgets count
+    # them all: addon/budget_gate.py); and the budget reservation its gate made, if any
+    key_fingerprints: tuple[str, ...] = ()
+    reservation: int | None = None
 
     def new_decoder(self, request: bytes | dict[str, Any] | None) -> ExchangeDecoder:
         """The incremental decoder for this exchange's response, as the headers describe it."""

@@ -11,7 +11,10 @@ reverse listener's (else the one its host names), its host the server mitmproxy 
 and its status the upgrade's (101), since its frames carry no status of their own; an
 `error` event is the record's error, as in an SSE stream.
 
-Not responsible for attribution (done once at the upgrade) or storage.
+A `response.create` the budget gate refused (addon/budget_gate.py) is never forwarded; it
+is recorded as an exchange of its own, status 429, its error the gate's `error` event.
+
+Not responsible for attribution (done once at the upgrade), budgets or storage.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ KEEP_MESSAGES = 1
 
 PROTOCOL = "openai.responses"
 SWITCHING_PROTOCOLS = 101  # the upgrade's status, when mitmproxy has not kept the response
+REFUSED = 429  # the status of a response.create the budget gate refused (addon/budget_gate.py)
 
 
 @dataclass
@@ -49,6 +53,7 @@ class _Session:
     decoder: ExchangeDecoder | None = None
     meta: ExchangeMeta | None = None
     secrets: Literals | None = None  # the upgrade's key values, scrubbed from each response's record
+    reservation: int | None = None  # the budget gate's, for the response.create it just admitted
 
 
 class WebSocketSessions:
@@ -77,7 +82,9 @@ class WebSocketSessions:
             return
         message = flow.websocket.messages[-1]
         try:
-            if message.is_text:
+            # a message the budget gate dropped (and recorded) or the proxy injected (its
+            # refusal) belongs to no response of the session
+            if message.is_text and not message.dropped and not message.injected:
                 self._handle(session, message.content, message.from_client, message.timestamp)
         except Exception:  # noqa: BLE001 - the socket's traffic comes first
             log.exception("llmtap: websocket message not recorded (traffic unaffected)")
@@ -104,23 +111,38 @@ class WebSocketSessions:
             self._finish(session, None)
 
     def _begin(self, session: _Session, request: bytes, at: float) -> None:
-        session.decoder = ExchangeDecoder(
-            PROTOCOL,
-            request=request,
-            path=session.path,
-            host=session.host,
-            status=session.status,
-            provider=session.provider,
+        session.decoder = self._decoder(session, request, session.status)
+        session.meta = self._meta(session, request, at, session.status)
+        session.meta.reservation, session.reservation = session.reservation, None
+
+    def refused(self, session: _Session, request: bytes, answer: bytes, at: float) -> None:
+        """A `response.create` the budget gate answered itself (`answer`, an `error` event)
+        and never forwarded: an exchange of its own, status 429 as an HTTP refusal has,
+        that leaves the session's response in flight, if any, alone."""
+        decoder = self._decoder(session, request, REFUSED)
+        meta = self._meta(session, request, at, REFUSED)
+        meta.first_byte = meta.ended = time.time()
+        decoder.feed_message(json.loads(answer))
+        self.sink(PendingExchange(decoder, meta, None))
+
+    @staticmethod
+    def _decoder(session: _Session, request: bytes, status: int) -> ExchangeDecoder:
+        return ExchangeDecoder(
+            PROTOCOL, request=request, path=session.path, host=session.host, status=status, provider=session.provider
         )
-        session.meta = ExchangeMeta(
+
+    @staticmethod
+    def _meta(session: _Session, request: bytes, at: float, status: int) -> ExchangeMeta:
+        meta = ExchangeMeta(
             method="WS",
             host=session.host,
             path=session.path,
             protocol=PROTOCOL,
             provider=session.provider,
-            status=session.status,
+            status=status,
             team=session.who.team,
             key_fingerprint=session.who.key_fingerprint,
+            key_fingerprints=session.who.key_fingerprints,
             key_last4=session.who.key_last4,
             client_addr=session.who.client_addr,
             request_body=None,
@@ -132,7 +154,8 @@ class WebSocketSessions:
             price_reason=session.who.price_reason,
             destination=session.who.destination,
         )
-        session.meta.request_body = request
+        meta.request_body = request
+        return meta
 
     def _finish(self, session: _Session, interrupted: str | None) -> None:
         if session.decoder is None or session.meta is None:

@@ -70,10 +70,17 @@ def start(settings: Settings, url: str, telemetry: Any, listeners: Listeners, fi
     from llmtap.addon.attribution import Attribution
     from llmtap.analytics.pricing import row_pricer
     from llmtap.cli.pricing import pricer_for
+    from llmtap.storage.engine import make_engine
     from llmtap.storage.writer_process import WriterProcess, WriterSpec
     from llmtap.telemetry import observers, proxy_side
 
-    pricer_for(settings)  # a bad price file is a usage error now, not in the writer's process
+    # a bad price file is a usage error now, not in the writer's process; the budget gate
+    # prices its estimates with it, else with the store's, as the writer prices
+    engine = make_engine(url)
+    try:
+        pricer = pricer_for(settings, engine)
+    finally:
+        engine.dispose()
     writer = WriterProcess(
         WriterSpec(
             url=url,
@@ -85,7 +92,7 @@ def start(settings: Settings, url: str, telemetry: Any, listeners: Listeners, fi
         )
     )
     try:
-        side = proxy_side.start(telemetry, writer)
+        side = proxy_side.start(telemetry, writer, pricer)
     except OSError as exc:  # the metrics address is taken
         close_writer(writer)
         raise UsageError(str(exc)) from None

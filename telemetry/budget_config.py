@@ -5,19 +5,24 @@ the calendar periods a limit counts over.
     webhook = "http://127.0.0.1:9000/alerts"   # optional: POST a JSON alert per crossing
     enforce = true                              # optional (default false): refuse over limit
     thresholds = [50, 80, 100]                  # percent of a limit; these are the default
+    default_output_tokens = 32768               # the output reserved for a request that sets no limit
     [budgets.teams]
     search = { usd = 200, period = "month" }
     infra  = { usd = 20, period = "day", thresholds = [90, 100] }
     [budgets.keys]                              # by key fingerprint (`llmtap fingerprint`)
     "9f2c…" = { usd = 5, period = "week" }
 
+A request reserves its estimate against its limits as it passes the gate (budget_gate.py):
+its input at a token per four bytes and its output limit (`max_tokens` and the like; a
+request that sets none, `default_output_tokens`), at its model's prices.
+
 Periods are calendar periods in UTC: a day from 00:00 UTC, a week from Monday 00:00 UTC,
 a month from the 1st 00:00 UTC. `BudgetsSection` is the table's model in the config's
 schema (cli/config_schema.py); `parse` makes settings of it, or of a plain table, and a
 bad value raises ValueError with a one-line message that names the table and the key.
 
-Not responsible for spend (budget_spend.py), alerts (budget_alerts.py) or refusals
-(budget_refusal.py).
+Not responsible for spend (budget_spend.py), alerts (budget_alerts.py), estimates
+(budget_estimate.py) or refusals (budget_refusal.py).
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ Period = Literal["day", "week", "month"]
 PERIODS: tuple[str, ...] = get_args(Period)
 SCOPES = {"teams": "team", "keys": "key"}  # [budgets.<table>] -> a limit's scope
 DEFAULT_THRESHOLDS = (50, 80, 100)
+# The output a request reserves when it sets no limit of its own: the models' own default
+# is then their maximum (32k to 128k tokens for OpenAI's and Google's current models).
+DEFAULT_OUTPUT_TOKENS = 32_768
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class BudgetSettings:
     limits: tuple[Limit, ...] = ()
     webhook: str | None = None
     enforce: bool = False
+    default_output_tokens: int = DEFAULT_OUTPUT_TOKENS
     refresh_s: float = 15.0  # re-read spend from the store this often (other proxies, reprices)
     state_poll_s: float = 0.25  # the proxy's side re-reads the over-limit state this often
 
@@ -95,6 +104,12 @@ def _thresholds(value: Any) -> tuple[int, ...]:
     return tuple(sorted(set(value)))
 
 
+def _output_tokens(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 10_000_000:
+        raise ValueError(f"must be a whole number of tokens from 1, not {value!r}")
+    return value
+
+
 Usd = Annotated[Decimal, PlainValidator(_usd)]
 Thresholds = Annotated[tuple[int, ...], PlainValidator(_thresholds)]
 
@@ -113,6 +128,7 @@ class BudgetsSection(Section):
     webhook: Annotated[str | None, AfterValidator(_webhook)] = None
     enforce: bool = False
     thresholds: Thresholds = DEFAULT_THRESHOLDS
+    default_output_tokens: Annotated[int, PlainValidator(_output_tokens)] = DEFAULT_OUTPUT_TOKENS
     teams: dict[str, LimitEntry] = {}
     keys: dict[str, LimitEntry] = {}  # by key fingerprint
 
@@ -131,7 +147,12 @@ def parse(section: BudgetsSection | Mapping[str, Any]) -> BudgetSettings:
         for where, scope in SCOPES.items()
         for name, entry in getattr(table, where).items()
     ]
-    return BudgetSettings(limits=tuple(limits), webhook=table.webhook, enforce=table.enforce)
+    return BudgetSettings(
+        limits=tuple(limits),
+        webhook=table.webhook,
+        enforce=table.enforce,
+        default_output_tokens=table.default_output_tokens,
+    )
 
 
 def bounds(period: str, now: datetime) -> tuple[datetime, datetime]:

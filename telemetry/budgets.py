@@ -4,8 +4,8 @@ In the writer's process, `BudgetObserver` (a storage.writer.Observer) keeps each
 spend in its current UTC period: read from the store at start, then each committed
 row's cost added as the writer tells of it, and re-read from the store every
 `refresh_s` (15 s) so other proxies' spend and reprices count. After each change a
-thread of its own checks the thresholds (alerts: budget_alerts.py) and rewrites the
-over-limit file (budget_state.py). Spend is fresh within a commit (the writer batches
+thread of its own rewrites the state file (budget_state.py) and checks the thresholds
+(alerts: budget_alerts.py). Spend is fresh within a commit (the writer batches
 for up to 0.2 s) plus that thread's wake-up; the gate sees it within another
 `state_poll_s` (0.25 s).
 
@@ -16,9 +16,13 @@ teams and keys (SQLite, 300k rows in the month, a loaded 2-core machine: 1.5-3.5
 the next re-read waits at least 20 times as long as the last one took: the writer spends
 at most 5 % of its time on them.
 
-In the proxy's process, `gate_in_proxy` gives the gate the budget addon asks: from
-memory, (team, key fingerprint, protocol, path) -> None or a refusal in the protocol's
-shape (budget_refusal.py). With `enforce = false` there is no gate.
+The writer's state file carries every limit's committed spend and when it was read
+(budget_state.py), rewritten at each step of that thread (at least once a second), so
+the proxy's gate can release the estimates it reserved once their records are counted.
+
+In the proxy's process, `gate_in_proxy` gives the gate the budget addon asks
+(budget_gate.py): from memory, admit a request and reserve its estimate, or refuse it in
+the protocol's shape (budget_refusal.py). With `enforce = false` there is no gate.
 
 Not responsible for parsing the table (budget_config.py), the SQL (budget_spend.py),
 answering the flow (addon/budget_gate.py) or the report (cli/report_budgets.py).
@@ -35,8 +39,10 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from llmtap.telemetry import budget_alerts, budget_refusal, budget_state
+from llmtap.telemetry import budget_alerts, budget_state
 from llmtap.telemetry.budget_config import BudgetSettings, parse
+from llmtap.telemetry.budget_estimate import Estimator
+from llmtap.telemetry.budget_gate import ProxyGate
 from llmtap.telemetry.budget_spend import Standing, Tracker
 
 if TYPE_CHECKING:
@@ -50,9 +56,7 @@ log = logging.getLogger("llmtap.budgets")
 
 IDLE_S = 1.0  # the writer counts as idle after this long without a commit
 LOAD_SHARE = 20  # re-read no sooner than 20x the last re-read took: at most 5 % of the writer's time
-Gate = Callable[[str | None, str | None, str | None, str], budget_refusal.Refusal | None]
-
-__all__ = ["BudgetObserver", "BudgetSettings", "Gate", "gate_in_proxy", "observer", "settings_from"]
+__all__ = ["BudgetObserver", "BudgetSettings", "ProxyGate", "gate_in_proxy", "observer", "settings_from"]
 
 
 def settings_from(section: Any) -> BudgetSettings | None:
@@ -80,7 +84,6 @@ class BudgetObserver:
         self._next_load = 0.0  # monotonic
         self._last_commit = 0.0  # monotonic
         self._fired: dict[tuple[int, datetime], set[int]] = {}  # (standing index, period start) -> thresholds
-        self._written: tuple[Any, ...] | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="llmtap-budgets", daemon=True)
@@ -126,12 +129,12 @@ class BudgetObserver:
             if not self._loaded:  # no alert and no state from a part of the spend
                 return
             snapshot = [Standing(s.limit, s.start, s.end, s.spent_pico) for s in self.tracker.standings]
+            stamp = time.monotonic()  # every commit observed so far is in the snapshot
+        # Each step, changed or not: a newer stamp is what releases the reservations of
+        # records settled since (a record without cost changes no spend). First, before
+        # the alerts' own store I/O.
+        budget_state.write(self.state_path, budget_state.encode(snapshot, now, stamp))
         self._alert(snapshot, now)
-        over = [s for s in snapshot if s.over]
-        written = tuple((s.limit, s.end) for s in over)
-        if written != self._written:  # only when the set changes (and once at start)
-            budget_state.write(self.state_path, budget_state.encode(over, now))
-            self._written = written
 
     def _load(self) -> None:
         """Re-read the spend (the caller holds the lock); a store that is away is tried
@@ -184,21 +187,19 @@ def observer(telemetry: Telemetry) -> Observer:
     return BudgetObserver(telemetry.budgets, make_engine(telemetry.db_url), budget_state.path_in(telemetry.spool_dir))
 
 
-def gate_in_proxy(telemetry: Telemetry) -> tuple[Gate | None, Callable[[], None]]:
-    """The gate (None unless `enforce = true`) and what closes it."""
+def gate_in_proxy(telemetry: Telemetry, writer: Any, pricer: Any = None) -> tuple[ProxyGate | None, Callable[[], None]]:
+    """The gate (None unless `enforce = true`) and what closes it. `writer`: the proxy's
+    (its settled records release reservations); `pricer`: what estimates are priced with
+    (analytics.pricing.Pricer; genai-prices alone when None)."""
     settings = telemetry.budgets
     assert settings is not None
     if not settings.enforce:
         return None, lambda: None
-    reader = budget_state.StateReader(
-        budget_state.path_in(telemetry.spool_dir), settings.limits, settings.state_poll_s
-    ).start()
+    if pricer is None:
+        from llmtap.analytics.pricing import Pricer
 
-    def gate(team: str | None, fingerprint: str | None, protocol: str | None, path: str) -> Any:
-        hit = reader.find(team, fingerprint)
-        if hit is None:
-            return None
-        limit, end = hit
-        return budget_refusal.refusal(protocol, path, limit, end, reader.clock())
-
-    return gate, reader.close
+        pricer = Pricer()
+    _ = pricer.snapshot  # genai-prices' data, loaded now rather than on the first request
+    estimator = Estimator(pricer, settings.default_output_tokens)
+    gate = ProxyGate(settings, budget_state.path_in(telemetry.spool_dir), estimator, writer).start()
+    return gate, gate.close

@@ -17,9 +17,9 @@ from llmtap.telemetry.settings import Telemetry
 
 @dataclass
 class ProxySide:
-    # (team, key fingerprint, protocol, path) -> None to let the request through, or a refusal
-    # (status, headers, body) in the protocol's own error shape: see budgets.gate_in_proxy
-    gate: Callable[[str | None, str | None, str | None, str], Any] | None = None
+    # admits a request (reserving its estimate) or refuses it in its protocol's own error
+    # shape: budget_gate.ProxyGate, made by budgets.gate_in_proxy
+    gate: Any = None
     closers: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:
@@ -27,13 +27,14 @@ class ProxySide:
             close()
 
 
-def start(telemetry: Telemetry, writer: Any) -> ProxySide:
-    """`writer` is the proxy's WriterProcess (its queue depth and restarts are metrics)."""
+def start(telemetry: Telemetry, writer: Any, pricer: Any = None) -> ProxySide:
+    """`writer` is the proxy's WriterProcess (its queue depth and restarts are metrics; the
+    records it settles release budget reservations); `pricer` prices the gate's estimates."""
     side = ProxySide()
     if telemetry.metrics is not None:
         side.closers.append(metrics.start_in_proxy(telemetry, writer))
     if telemetry.budgets is not None:
-        gate, close = budgets.gate_in_proxy(telemetry)
+        gate, close = budgets.gate_in_proxy(telemetry, writer, pricer)
         side.gate = gate
         side.closers.append(close)
     return side

@@ -7,6 +7,7 @@ report."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -63,6 +64,8 @@ NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)  # a Thursday
         ({"thresholds": "80", "teams": {"a": {"usd": 1}}}, "[budgets] thresholds must be a list"),
         ({"enforce": "yes", "teams": {"a": {"usd": 1}}}, "[budgets] enforce must be true or false"),
         ({"webhook": "ftp://x", "teams": {"a": {"usd": 1}}}, "[budgets] webhook must be an http(s) URL"),
+        ({"default_output_tokens": 0, "teams": {"a": {"usd": 1}}}, "[budgets] default_output_tokens must be"),
+        ({"default_output_tokens": "4k", "teams": {"a": {"usd": 1}}}, "[budgets] default_output_tokens must be"),
     ],
 )
 def test_bad_values_name_the_table_and_key(section: Any, message: str) -> None:
@@ -80,6 +83,8 @@ def test_a_table_parses_with_defaults() -> None:
         }
     )
     assert settings.enforce is False and settings.webhook is None
+    assert settings.default_output_tokens == 32_768
+    assert parse({"default_output_tokens": 4096, "teams": {"a": {"usd": 1}}}).default_output_tokens == 4096
     assert settings.limits == (
         Limit("team", "search", Decimal(200), "month", (50, 100)),
         Limit("team", "infra", Decimal("20.5"), "month", (90,)),
@@ -253,7 +258,7 @@ def test_the_observer_alerts_once_writes_the_state_and_remembers_across_a_restar
     try:
         observer = BudgetObserver(settings, engine, state)
         _wait(lambda: state.exists())
-        assert budget_state.decode(state.read_bytes(), settings.limits) == {}
+        assert budget_state.over_of(state.read_bytes(), settings.limits) == {}
         for cost in ("1.5", "3"):  # 55 %, then 85 %
             rows = [_row("search", cost, now)]
             _store(engine, rows)
@@ -263,7 +268,7 @@ def test_the_observer_alerts_once_writes_the_state_and_remembers_across_a_restar
         _store(engine, rows)
         observer.observe(RowSet(exchanges=rows, tool_calls=[], body_refs=[]))
         _wait(lambda: len(receiver.bodies) == 3)
-        _wait(lambda: budget_state.decode(state.read_bytes(), settings.limits) != {})
+        _wait(lambda: budget_state.over_of(state.read_bytes(), settings.limits) != {})
         observer.close()
         alert = receiver.bodies[-1]
         assert (alert["threshold_percent"], alert["spent_usd"], alert["over"]) == (100, "10.500000", True)
@@ -283,19 +288,37 @@ def test_the_state_reader_honours_the_period_and_the_current_config(tmp_path: Pa
     limit = LIMITS[0]
     path = tmp_path / budget_state.FILE_NAME
     standing = budget_spend.standings([limit], NOW)[0]
-    budget_state.write(path, budget_state.encode([standing], NOW))
-    clock = [NOW]
-    reader = budget_state.StateReader(path, [limit], 0.05, clock=lambda: clock[0]).start()
-    try:
-        assert reader.find("search", None) == (limit, standing.end)
-        assert reader.find("other", "f1") is None
-        clock[0] = standing.end  # the period is over
-        assert reader.find("search", None) is None
-    finally:
-        reader.close()
-    raised = Limit("team", "search", Decimal(50), "day", (100,))  # the operator raised it
-    assert budget_state.decode(path.read_bytes(), [raised]) == {}
-    assert budget_state.decode(b"not json", [limit]) == {}
+    standing.spent_pico = limit.pico + 1
+    budget_state.write(path, budget_state.encode([standing], NOW, stamp=12.5))
+    reader = budget_state.StateReader(path, [limit])
+    reader.refresh()
+    assert reader.spent(limit, NOW) == limit.pico + 1 and reader.stamp == 12.5
+    assert reader.spent(LIMITS[1], NOW) == 0  # the file says nothing of it
+    assert reader.spent(limit, standing.end) == 0  # the period is over: the next starts from nothing
+    raised = Limit("team", "search", Decimal(50), "day", (100,))  # the operator raised it: the spend stands
+    assert budget_state.over_of(path.read_bytes(), [raised]) == {}
+    assert budget_state.over_of(path.read_bytes(), [limit]) == {("team", "search"): (limit, standing.end)}
+    weekly = Limit("team", "search", Decimal(50), "week", (100,))  # another period: not this spend
+    assert budget_state.decode(path.read_bytes(), [weekly]) == ({}, 12.5)
+    assert budget_state.decode(b"not json", [limit]) == ({}, None)
+    path.unlink()
+    reader.refresh()
+    assert reader.spent(limit, NOW) == 0
+
+
+def test_a_state_file_from_before_the_reader_started_releases_nothing(tmp_path: Path) -> None:
+    """Its spend counts; its stamp (a monotonic clock that restarts with the machine) not."""
+    limit = LIMITS[0]
+    path = tmp_path / budget_state.FILE_NAME
+    budget_state.write(path, budget_state.encode(budget_spend.standings([limit], NOW), NOW, stamp=1e12))
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    reader = budget_state.StateReader(path, [limit])
+    reader.refresh()
+    assert (limit.scope, limit.name) in reader.state and reader.stamp is None
+    budget_state.write(path, budget_state.encode(budget_spend.standings([limit], NOW), NOW, stamp=7.0))
+    reader.refresh()
+    assert reader.stamp == 7.0
 
 
 @pytest.mark.parametrize(
@@ -400,9 +423,9 @@ def test_a_new_period_starts_from_nothing_and_alerts_again(engine: Engine, tmp_p
             _store(engine, rows)
             observer.observe(RowSet(exchanges=rows, tool_calls=[], body_refs=[]))
             _wait(lambda day=day: len(receiver.bodies) == day + 1)
-            _wait(lambda: budget_state.decode(state.read_bytes(), settings.limits) != {})
+            _wait(lambda: budget_state.over_of(state.read_bytes(), settings.limits) != {})
             clock[0] = after_midnight  # a new UTC day: nothing spent yet, no one over
-            _wait(lambda: budget_state.decode(state.read_bytes(), settings.limits) == {})
+            _wait(lambda: budget_state.over_of(state.read_bytes(), settings.limits) == {})
     finally:
         observer.close()
         receiver.close()

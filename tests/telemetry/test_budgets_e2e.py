@@ -39,7 +39,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 PICO = Decimal(10) ** 12
 ALPHA_USD = Decimal("1")  # alpha crosses its thresholds one request at a time
-TINY_USD = Decimal("0.000001")  # one priced request takes beta, gamma and the key over at once
+# One priced request takes beta, gamma and the key over at once: it fits their limit as it
+# passes the gate (its estimate: a few input tokens, one output token), yet its reply bills
+# more (1000 or 100000 input tokens).
+SMALL_USD = Decimal("0.001")
 
 ANTHROPIC_BODY = {
     "id": "msg_budget",
@@ -61,7 +64,7 @@ OPENAI_BODY = {
 }
 GEMINI_BODY = {
     "candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP", "index": 0}],
-    "usageMetadata": {"promptTokenCount": 1000, "candidatesTokenCount": 1, "totalTokenCount": 1001},
+    "usageMetadata": {"promptTokenCount": 100000, "candidatesTokenCount": 1, "totalTokenCount": 100001},
     "modelVersion": "gemini-2.0-flash",
 }
 
@@ -131,10 +134,10 @@ webhook = "{self.receiver.url}"
 enforce = true
 [budgets.teams]
 alpha = {{ usd = {ALPHA_USD}, period = "day" }}
-beta = {{ usd = {TINY_USD}, period = "month", thresholds = [100] }}
-gamma = {{ usd = {TINY_USD}, period = "week", thresholds = [80, 100] }}
+beta = {{ usd = {SMALL_USD}, period = "month", thresholds = [100] }}
+gamma = {{ usd = {SMALL_USD}, period = "week", thresholds = [80, 100] }}
 [budgets.keys]
-"{key_fingerprint}" = {{ usd = {TINY_USD}, period = "day", thresholds = [100] }}
+"{key_fingerprint}" = {{ usd = {SMALL_USD}, period = "day", thresholds = [100] }}
 """
         )
         return path
@@ -340,12 +343,15 @@ def test_openai_gemini_and_key_budgets(budget_proxy: BudgetProxy, opened: list[A
     opened.extend((oai, gem))
 
     def ask_openai(client: Any = oai) -> Any:
-        return client.chat.completions.create(model="gpt-4o-2024-08-06", messages=[{"role": "user", "content": "hi"}])
+        return client.chat.completions.create(
+            model="gpt-4o-2024-08-06", messages=[{"role": "user", "content": "hi"}], max_tokens=1
+        )
 
     def ask_gemini() -> Any:
-        return gem.models.generate_content(model="gemini-2.0-flash", contents="hi")
+        config = genai.types.GenerateContentConfig(max_output_tokens=1)
+        return gem.models.generate_content(model="gemini-2.0-flash", contents="hi", config=config)
 
-    ask_openai()  # one priced request each takes beta and gamma over their tiny limits
+    ask_openai()  # one priced request each takes beta and gamma over their small limits
     ask_gemini()
     wait_for(lambda: receiver.of("beta") == [100] and receiver.of("gamma") == [80, 100], 10, proxy.log)
 
