@@ -75,7 +75,9 @@ def test_mitmdump_honours_auth_and_budgets(tmp_path: Path, routes: harness.Route
     config = tmp_path / "config.toml"
     config.write_text(
         f'[auth]\nsearch = "{secret}"\n'
-        '[budgets]\nenforce = true\n[budgets.teams]\nbeta = { usd = 0.000001, period = "day" }\n'
+        # beta's limit holds one request's estimate ($0.021: its body and max_tokens at
+        # Claude 3.5 Sonnet's prices), not two: the first passes, the next is refused
+        '[budgets]\nenforce = true\n[budgets.teams]\nbeta = { usd = 0.025, period = "day" }\n'
     )
     db, regular, reverse = tmp_path / "store.db", free_port(), free_port()
     headers = {"content-type": "application/json", harness.CASE_HEADER: token, "x-api-key": "sk-ant-x"}
@@ -102,7 +104,7 @@ def test_mitmdump_honours_auth_and_budgets(tmp_path: Path, routes: harness.Route
             through = f"http://search:{secret}@127.0.0.1:{regular}"
             with httpx2.Client(proxy=through, timeout=10, trust_env=False) as client:
                 assert client.post(url, content=case.request, headers=headers).status_code == 200
-            # beta's first exchange takes it over its limit; the gate learns of it once stored
+            # beta's first exchange reserves most of its limit, then is stored: refused either way
             statuses = [_post(f"http://127.0.0.1:{reverse}/v1/messages", case.request, headers)]
             deadline = time.monotonic() + 30
             while statuses[-1] != 429 and time.monotonic() < deadline:
