@@ -29,7 +29,7 @@ from typing import Any
 from llmtap.storage.private import private_dir
 from llmtap.storage.rows import RowSet
 from llmtap.telemetry.cache_lines import NOT_CACHEABLE, CacheLines
-from llmtap.telemetry.metrics_labels import Labels
+from llmtap.telemetry.metrics_labels import Labels, bounded
 
 WHO = ("team", "provider", "model")
 # Seconds. An LLM call takes from well under a second to minutes (long outputs, reasoning).
@@ -82,42 +82,29 @@ class Counting:
         self.cache = CacheLines(lines)
         # A registry of its own: the values go to the files, nothing here is served.
         registry = CollectorRegistry(auto_describe=False)
-        self.requests = Counter(
-            "llmtap_requests",
-            "Exchanges recorded",
-            [*WHO, "finish_reason"],
-            registry=registry,
+
+        def counter(name: str, doc: str, names: list[str] | tuple[str, ...] = ()) -> _Bounded:
+            return _Bounded(Counter(name, doc, names, registry=registry))
+
+        def histogram(name: str, doc: str) -> _Bounded:
+            return _Bounded(Histogram(name, doc, ["provider", "model"], buckets=BUCKETS, registry=registry))
+
+        self.requests = counter("llmtap_requests", "Exchanges recorded", [*WHO, "finish_reason"])
+        self.tokens = counter("llmtap_tokens", "Tokens as billed, by kind", [*WHO, "kind"])
+        self.cost = counter("llmtap_cost_usd", "Priced cost in US dollars", WHO)
+        self.decode_errors = counter("llmtap_decode_errors", "Exchanges stored with a decode error", ["provider"])
+        self.cache_misses = counter(
+            "llmtap_cache_misses", "Prompt-cache misses (report cache's rule), by cause", ["cause"]
         )
-        self.tokens = Counter("llmtap_tokens", "Tokens as billed, by kind", [*WHO, "kind"], registry=registry)
-        self.cost = Counter("llmtap_cost_usd", "Priced cost in US dollars", WHO, registry=registry)
-        self.decode_errors = Counter(
-            "llmtap_decode_errors", "Exchanges stored with a decode error", ["provider"], registry=registry
-        )
-        self.cache_misses = Counter(
-            "llmtap_cache_misses", "Prompt-cache misses (report cache's rule), by cause", ["cause"], registry=registry
-        )
-        self.not_cacheable = Counter(
+        self.not_cacheable = counter(
             "llmtap_cache_not_cacheable",
             "Would-be cache misses whose previous request was under the model's minimum cacheable length",
-            registry=registry,
         )
-        self.tool_problems = Counter(
-            "llmtap_tool_problems", "Tool calls whose check found a problem, by status", ["status"], registry=registry
+        self.tool_problems = counter(
+            "llmtap_tool_problems", "Tool calls whose check found a problem, by status", ["status"]
         )
-        self.ttft = Histogram(
-            "llmtap_time_to_first_token_seconds",
-            "From request to the first token of the answer",
-            ["provider", "model"],
-            buckets=BUCKETS,
-            registry=registry,
-        )
-        self.duration = Histogram(
-            "llmtap_request_duration_seconds",
-            "From request to the end of the answer",
-            ["provider", "model"],
-            buckets=BUCKETS,
-            registry=registry,
-        )
+        self.ttft = histogram("llmtap_time_to_first_token_seconds", "From request to the first token of the answer")
+        self.duration = histogram("llmtap_request_duration_seconds", "From request to the end of the answer")
 
     def observe(self, rows: RowSet) -> None:
         for row in sorted(rows.exchanges, key=lambda r: (r["started_at"], r["id"])):
@@ -150,6 +137,20 @@ class Counting:
 
     def close(self) -> None:
         """The files stay: the proxy's side reads them until it stops."""
+
+
+class _Bounded:
+    """A metric whose label values are cut to MAX_LENGTH (metrics_labels.bounded) whoever
+    passes them: no value longer reaches the counters' files or a scrape (SPEC §6)."""
+
+    def __init__(self, metric: Any) -> None:
+        self.metric = metric
+
+    def labels(self, *values: str) -> Any:
+        return self.metric.labels(*(bounded(str(value)) for value in values))
+
+    def inc(self, amount: float = 1) -> None:
+        self.metric.inc(amount)
 
 
 def _priced(row: Mapping[str, Any]) -> bool:

@@ -12,7 +12,10 @@ How each label is bounded:
 - finish_reason: the canonical set (SPEC §2), else `other`; none is `unknown`;
 - tool status: toolcheck's statuses, else `other`;
 - and, whatever the above allow, at most `series` distinct (team, provider, model)
-  triples: any more are `other` in all three.
+  triples: any more are `other` in all three;
+- every value at most `MAX_LENGTH` (128) characters (SPEC §6): a longer one keeps its
+  first characters and a digest of the whole (`bounded`), so two long names stay two
+  series and a 5,000-character model name costs a scrape 128 characters a sample.
 
 The values already taken are seeded from the counters a previous writer process of the
 same proxy run left (`seed`), so a restart does not open the caps again.
@@ -22,10 +25,22 @@ Not responsible for counting (metrics_count.py) or for what the label values mea
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 
 OTHER = "other"
 UNKNOWN = "unknown"
+MAX_LENGTH = 128  # characters of one label value (SPEC §6)
+_DIGEST = 8  # hex digits of the whole value's digest that end a shortened one
+
+
+def bounded(value: str) -> str:
+    """`value` if it is at most MAX_LENGTH characters, else its start, `…` and a digest of
+    the whole: MAX_LENGTH characters, the same for the same value, different for another."""
+    if len(value) <= MAX_LENGTH:
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST]
+    return f"{value[: MAX_LENGTH - _DIGEST - 1]}…{digest}"
 
 
 def _providers() -> frozenset[str]:
@@ -62,7 +77,7 @@ class Labels:
 
     def seed(self, triples: Iterable[tuple[str, str, str]]) -> None:
         """Values a previous process of the same run already gave out (its counters)."""
-        for team, provider, model in triples:
+        for team, provider, model in ((bounded(t), bounded(p), bounded(m)) for t, p, m in triples):
             self.teams.add(team)
             self.models.add(model)  # priced or not, it keeps its series
             self.triples.add((team, provider, model))
@@ -78,7 +93,7 @@ class Labels:
         return triple
 
     def team(self, team: str | None) -> str:
-        name = team or UNKNOWN
+        name = bounded(team or UNKNOWN)
         if name in self.teams:
             return name
         if len(self.teams) >= self.caps["team"]:
@@ -94,6 +109,7 @@ class Labels:
     def model(self, model: str | None, priced: bool) -> str:
         if model is None:
             return UNKNOWN
+        model = bounded(model)
         if model in self.models:
             return model
         if priced:

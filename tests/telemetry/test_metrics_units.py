@@ -17,7 +17,7 @@ from llmtap.analytics import minimums
 from llmtap.storage.rows import RowSet
 from llmtap.telemetry import cache_lines, metrics
 from llmtap.telemetry.cache_lines import CacheLines
-from llmtap.telemetry.metrics_labels import OTHER, UNKNOWN, Labels
+from llmtap.telemetry.metrics_labels import MAX_LENGTH, OTHER, UNKNOWN, Labels, bounded
 from llmtap.telemetry.settings import Telemetry
 from tests.helpers import llmtap
 
@@ -91,6 +91,18 @@ def test_counting_that_cannot_start_never_stops_the_writer(tmp_path: Path, caplo
 
 def _labels(**caps: int) -> Labels:
     return Labels(**({"teams": 3, "models": 2, "unpriced_models": 1, "series": 1000} | caps))
+
+
+def test_a_long_label_value_keeps_its_start_and_a_digest_of_the_whole() -> None:
+    assert bounded("gpt-4o") == "gpt-4o"
+    assert bounded("x" * MAX_LENGTH) == "x" * MAX_LENGTH
+    one, two = bounded("x" * 5_000 + "1"), bounded("x" * 5_000 + "2")
+    assert len(one) == len(two) == MAX_LENGTH and one != two
+    assert one.startswith("x" * 100) and one == bounded("x" * 5_000 + "1")
+    assert bounded("é" * 200 + "\ud800") == bounded("é" * 200 + "\ud800")  # any text, even a lone surrogate
+    labels = _labels(teams=2)
+    assert labels.team("t" * 1_000) == labels.team("t" * 1_000) == bounded("t" * 1_000)
+    assert len(labels.model("m" * 1_000, False)) == MAX_LENGTH
 
 
 def test_teams_past_the_cap_are_other_and_known_ones_keep_their_name() -> None:
