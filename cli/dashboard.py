@@ -1,8 +1,9 @@
 """`llmtap dashboard`: write one self-contained HTML file (0600: it holds prompts and
-answers), or `--serve` it live on 127.0.0.1 (another address only when `--host` says so,
-and then only with a token: LLMTAP_DASHBOARD_TOKEN, or one made and printed in the URL).
+answers), or `--serve` it live on 127.0.0.1 (another address only when `--host` says so).
+The server asks for a token off loopback, and on loopback when the store is private to
+its user (storage/access.py): LLMTAP_DASHBOARD_TOKEN, or one made and printed in the URL.
 
-Not responsible for who the server answers (`dashboards/serve.py` checks Host and token)."""
+Not responsible for who the server answers (`storage/access.py` decides, `dashboards/serve.py` checks)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--host",
         default="127.0.0.1",
-        help="address to serve on (default 127.0.0.1); any other needs a token: LLMTAP_DASHBOARD_TOKEN, or one is made",
+        help="address to serve on (default 127.0.0.1); off loopback, or over a store private to its user, "
+        "it asks for a token: LLMTAP_DASHBOARD_TOKEN, or one is made and printed in the URL",
     )
     parser.add_argument("--port", type=int, default=8765, help="port to serve on (default 8765)")
     parser.add_argument("--since", help="ISO date/time or age (7d)")
@@ -75,6 +77,7 @@ def _serve(args, engine, pricer, url, label, since, until) -> int:
     from llmtap.dashboards import data, page
     from llmtap.dashboards.freshness import Fresh, store_mark
     from llmtap.dashboards.serve import make_server
+    from llmtap.storage.access import store_is_private
 
     # gathered again only when the store changed: at 1M exchanges a gathering takes seconds
     fresh = Fresh(lambda: data.collect(url, since, until, **args.lake_kwargs), lambda: store_mark(engine))
@@ -83,6 +86,7 @@ def _serve(args, engine, pricer, url, label, since, until) -> int:
         reprice(engine, pricer)  # price what arrived since the last poll
         return fresh()
 
+    private = store_is_private(url)
     try:
         server = make_server(
             args.host,
@@ -91,12 +95,17 @@ def _serve(args, engine, pricer, url, label, since, until) -> int:
             lambda d: page.render(d, store=label, live=True),
             routes=_routes(engine, url, label, since, until),
             token=os.environ.get("LLMTAP_DASHBOARD_TOKEN") or None,
+            private=private,
         )
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     print(f"dashboard on {server.url} (Ctrl-C stops)", file=sys.stderr)
     if server.any_address:
         print("  it is reachable from other machines: only with this token", file=sys.stderr)
+    elif private:
+        print(
+            "  the store is private to its user: other local users cannot read it without this token", file=sys.stderr
+        )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

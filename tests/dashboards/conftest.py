@@ -4,7 +4,15 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
 
 import pytest
 
@@ -33,6 +41,47 @@ def filled_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[st
     url = f"sqlite:///{folder / 'store.db'}"
     assert llmtap("import", str(har), "--db", url, env=env, process=True).code == 0
     return url, env
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running `llmtap dashboard --serve`: its address and the token it printed (the
+    stores here are 0600, so a loopback server asks for one)."""
+
+    base: str
+    token: str | None
+
+    @property
+    def first(self) -> str:
+        """The URL to open first: with the token, which the server turns into a cookie."""
+        return self.base + (f"?token={quote(self.token)}" if self.token else "")
+
+    def fetch(self, path: str, timeout: float = 60) -> bytes:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        with urllib.request.urlopen(urllib.request.Request(self.base + path, headers=headers), timeout=timeout) as r:
+            return r.read()
+
+
+@contextmanager
+def serving(url: str, env: dict[str, str]) -> Iterator[Served]:
+    """A real `llmtap dashboard --serve` on a free port of 127.0.0.1."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llmtap.cli.main", "dashboard", "--serve", "--port", "0", "--db", url],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        match = re.search(r"(http://127\.0\.0\.1:\d+/)(?:\?token=(\S+))?", line)
+        assert match, line
+        yield Served(match.group(1), unquote(match.group(2)) if match.group(2) else None)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        if process.stderr is not None:
+            process.stderr.close()
 
 
 @pytest.fixture(scope="session")

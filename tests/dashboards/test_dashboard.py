@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -14,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dashboards.conftest import HOSTILE_TEAM
+from tests.dashboards.conftest import HOSTILE_TEAM, serving
 from tests.helpers import llmtap
 
 ALL_CHARTS_SETTLED = (  # every chart drawn or marked empty
@@ -63,27 +61,14 @@ def test_file_opens_offline_with_every_chart_drawn(filled_store, browser, tmp_pa
 
 def test_served_live_on_loopback_and_refreshes(filled_store, browser, tmp_path: Path):
     url, env = filled_store
-    process = subprocess.Popen(
-        [sys.executable, "-m", "llmtap.cli.main", "dashboard", "--serve", "--port", "0", "--db", url],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = process.stderr.readline()
-        match = re.search(r"http://(127\.0\.0\.1):(\d+)/", line)
-        assert match, line
-        base = f"http://127.0.0.1:{match.group(2)}/"
-        page, problems, _ = open_page(browser, base)
+    with serving(url, env) as served:
+        assert served.token, "the store is 0600: the loopback server asks for a token"
+        page, problems, _ = open_page(browser, served.first)
         assert page.locator(".live").count() == 1
-        data = json.loads(urllib.request.urlopen(base + "data.json", timeout=30).read())
+        data = json.loads(served.fetch("data.json"))
         assert data["totals"]["requests"] == 49
         assert problems == []
         page.close()
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
-        process.stderr.close()
 
 
 def test_serve_refuses_a_port_in_use(filled_store):
@@ -168,20 +153,14 @@ def test_exchange_rows_open_details_and_conversations(filled_store, browser, tmp
 
 def test_served_pages_per_exchange_and_conversation(filled_store, browser):
     url, env = filled_store
-    process = subprocess.Popen(
-        [sys.executable, "-m", "llmtap.cli.main", "dashboard", "--serve", "--port", "0", "--db", url],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        base = re.search(r"(http://127\.0\.0\.1:\d+/)", process.stderr.readline()).group(1)
-        rows = json.loads(urllib.request.urlopen(base + "log.json?team=beta", timeout=60).read())
+    with serving(url, env) as served:
+        base = served.base
+        rows = json.loads(served.fetch("log.json?team=beta"))
         assert rows and {row["team"] for row in rows} == {"beta"}
-        page, problems, dialogs = open_page(browser, base)
+        page, problems, dialogs = open_page(browser, served.first)
         page.locator("#table-exchanges tbody tr").first.click()
         href = page.locator("#detail-page").get_attribute("href")
-        page.goto(base + href)
+        page.goto(base + href)  # the cookie the first page set carries the token
         assert page.locator("h2", has_text="Who").count() == 1
         page.click("text=The conversation this exchange belongs to")
         assert page.locator("#table-conversation tbody tr").count() >= 1
@@ -191,29 +170,19 @@ def test_served_pages_per_exchange_and_conversation(filled_store, browser):
         assert link.get_attribute("href").startswith("conversation/")
         link.click()
         assert page.locator("#table-conversation tbody tr").count() >= 1
-        with pytest.raises(urllib.error.HTTPError):
-            urllib.request.urlopen(base + "exchange/nope", timeout=30)
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            served.fetch("exchange/nope", timeout=30)
+        assert missing.value.code == 404
         assert problems == [] and dialogs == []
         page.close()
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
-        process.stderr.close()
 
 
 def test_served_dashboard_keeps_its_marks_after_two_refreshes(filled_store, browser):
     """Each refresh redraws every chart in place: none goes blank (the bug was a cleared
     chart node that Plotly.react then diffed against, drawing nothing, with no error)."""
     url, env = filled_store
-    process = subprocess.Popen(
-        [sys.executable, "-m", "llmtap.cli.main", "dashboard", "--serve", "--port", "0", "--db", url],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        base = re.search(r"(http://127\.0\.0\.1:\d+/)", process.stderr.readline()).group(1)
-        page, problems, dialogs = open_page(browser, base)
+    with serving(url, env) as served:
+        page, problems, dialogs = open_page(browser, served.first)
         page.wait_for_function("Number(document.body.getAttribute('data-refreshes') || 0) >= 2", timeout=60000)
         drawn = page.eval_on_selector_all(".chart", "nodes => nodes.map(n => [n.id, n.getAttribute('data-drawn')])")
         assert len(drawn) == 10 and [name for name, state in drawn if state != "chart"] == []
@@ -223,10 +192,6 @@ def test_served_dashboard_keeps_its_marks_after_two_refreshes(filled_store, brow
         assert page.locator("#table-exchanges tbody tr").count() == 49
         assert problems == [] and dialogs == []
         page.close()
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
-        process.stderr.close()
 
 
 def test_page_formats_money_and_percent_as_the_cli_does(browser, tmp_path: Path):

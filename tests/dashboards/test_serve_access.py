@@ -2,7 +2,9 @@
 and raw HTTP: it binds 127.0.0.1 only; a request whose `Host` names anything but the
 address it serves (a web page that rebound its DNS name to 127.0.0.1) gets a 421 and
 no data; with a token, a request without it gets a 401 and the token in the URL becomes
-a cookie. Off loopback a token is always required.
+a cookie. Off loopback a token is always required, and on loopback when the store is
+private to its user (another local user must not read through the server what the 0600
+file keeps from them).
 
 Not responsible for what the pages show (test_dashboard.py).
 """
@@ -10,16 +12,22 @@ Not responsible for what the pages show (test_dashboard.py).
 from __future__ import annotations
 
 import http.client
+import os
 import re
+import shutil
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
-from llmtap.dashboards.serve import admission
+from llmtap.storage.access import admission
 from tests.dashboards.conftest import HOSTILE_TEAM
 
 PATHS = ("/", "/index.html", "/data.json", "/log.json?search=Paris", "/exchange/0", "/conversation/0")
@@ -27,7 +35,7 @@ PATHS = ("/", "/index.html", "/data.json", "/log.json?search=Paris", "/exchange/
 
 @contextmanager
 def served(url: str, env: dict[str, str], *args: str) -> Iterator[tuple[int, str]]:
-    """A real `llmtap dashboard --serve` on a free port: (port, the line it printed)."""
+    """A real `llmtap dashboard --serve` on a free port: (port, the lines it printed)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "llmtap.cli.main", "dashboard", "--serve", "--port", "0", "--db", url, *args],
         env=env,
@@ -39,6 +47,8 @@ def served(url: str, env: dict[str, str], *args: str) -> Iterator[tuple[int, str
         line = process.stderr.readline()
         match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
         assert match, line
+        if "?token=" in line:  # and the line that says why
+            line += process.stderr.readline()
         yield int(match.group(1)), line
     finally:
         process.terminate()
@@ -64,6 +74,13 @@ def get(port: int, path: str, host: str | None, headers: dict[str, str] | None =
         connection.close()
 
 
+def token_of(line: str) -> dict[str, str]:
+    """The headers that carry the token the server printed (Prometheus' way: a bearer)."""
+    match = re.search(r"\?token=(\S+)", line)
+    assert match, line
+    return {"Authorization": f"Bearer {unquote(match.group(1))}"}
+
+
 def assert_no_data(body: bytes) -> None:
     for secret in (b"totals", b"Paris", b"beta", b"gamma", HOSTILE_TEAM.encode(), b"claude", b"gpt"):
         assert secret not in body, secret
@@ -71,8 +88,8 @@ def assert_no_data(body: bytes) -> None:
 
 def test_served_on_127_0_0_1_only(filled_store) -> None:
     url, env = filled_store
-    with served(url, env) as (port, _):
-        assert get(port, "/data.json", f"127.0.0.1:{port}")[0] == 200
+    with served(url, env) as (port, line):
+        assert get(port, "/data.json", f"127.0.0.1:{port}", token_of(line))[0] == 200
         with pytest.raises(OSError):  # not 0.0.0.0: another loopback address finds nobody
             socket.create_connection(("127.0.0.2", port), timeout=5).close()
 
@@ -96,9 +113,9 @@ def test_a_foreign_host_gets_no_data(filled_store) -> None:
 
 def test_the_names_it_serves_are_answered(filled_store) -> None:
     url, env = filled_store
-    with served(url, env) as (port, _):
+    with served(url, env) as (port, line):
         for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}"):
-            status, _, body = get(port, "/data.json", host)
+            status, _, body = get(port, "/data.json", host, token_of(line))
             assert status == 200 and b'"totals"' in body, host
 
 
@@ -127,12 +144,53 @@ def test_a_token_is_asked_for_and_becomes_a_cookie(filled_store) -> None:
         assert get(port, f"/data.json?token={token}", f"attacker.example:{port}")[0] == 421
 
 
+def test_a_private_store_asks_for_a_token_on_loopback_too(filled_store) -> None:
+    """The store llmtap made is 0600: another local user cannot open it, so the server on
+    127.0.0.1 must not hand it to them either (any local user can connect to it)."""
+    url, env = filled_store
+    assert stat.S_IMODE(os.stat(url.removeprefix("sqlite:///")).st_mode) == 0o600
+    with served(url, env) as (port, line):
+        assert "?token=" in line and "private to its user" in line, line
+        host = f"127.0.0.1:{port}"
+        for path in PATHS:
+            status, _, body = get(port, path, host)
+            assert status == 401, (path, status)
+            assert_no_data(body)
+        status, _, body = get(port, "/data.json", host, token_of(line))
+        assert status == 200 and b'"totals"' in body
+
+
+@pytest.fixture
+def shared_store(filled_store) -> Iterator[tuple[str, dict[str, str]]]:
+    """A copy of the store that every local user may read (0644, in a folder others may
+    enter), as an administrator might share one on purpose."""
+    url, env = filled_store
+    folder = Path(tempfile.mkdtemp(prefix="llmtap-shared-", dir="/tmp"))
+    try:
+        os.chmod(folder, 0o755)
+        copy = folder / "store.db"
+        shutil.copyfile(url.removeprefix("sqlite:///"), copy)
+        os.chmod(copy, 0o644)
+        yield f"sqlite:///{copy}", env
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_store_everyone_may_read_is_served_on_loopback_without_a_token(shared_store) -> None:
+    url, env = shared_store
+    with served(url, env) as (port, line):
+        assert "?token=" not in line, line
+        status, _, body = get(port, "/data.json", f"127.0.0.1:{port}")
+        assert status == 200 and b'"totals"' in body
+
+
 def test_off_loopback_a_token_is_always_required() -> None:
     # The rules the server applies once bound (binding 0.0.0.0 itself would leave 127.0.0.1).
-    anywhere = admission("0.0.0.0", 8765, "0.0.0.0", None)
+    anywhere = admission("0.0.0.0", 8765, "0.0.0.0", None, private=False)
     assert anywhere.token and len(anywhere.token) >= 24 and anywhere.any_address
-    assert admission("0.0.0.0", 8765, "0.0.0.0", None).token != anywhere.token  # made per start
-    assert admission("192.0.2.7", 8765, "192.0.2.7", "given").token == "given"
-    assert admission("127.0.0.1", 8765, "localhost", None).token is None
-    assert admission("::1", 8765, "::1", None).hosts == {"localhost:8765", "[::1]:8765"}
-    assert admission("127.0.0.1", 8765, "127.0.0.1", None).hosts == {"localhost:8765", "127.0.0.1:8765"}
+    assert admission("0.0.0.0", 8765, "0.0.0.0", None, private=False).token != anywhere.token  # made per start
+    assert admission("192.0.2.7", 8765, "192.0.2.7", "given", private=False).token == "given"
+    assert admission("127.0.0.1", 8765, "localhost", None, private=False).token is None
+    assert admission("127.0.0.1", 8765, "localhost", None, private=True).token
+    assert admission("::1", 8765, "::1", None, private=False).hosts == {"localhost:8765", "[::1]:8765"}
+    assert admission("127.0.0.1", 8765, "127.0.0.1", None, private=False).hosts == {"localhost:8765", "127.0.0.1:8765"}
