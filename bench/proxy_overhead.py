@@ -193,7 +193,8 @@ def _sink_child(conn: Any) -> None:
             for url in urls:
                 began = time.perf_counter()
                 try:
-                    with urllib.request.urlopen(url, timeout=5) as response:
+                    scrape = urllib.request.Request(url, headers={"Authorization": f"Bearer {TOKEN}"})
+                    with urllib.request.urlopen(scrape, timeout=5) as response:
                         response.read()
                     counts["scrapes"] += 1
                 except OSError:
@@ -228,11 +229,15 @@ class SinkProcess:
         self.proc.join(5)
 
 
+TOKEN = "bench-scrape-token"  # the store is 0600: /metrics asks for a token (LLMTAP_METRICS_TOKEN)
+
+
 def requests_counted(port: int) -> float:
     """`llmtap_requests_total` summed over its labels, as the endpoint says it now."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+    scrape = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(scrape, timeout=10) as response:
         text = response.read().decode()
     families = text_string_to_metric_families(text)
     return sum(s.value for f in families if f.name == "llmtap_requests" for s in f.samples)
@@ -384,7 +389,8 @@ def _telemetry_targets(up: str, tmp: Path, sink: int) -> list[Target]:
             str(BIN / "llmtap"), "proxy", "--quiet", "--no-regular", "--reverse", f"anthropic={port}",
             "--upstream", f"anthropic={up}", "--db", f"sqlite:///{db}", "--confdir", str(tmp / "mitmproxy"),
             "--metrics", f"127.0.0.1:{metrics}", *extra,
-        ], env={"LLMTAP_HOME": str(home)}, db=db, stop_signal=signal.SIGTERM, metrics_port=metrics))  # fmt: skip
+        ], env={"LLMTAP_HOME": str(home), "LLMTAP_METRICS_TOKEN": TOKEN}, db=db, stop_signal=signal.SIGTERM,
+            metrics_port=metrics))  # fmt: skip
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import signal
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,6 +97,8 @@ def start(settings: Settings, url: str, telemetry: Any, listeners: Listeners, fi
     except OSError as exc:  # the metrics address is taken
         close_writer(writer)
         raise UsageError(str(exc)) from None
+    for line in side.notices:  # even when quiet: a token made for this run, an exposed endpoint
+        print(line, file=sys.stderr, flush=True)
     attribution = Attribution(
         fingerprinter=fingerprinter,
         key_teams=settings.key_teams,

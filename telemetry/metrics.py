@@ -16,6 +16,10 @@ unpriced_models = 50        # distinct models the price catalogue does not know,
 series = 10000              # distinct (team, provider, model) triples, then `other`
 ```
 
+The endpoint admits requests as the dashboard server does (SPEC §6, storage/access.py):
+only a `Host` that names its address, and a token off loopback or when the store is
+private to its user: `LLMTAP_METRICS_TOKEN`, else one made per run and printed.
+
 Not responsible for counting (metrics_count.py), bounding labels (metrics_labels.py), the
 cache-miss rule (cache_lines.py) or serving (metrics_serve.py).
 """
@@ -36,6 +40,7 @@ from llmtap.config.section import Positive, Section, parse
 
 if TYPE_CHECKING:
     from llmtap.storage.writer import Observer
+    from llmtap.telemetry.metrics_serve import Serving
     from llmtap.telemetry.settings import Telemetry
 
 log = logging.getLogger("llmtap.telemetry")
@@ -127,14 +132,49 @@ class _Silent:
         pass
 
 
-def start_in_proxy(telemetry: Telemetry, writer: Any) -> Callable[[], None]:
-    """Serve `/metrics` on a thread; returns what stops it. Raises OSError (one line) when
-    the address is taken or cannot be had."""
+TOKEN_VARIABLE = "LLMTAP_METRICS_TOKEN"  # the scrape token; else one is made per run (when needed)
+
+
+def start_in_proxy(telemetry: Telemetry, writer: Any) -> Serving:
+    """Serve `/metrics` on a thread (`.stop` stops it), admitting requests as the
+    dashboard server does (storage/access.py). Raises OSError (one line) when the address
+    is taken or cannot be had."""
+    from llmtap.storage.access import store_is_private
     from llmtap.telemetry.metrics_serve import serve
 
     settings = telemetry.metrics
     assert settings is not None
     try:
-        return serve(folder(telemetry), settings.host, settings.port, writer)
+        return serve(
+            folder(telemetry),
+            settings.host,
+            settings.port,
+            writer,
+            token=os.environ.get(TOKEN_VARIABLE) or None,
+            private=store_is_private(telemetry.db_url),
+        )
     except OSError as exc:
         raise OSError(f"cannot serve metrics at {settings.host}:{settings.port}: {exc.strerror or exc}") from None
+
+
+def notices(serving: Serving) -> list[str]:
+    """What the proxy prints about the endpoint: where to scrape it (with the token when
+    one was made for this run), and a warning when it is reachable beyond this machine."""
+    rules = serving.admission
+    given = bool(os.environ.get(TOKEN_VARIABLE))
+    if rules.token is None:
+        lines = [f"llmtap: metrics at {serving.url}"]
+    elif given:
+        lines = [f"llmtap: metrics at {serving.url.split('?')[0]} (the token of {TOKEN_VARIABLE}, as a bearer)"]
+    else:
+        lines = [
+            f"llmtap: metrics at {serving.url} (a token made for this run: Prometheus sends it as "
+            "`authorization: {credentials: TOKEN}` or `params: {token: [TOKEN]}`; "
+            f"set {TOKEN_VARIABLE} to keep one)"
+        ]
+    if rules.any_address:
+        lines.append(
+            f"llmtap: WARNING: metrics on {serving.host}:{rules.port} are reachable beyond this machine: "
+            "anyone who can reach them and has the token reads every team's and model's counts."
+        )
+    return lines

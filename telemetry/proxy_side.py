@@ -21,6 +21,7 @@ class ProxySide:
     # shape: budget_gate.ProxyGate, made by budgets.gate_in_proxy
     gate: Any = None
     closers: list[Callable[[], None]] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # lines to print once it is up
 
     def close(self) -> None:
         for close in reversed(self.closers):
@@ -32,7 +33,9 @@ def start(telemetry: Telemetry, writer: Any, pricer: Any = None) -> ProxySide:
     records it settles release budget reservations); `pricer` prices the gate's estimates."""
     side = ProxySide()
     if telemetry.metrics is not None:
-        side.closers.append(metrics.start_in_proxy(telemetry, writer))
+        serving = metrics.start_in_proxy(telemetry, writer)
+        side.closers.append(serving.stop)
+        side.notices += metrics.notices(serving)
     if telemetry.budgets is not None:
         gate, close = budgets.gate_in_proxy(telemetry, writer, pricer)
         side.gate = gate

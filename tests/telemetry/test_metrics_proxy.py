@@ -12,6 +12,7 @@ import contextlib
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -42,7 +44,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 LISTENERS = {"anthropic": "anthropic", "openai": "openai", "gemini": "gemini"}
 KEYS = {"anthropic": harness.ANTHROPIC_KEY, "openai": harness.OPENAI_KEY, "gemini": harness.GOOGLE_KEY}
 HOSTILE_TEAMS = 10_000
+LONG_NAMES = 200
 POSTGRES_URL = os.environ.get("LLMTAP_TEST_POSTGRES_URL", "").strip() or None
+TOKEN = "scrape-t0ken-of-the-test"  # LLMTAP_METRICS_TOKEN: the store is 0600, so a token is asked for
+SCRAPE = {"Authorization": f"Bearer {TOKEN}"}  # as Prometheus' `authorization: {credentials: …}` sends it
+OWN = "the endpoint's own name"
 
 
 def _listener(case: Case) -> str:
@@ -105,8 +111,7 @@ class Running:
             return int(error.code)
 
     def scrape(self) -> dict[str, list[Any]]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['metrics']}/metrics", timeout=10) as response:
-            text = response.read().decode()
+        text = _get(self.ports["metrics"], "/metrics", SCRAPE)[2].decode()
         files = b"".join(path.read_bytes() for path in self.metrics_dir.rglob("*") if path.is_file())
         for key in self.keys.values():  # never an API key, in the scrape or in the counters' files
             assert key not in text and key.encode() not in files
@@ -124,6 +129,22 @@ class Running:
             last = stored
             time.sleep(0.5)
         raise AssertionError("the writer did not settle")
+
+
+def _get(port: int, path: str, headers: dict[str, str], host: str | None = OWN) -> tuple[int, dict[str, str], bytes]:
+    """One GET of 127.0.0.1:`port`, with exactly this Host (OWN: 127.0.0.1:port; None: none)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.putrequest("GET", path, skip_host=True, skip_accept_encoding=True)
+        if host is not None:
+            connection.putheader("Host", f"127.0.0.1:{port}" if host is OWN else host)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.endheaders()
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
 
 
 def _sql(running: Running, query: str) -> list[tuple[Any, ...]]:
@@ -182,9 +203,8 @@ def _proxy(root: Path, url: str) -> Iterator[Running]:
             args += ["--reverse", f"{name}={ports[name]}", "--upstream", f"{name}={upstream.url}"]
         log = root / "proxy.log"
         with log.open("wb") as out:
-            proc = subprocess.Popen(
-                args, env=harness.clean_env(LLMTAP_HOME=str(root / "home")), stdout=subprocess.DEVNULL, stderr=out
-            )
+            env = harness.clean_env(LLMTAP_HOME=str(root / "home"), LLMTAP_METRICS_TOKEN=TOKEN)
+            proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=out)
         try:
             for port in ports.values():
                 harness.wait_for_port(port, proc, log)
@@ -351,6 +371,96 @@ def test_counters_survive_a_writer_process_restart(running: Running) -> None:
         grown = sum(v for k, v in _by(after, "llmtap_tokens", "llmtap_tokens_total", "kind").items() if k == (kind,))
         was = sum(v for k, v in _by(before, "llmtap_tokens", "llmtap_tokens_total", "kind").items() if k == (kind,))
         assert grown > was, kind
+
+
+def test_no_label_value_is_longer_than_128_characters(running: Running) -> None:
+    """200 error rows that echo a 5,000-character requested model, from teams named with
+    3,000 characters: the scrape's labels stay within 128 characters (SPEC §6), long
+    names that differ only at their end stay apart, and the scrape stays small."""
+    if running.url.startswith("postgresql"):
+        pytest.skip("the labels' bound does not depend on the store (run once, on SQLite)")
+    case = next(c for c in load_cases() if c.id == "a_oai_json_text_basic")
+    before = _count(running)
+    scraped_before = _scrape_size(running)
+    request = json.loads(case.request or b"{}")
+    for n in range(LONG_NAMES):
+        body = json.dumps(request | {"model": "m" * 4_995 + f"{n:05d}"}).encode()
+        # no reply registered for this token: the upstream answers 404, an error row
+        assert running.send(case, "no-such-case", team="t" * 2_995 + f"{n % 10:05d}", body=body) == 404
+    families = running.settle()
+    assert _count(running) - before == LONG_NAMES
+
+    values = {value for samples in families.values() for s in samples for value in s.labels.values()}
+    assert max(len(value) for value in values) <= 128
+    long_models = {value for value in values if value.startswith("m" * 100)}
+    assert long_models, "the long models are counted under labels of their own, cut short"
+    assert all(len(value) == 128 for value in long_models)
+    # every long model is its own series until the unpriced cap, or `other`
+    counted = _by(families, "llmtap_requests", "llmtap_requests_total", "model")
+    assert sum(v for (model,), v in counted.items() if model in long_models) == len(long_models)
+    assert _scrape_size(running) - scraped_before < 2_000_000
+
+
+def _scrape_size(running: Running) -> int:
+    return len(_get(running.ports["metrics"], "/metrics", SCRAPE)[2])
+
+
+FOREIGN = ("attacker.example:{port}", "127.0.0.1.nip.io:{port}", "127.0.0.1:1", "localhost.:{port}", "", None)
+
+
+def test_the_endpoint_answers_only_its_own_name_and_the_token(running: Running) -> None:
+    """SPEC §6, the dashboard server's rules: a page that rebinds its DNS name to
+    127.0.0.1 gets a 421, and since the store is private to its user (0600), a scrape
+    without the token gets a 401, even on loopback: another local user reads nothing."""
+    port = running.ports["metrics"]
+    status, headers, body = _get(port, "/metrics", {})
+    assert status == 401 and b"llmtap_" not in body and "Bearer" in headers.get("WWW-Authenticate", "")
+    for wrong in ({"Authorization": "Bearer wrong"}, {"Cookie": "llmtap_token=wrong"}):
+        assert _get(port, "/metrics", wrong)[0] == 401
+    assert _get(port, "/metrics?token=wrong", {})[0] == 401
+    for host in FOREIGN:
+        forged = None if host is None else host.format(port=port)
+        status, _, body = _get(port, "/metrics", SCRAPE, forged)
+        assert status == 421 and b"llmtap_" not in body, forged
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}"):
+        assert _get(port, "/metrics", SCRAPE, host)[0] == 200, host
+    status, _, body = _get(port, f"/metrics?token={TOKEN}", {})  # Prometheus' `params`
+    assert status == 200 and b"llmtap_writer_queue_records" in body
+    log = (running.root / "proxy.log").read_text(errors="replace")
+    assert f"metrics at http://127.0.0.1:{port}/metrics" in log and TOKEN not in log
+
+
+def test_metrics_beyond_loopback_warn_and_ask_for_a_token(tmp_path: Path) -> None:
+    """`--metrics 0.0.0.0:PORT` without a token of the user's: a warning, a token made
+    and printed, and a scrape without it refused (tried through 127.0.0.1 only)."""
+    port, listener = free_port(), free_port()
+    args = [
+        str(harness.LLMTAP), "proxy", "--quiet", "--db", f"sqlite:///{tmp_path / 'llmtap.db'}",
+        "--confdir", str(tmp_path / "mitmproxy"), "--no-regular",
+        "--reverse", f"openai={listener}", "--upstream", "openai=http://127.0.0.1:9",
+        "--metrics", f"0.0.0.0:{port}",
+    ]  # fmt: skip
+    log = tmp_path / "proxy.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            args, env=harness.clean_env(LLMTAP_HOME=str(tmp_path / "home")), stdout=subprocess.DEVNULL, stderr=out
+        )
+    try:
+        for each in (port, listener):
+            harness.wait_for_port(each, proc, log)
+        text = log.read_text(errors="replace")
+        assert "WARNING: metrics on 0.0.0.0:" in text and "beyond this machine" in text, text
+        token = re.search(r"/metrics\?token=(\S+)", text)
+        assert token, text
+        assert _get(port, "/metrics", {})[0] == 401
+        assert _get(port, "/metrics", {"Authorization": f"Bearer {unquote(token.group(1))}"})[0] == 200
+        # off loopback any IP literal may name it, never a DNS name that is not the machine's
+        assert (
+            _get(port, "/metrics", {"Authorization": f"Bearer {unquote(token.group(1))}"}, "attacker.example")[0] == 421
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, log.read_text(errors="replace")[-3000:]
 
 
 @pytest.mark.timeout(600)  # 10,000 requests over 8 kept-alive connections
