@@ -19,10 +19,12 @@ from pathlib import Path
 
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.io import PY_IO_IMPL
 from pyiceberg.table import Table
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from llmtap.lake import schema
+from llmtap.lake import private_io, schema
+from llmtap.storage.private import private_dir
 
 WATERMARK = "llmtap.watermark"  # snapshot summary: rows with revision >= it are not (all) in the lake
 STORE_TOKEN = "llmtap.store_token"  # snapshot summary: the store's fact_revision.token
@@ -55,11 +57,13 @@ CATALOG = "llmtap"  # the catalog's name in `iceberg_tables` (analytics/lake_vie
 
 
 def open_catalog(store_url: str, warehouse: str, settings: Mapping[str, object] | None = None) -> SqlCatalog:
-    """The warehouse's catalog in the store at `store_url` (a SQLAlchemy URL)."""
+    """The warehouse's catalog in the store at `store_url` (a SQLAlchemy URL). Local files
+    it writes are private to their user (lake/private_io.py)."""
     uri = warehouse_uri(warehouse)
-    properties = {str(k): str(v) for k, v in (settings or {}).items() if k != "warehouse"}
+    properties = {PY_IO_IMPL: private_io.PY_IO_IMPL}
+    properties |= {str(k): str(v) for k, v in (settings or {}).items() if k != "warehouse"}
     if uri.startswith("file://"):
-        Path(uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+        private_dir(Path(uri.removeprefix("file://")))
     for attempt in range(3):
         try:
             return SqlCatalog(CATALOG, uri=store_url, warehouse=uri, **properties)
