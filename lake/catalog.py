@@ -6,13 +6,15 @@ lake: a sync to another warehouse than the one its tables live in is refused.
 A warehouse is a folder (`/data/lake`, `file:///data/lake`) or `s3://bucket/prefix`,
 written through pyiceberg's pyarrow FileIO. S3 settings come from the config file's
 `[lake]` table (`s3.endpoint`, `s3.region`, `s3.access-key-id`, `s3.secret-access-key`,
-any other pyiceberg FileIO property), else from the usual AWS environment.
+any other pyiceberg FileIO property), else from the usual AWS environment; a custom
+endpoint without a region gets one here, so that nothing asks AWS for the bucket's.
 
 Not responsible for what the tables hold (sync.py) or for reading them in reports.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -61,7 +63,7 @@ def open_catalog(store_url: str, warehouse: str, settings: Mapping[str, object] 
     it writes are private to their user (lake/private_io.py)."""
     uri = warehouse_uri(warehouse)
     properties = {PY_IO_IMPL: private_io.PY_IO_IMPL}
-    properties |= {str(k): str(v) for k, v in (settings or {}).items() if k != "warehouse"}
+    properties |= _with_region({str(k): str(v) for k, v in (settings or {}).items() if k != "warehouse"})
     if uri.startswith("file://"):
         private_dir(Path(uri.removeprefix("file://")))
     for attempt in range(3):
@@ -73,6 +75,18 @@ def open_catalog(store_url: str, warehouse: str, settings: Mapping[str, object] 
                 raise
             time.sleep(0.2 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def _with_region(properties: dict[str, str]) -> dict[str, str]:
+    """A custom `s3.endpoint` (MinIO, a gateway, a test server) without a region: pyiceberg
+    would ask AWS (s3.amazonaws.com) for the bucket's region before every sync, a call
+    that leaves for AWS and, with no route there, a warning and a wait. The region is
+    then the environment's (AWS_REGION, AWS_DEFAULT_REGION), else us-east-1, which such
+    servers take by default; with AWS's own endpoint pyiceberg still finds it itself."""
+    if properties.get("s3.endpoint") and not (properties.get("s3.region") or properties.get("client.region")):
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        properties = {**properties, "s3.region": region}
+    return properties
 
 
 def ensure_tables(catalog: SqlCatalog) -> dict[str, Table]:

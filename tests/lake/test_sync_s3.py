@@ -4,6 +4,7 @@ config file, the lake's totals equal the store's, and the credentials are never 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -86,3 +87,29 @@ def test_a_warehouse_that_is_not_s3_or_a_folder_is_one_line(tmp_path: Path, llmt
     )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "unsupported warehouse" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_custom_endpoint_without_a_region_asks_aws_nothing(s3, tmp_path: Path, llmtap_home: Path):
+    """With `s3.endpoint` and no `s3.region`, pyiceberg would ask AWS (s3.amazonaws.com)
+    for the bucket's region before every sync: a call that leaves for AWS from a store
+    whose lake is a local S3 server (and, with no network, a warning and a wait). The
+    sync names a region itself (AWS_REGION, else us-east-1), so no call is made."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = make_engine(url)
+    upgrade(engine)
+    config = tmp_path / "config.toml"
+    settings = {k: v for k, v in s3.items() if k != "s3.region"}
+    lines = ["[lake]", 'warehouse = "s3://lake/llmtap"'] + [f'"{k}" = "{v}"' for k, v in settings.items()]
+    config.write_text("\n".join(lines) + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_REGION", "AWS_DEFAULT_REGION")}
+    command = [sys.executable, "-m", "llmtap.cli.main", "lake", "sync", "--db", url, "--config", str(config)]
+    try:
+        write(engine, tmp_path / "spool", 0, 5)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=ROOT, env=env)
+        assert done.returncode == 0, done.stderr
+        assert "llmtap.exchanges: 5 rows written" in done.stdout
+        assert "region" not in done.stderr.lower(), done.stderr  # pyiceberg: "Unable to resolve region for bucket"
+        assert lake_totals(url, "s3://lake/llmtap", s3) == store_totals(engine)
+    finally:
+        engine.dispose()
