@@ -10,6 +10,10 @@ are dropped, counted. An outage is one line in the log when it starts and one wh
 ends (how long, how many were dropped), never a line per span or per retry: the SDK's own
 warnings are counted and silenced. `close` flushes what is queued within a bounded time.
 
+A collector's answer is read through `_BoundedSession`: at most `ANSWER_LIMIT` bytes as
+they came off the wire, never decompressed (the SDK needs only the status and headers), so
+a hostile or broken collector (a gzip bomb, an endless body) costs the writer a few KiB.
+
 Not responsible for what a span says (otlp_spans.py) or for which exchanges to send.
 """
 
@@ -19,8 +23,11 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import requests
 from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -37,6 +44,7 @@ __all__ = ["ExportOptions", "ExportStats", "Sender"]
 
 log = logging.getLogger("llmtap.telemetry")
 RETRY_MAX_S = 5.0  # the longest wait between two tries of a batch the endpoint refused
+ANSWER_LIMIT = 64 << 10  # bytes of a collector's answer read, as sent (an OTLP answer is a few)
 # the SDK's loggers: a warning per retry, per failed batch, per span dropped
 _SDK_LOGGERS = (
     "opentelemetry.sdk._shared_internal",
@@ -68,6 +76,7 @@ class Sender:
                 headers=dict(options.headers),
                 timeout=options.timeout_s,
                 compression=Compression.Gzip if options.compression == "gzip" else Compression.NoCompression,
+                session=_BoundedSession(),
             ),
             options,
             self.stats,
@@ -112,6 +121,28 @@ class Sender:
         # the SDK stopped waiting is not sent either)
         stats.dropped = stats.queued - stats.sent - stats.given_up
         return stats
+
+
+class _BoundedSession(requests.Session):
+    """A requests Session whose answers are read only in part: at most ANSWER_LIMIT bytes
+    of the body as it came off the wire, never decompressed. A body within the limit is
+    read whole (the connection is kept for the next export); a longer one is cut and its
+    connection closed. What was read is the response's content only when uncompressed."""
+
+    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+        kwargs["stream"] = True
+        response = super().request(method, url, *args, **kwargs)
+        try:
+            body = response.raw.read(ANSWER_LIMIT + 1, decode_content=False) or b""
+        except Exception:  # noqa: BLE001 - a broken answer: the status is what counts
+            body = b""
+        whole = len(body) <= ANSWER_LIMIT
+        encoded = response.headers.get("Content-Encoding", "identity").lower() not in ("", "identity")
+        response._content = b"" if encoded else body[:ANSWER_LIMIT]
+        if whole:
+            response._content_consumed = True  # so close() hands the connection back for reuse
+        response.close()
+        return response
 
 
 class _GivenIds(IdGenerator):

@@ -4,7 +4,9 @@ gunzipped when the exporter compressed it, and keeps every span it took, with it
 attributes as plain Python values and the request's headers.
 
 It can be told to refuse (answer 503, which an exporter retries) and be stopped and
-started again on the same port (nothing listens meanwhile: connection refused).
+started again on the same port (nothing listens meanwhile: connection refused); a hostile
+one answers each export with a body of its own (`answer`: headers and chunks), a gzip
+bomb say, after it took the spans.
 
 Not responsible for what the spans should say (the tests are).
 """
@@ -51,9 +53,13 @@ def value(any_value: AnyValue) -> Any:
     return None if kind is None else getattr(any_value, kind)
 
 
+Answer = tuple[dict[str, str], list[bytes]]  # headers, and the body's chunks as sent
+
+
 class Receiver:
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, answer: Answer | None = None) -> None:
         self.port = port or free_port()
+        self.answer = answer
         self.spans: list[Received] = []
         self.requests = 0
         self.refused = 0
@@ -83,12 +89,27 @@ class Receiver:
                     body = gzip.decompress(body)
                 request = ExportTraceServiceRequest.FromString(body)
                 receiver._take(request, {k.lower(): v for k, v in self.headers.items()})
+                if receiver.answer is not None:
+                    self._hostile(*receiver.answer)
+                    return
                 answer = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
                 self.wfile.write(answer)
+
+            def _hostile(self, headers: dict[str, str], chunks: list[bytes]) -> None:
+                self.send_response(200)
+                for name, header in headers.items():
+                    self.send_header(name, header)
+                self.send_header("Content-Length", str(sum(len(chunk) for chunk in chunks)))
+                self.end_headers()
+                try:
+                    for chunk in chunks:
+                        self.wfile.write(chunk)
+                except OSError:  # the exporter read what it wanted and hung up
+                    pass
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
                 pass
