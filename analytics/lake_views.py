@@ -71,6 +71,10 @@ class LakeError(StoreError):
     """The lake cannot be read as asked (none there, another store's, unreadable)."""
 
 
+# what DuckDB raises for a file it cannot open or read (gone, cut short, not Parquet/Avro)
+READ_ERRORS = (duckdb.IOException, duckdb.HTTPException, duckdb.InvalidInputException)
+
+
 @dataclass(frozen=True)
 class LakeTable:
     """One lake table as its current snapshot has it: None for `metadata` when it holds no
@@ -107,7 +111,7 @@ def attach(
         gone = _tombstones(connection)
         for view, (lake_name, store_table, key) in TABLES.items():
             _point(connection, view, tables[lake_name], tails[view], gone, store_table, key)
-    except (duckdb.IOException, duckdb.HTTPException) as exc:  # files gone, S3 away or refusing
+    except READ_ERRORS as exc:  # files gone or damaged, S3 away or refusing
         raise LakeError(f"cannot read the lake at {warehouse}: {mask_passwords(_first_line(exc))}") from None
     return tables
 
@@ -153,12 +157,14 @@ def read_state(connection: duckdb.DuckDBPyConnection, warehouse: str) -> dict[st
         metadata = _metadata(connection, locations[lake_name])
         if not _under(str(metadata.get("location", "")), warehouse):
             raise LakeError(f"this store's lake is at {metadata.get('location')}, not under {warehouse}")
-        current = metadata.get("current-snapshot-id")
-        snapshot = next((s for s in metadata.get("snapshots", []) if s.get("snapshot-id") == current), None)
+        snapshot = _current_snapshot(metadata, locations[lake_name])
         if snapshot is None:  # tables made, nothing committed yet
             tables[lake_name] = LakeTable(lake_name, None, 0, None)
             continue
+        _check_manifests(connection, snapshot, locations[lake_name])
         summary = snapshot.get("summary") or {}
+        if not isinstance(summary, dict):
+            raise _damaged(locations[lake_name], "its current snapshot has no summary")
         try:
             watermark = int(summary.get(WATERMARK, ""))
         except ValueError:
@@ -168,6 +174,91 @@ def read_state(connection: duckdb.DuckDBPyConnection, warehouse: str) -> dict[st
             ) from None
         tables[lake_name] = LakeTable(lake_name, locations[lake_name], watermark, summary.get(STORE_TOKEN))
     return tables
+
+
+def _damaged(location: str, what: str) -> LakeError:
+    return LakeError(f"the lake is damaged: {what} (the table of {location})")
+
+
+def _current_snapshot(metadata: dict[str, Any], location: str) -> dict[str, Any] | None:
+    """The current snapshot of a table's metadata, once the parts DuckDB's iceberg reader
+    takes for granted are there: a table metadata file without its schemas, or whose
+    current schema or snapshot is not listed, crashes it (a segfault), never an error."""
+    schemas, snapshots = metadata.get("schemas"), metadata.get("snapshots", [])
+    if "schemas" in metadata or "schema" not in metadata:  # v2 lists them; v1 may have one
+        if not isinstance(schemas, list) or not all(isinstance(schema, dict) for schema in schemas):
+            raise _damaged(location, "it lists no schemas")
+        if not any(schema.get("schema-id") == metadata.get("current-schema-id") for schema in schemas):
+            raise _damaged(location, "its current schema is not among its schemas")
+    if not isinstance(snapshots, list) or not all(isinstance(snapshot, dict) for snapshot in snapshots):
+        raise _damaged(location, "its snapshots are not a list of snapshots")
+    current = metadata.get("current-snapshot-id")
+    if current is None or current == -1:
+        return None
+    snapshot = next((s for s in snapshots if s.get("snapshot-id") == current), None)
+    if snapshot is None:
+        raise _damaged(location, f"its current snapshot {current} is not among its snapshots")
+    return snapshot
+
+
+def _check_manifests(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, Any], location: str) -> None:
+    """The snapshot's manifest list read with DuckDB's Avro reader, and every manifest it
+    names there at the length the list gives it: DuckDB's Avro reader reports a list that
+    is gone, cut short or not Avro as an error, but its iceberg reader aborts the process
+    (an exception where none may be thrown) on a manifest that is gone or cut short. Only
+    the manifests' sizes are read (a stat each), not their content."""
+    listing = snapshot.get("manifest-list")
+    if not isinstance(listing, str):
+        raise _damaged(location, "its current snapshot names no manifest list")
+    try:
+        listed = connection.execute("SELECT manifest_path, manifest_length FROM read_avro(?)", [listing]).fetchall()
+        sizes = _sizes(connection, [str(path) for path, _length in listed])
+    except duckdb.Error as exc:
+        raise _damaged(location, mask_passwords(_first_line(exc))) from None
+    for path, length in listed:
+        size = sizes.get(str(path))
+        if size != length:
+            what = "is gone" if size is None else f"has {size:,} bytes, not the {length:,} it was written with"
+            raise _damaged(location, f"its manifest {path} {what}")
+
+
+def _sizes(connection: duckdb.DuckDBPyConnection, paths: list[str]) -> dict[str, int]:
+    """The size of each file that is there: a stat each in a folder (DuckDB's read_blob
+    costs a millisecond a file), a HEAD each through httpfs in S3."""
+    import os
+
+    remote = [path for path in paths if path.startswith(("s3://", "s3a://"))]
+    sizes = {}
+    for path in set(paths) - set(remote):
+        try:
+            sizes[path] = os.stat(path.removeprefix("file://")).st_size
+        except OSError:
+            pass  # gone
+    if remote:
+        sizes |= {
+            str(name): int(size)
+            for name, size in connection.execute("SELECT filename, size FROM read_blob(?)", [remote]).fetchall()
+        }
+    return sizes
+
+
+def unreadable(warehouse: str, exc: BaseException) -> LakeError | None:
+    """For an error a query over the lake's views raised: a one-line LakeError when it is
+    about one of the lake's files (one that went or was damaged since the views were made:
+    a data file removed mid-report, a Parquet file cut short), else None (not the lake's)."""
+    if not isinstance(exc, READ_ERRORS):
+        return None
+    text = _first_line(exc)
+    place = warehouse.removeprefix("file://").rstrip("/")
+    if place.startswith(("s3://", "s3a://")):
+        place = place.split("://", 1)[1]
+    else:
+        import os
+
+        place = os.path.realpath(os.path.expanduser(place))
+    if place not in text:
+        return None
+    return LakeError(f"cannot read the lake at {warehouse}: {mask_passwords(text)}")
 
 
 def _metadata(connection: duckdb.DuckDBPyConnection, location: str) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from llmtap.analytics.reprice import reprice
     from llmtap.cli.pricing import pricer_for
-    from llmtap.cli.report import lake_file_settings
+    from llmtap.cli.report import lake_damage, lake_file_settings
     from llmtap.cli.store import open_store
     from llmtap.dashboards import data, page
 
@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     label = engine.url.render_as_string(hide_password=True)
     args.lake_kwargs = {"lake": args.lake, "lake_settings": lake_file_settings(args, settings)}
     if not args.serve:
-        html = page.render(data.collect(url, since, until, **args.lake_kwargs), store=label)
+        with lake_damage(args.lake):
+            html = page.render(data.collect(url, since, until, **args.lake_kwargs), store=label)
         try:
             with open_private(args.output, "w", encoding="utf-8") as handle:
                 handle.write(html)

@@ -68,8 +68,8 @@ def run_sync(args: argparse.Namespace) -> int:
         done = sync(engine, catalog)
     except LakeError as exc:
         raise UsageError(str(exc)) from None
-    except OSError as exc:  # a folder it cannot write, an S3 endpoint that does not answer
-        raise UsageError(f"cannot write the warehouse {warehouse!r}: {exc}") from None
+    except OSError as exc:  # a folder it cannot write, a file gone, an S3 endpoint that does not answer
+        raise UsageError(f"cannot use the warehouse {warehouse!r}: {exc}") from None
     finally:
         engine.dispose()
     for table in done:

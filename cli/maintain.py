@@ -104,6 +104,8 @@ def _run_prune_synced(args: argparse.Namespace, cutoff: Any) -> int:
         removed, collected = prune_synced(engine, ids, exchange_mark, tool_call_mark)
     except LakeError as exc:
         raise UsageError(str(exc)) from None
+    except OSError as exc:  # a lake file gone, an S3 endpoint that does not answer
+        raise UsageError(f"cannot read the warehouse {warehouse!r}: {exc}") from None
     finally:
         engine.dispose()
     print(

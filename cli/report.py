@@ -140,13 +140,32 @@ def opened(args: argparse.Namespace) -> Iterator[OpenedStore]:
         label = engine.url.render_as_string(hide_password=True)
         duck = connect(url, lake=args.lake, lake_settings=lake_file_settings(args, settings))
         try:
-            yield OpenedStore(engine, pricer, url, duck, label)
+            with lake_damage(args.lake):
+                yield OpenedStore(engine, pricer, url, duck, label)
         finally:
             duck.close()
     except reports.ReportError as exc:
         raise UsageError(str(exc)) from None
     finally:
         engine.dispose()
+
+
+@contextmanager
+def lake_damage(lake: str | None) -> Iterator[None]:
+    """A lake file that went or was damaged while a report read it (DuckDB's error names
+    it) as the one-line error it is (analytics.lake_views.unreadable), not an internal one."""
+    if not lake:
+        yield
+        return
+    from llmtap.analytics import lake_views
+
+    try:
+        yield
+    except lake_views.READ_ERRORS as exc:
+        error = lake_views.unreadable(lake, exc)
+        if error is None:
+            raise
+        raise error from None
 
 
 def lake_file_settings(args: argparse.Namespace, settings: settings_module.Settings) -> dict[str, str] | None:

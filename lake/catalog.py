@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.io import PY_IO_IMPL
 from pyiceberg.table import Table
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
@@ -41,6 +43,29 @@ TABLES = {
 
 class LakeError(Exception):
     """Something a user can fix about a warehouse or its settings (one line)."""
+
+
+# What pyiceberg (and the pyarrow, Avro and pydantic readers under it) raise for a lake
+# file it cannot make sense of: cut short (EOFError, and SystemError from its Avro
+# decoder), not what it should be (pyiceberg's ValidationError for a metadata file;
+# ValueError: pydantic's ValidationError, pyarrow's ArrowInvalid, UnicodeDecodeError). A
+# file that is gone is an OSError, which the CLI reports as one line already (with the
+# writes that fail).
+DAMAGE = (EOFError, SystemError, ValueError, IcebergValidationError)
+
+
+@contextmanager
+def lake_files(catalog: SqlCatalog) -> Iterator[None]:
+    """Within it, a damaged file of the catalog's lake is a LakeError naming the warehouse,
+    not an internal error."""
+    try:
+        yield
+    except DAMAGE as exc:
+        where = catalog.properties.get("warehouse", "the warehouse")
+        lines = str(exc).strip().splitlines() or [""]
+        raise LakeError(
+            f"the lake at {where} is damaged: a file of it cannot be read ({type(exc).__name__}: {lines[0][:300]})"
+        ) from None
 
 
 def warehouse_uri(warehouse: str) -> str:

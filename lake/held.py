@@ -14,7 +14,7 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.expressions import LessThan
 
 from llmtap.lake import schema
-from llmtap.lake.catalog import LakeError, watermark
+from llmtap.lake.catalog import LakeError, lake_files, watermark
 
 
 def marks(catalog: SqlCatalog, store_token: str) -> tuple[int, int]:
@@ -23,10 +23,11 @@ def marks(catalog: SqlCatalog, store_token: str) -> tuple[int, int]:
     found = []
     for name in (schema.EXCHANGES, schema.TOOL_CALLS):
         try:
-            table = catalog.load_table(name)
+            with lake_files(catalog):
+                table = catalog.load_table(name)
+                mark, token = watermark(table)
         except (NoSuchTableError, NoSuchNamespaceError):
             raise LakeError("this store has no lake yet: run `llmtap lake sync` first") from None
-        mark, token = watermark(table)
         if token is not None and token != store_token:
             raise LakeError(f"the lake holds another store's facts (store token {token})")
         found.append(mark)
@@ -34,9 +35,10 @@ def marks(catalog: SqlCatalog, store_token: str) -> tuple[int, int]:
 
 
 def exchange_ids_before(catalog: SqlCatalog, before: datetime) -> set[str]:
-    table = catalog.load_table(schema.EXCHANGES)
-    if table.current_snapshot() is None:
-        return set()
-    earlier = LessThan("started_at", before.isoformat())  # type: ignore[call-arg,arg-type]
-    scan = table.scan(row_filter=earlier, selected_fields=("id",))
-    return set(scan.to_arrow().column("id").to_pylist())
+    with lake_files(catalog):
+        table = catalog.load_table(schema.EXCHANGES)
+        if table.current_snapshot() is None:
+            return set()
+        earlier = LessThan("started_at", before.isoformat())  # type: ignore[call-arg,arg-type]
+        scan = table.scan(row_filter=earlier, selected_fields=("id",))
+        return set(scan.to_arrow().column("id").to_pylist())

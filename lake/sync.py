@@ -54,7 +54,7 @@ from pyiceberg.table import Table
 from sqlalchemy import Connection, Engine, text
 
 from llmtap.lake import schema
-from llmtap.lake.catalog import STORE_TOKEN, WATERMARK, LakeError, ensure_tables, watermark
+from llmtap.lake.catalog import STORE_TOKEN, WATERMARK, LakeError, ensure_tables, lake_files, watermark
 from llmtap.storage.schema import EXCHANGE_FACT_COLUMNS, TOOL_CALL_FACT_COLUMNS
 
 log = logging.getLogger("llmtap.lake")
@@ -111,9 +111,11 @@ _TOOL_CALLS = _Source(
 
 
 def sync(engine: Engine, catalog: SqlCatalog, *, chunk: int = CHUNK) -> list[TableSync]:
-    """Bring the lake's tables up to the store; returns what each table's sync did."""
-    tables = ensure_tables(catalog)
-    done = [_sync_table(engine, tables[source.name], source, chunk) for source in (_EXCHANGES, _TOOL_CALLS)]
+    """Bring the lake's tables up to the store; returns what each table's sync did. A lake
+    file that cannot be read is a LakeError (catalog.lake_files)."""
+    with lake_files(catalog):
+        tables = ensure_tables(catalog)
+        done = [_sync_table(engine, tables[source.name], source, chunk) for source in (_EXCHANGES, _TOOL_CALLS)]
     _trim(engine, {"exchange_facts": done[0].watermark, "tool_call_facts": done[1].watermark})
     return done
 
