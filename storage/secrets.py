@@ -3,9 +3,11 @@
 A key is never stored, logged or shown (SPEC §4): the store keeps an HMAC-SHA256
 fingerprint keyed with a secret that lives in an owner-only file (one secret per store,
 which keeps only its verifier: `store_secret.py`), and the key's last four characters.
-Headers and query strings that carry keys are redacted before anything is written; text
-is scrubbed of anything shaped like a provider key; and the exact values a
-request carried (`Literals`, whatever their shape) are removed from its own record.
+Every header and query parameter whose name says it carries a credential (`secret_name`:
+the API keys, and AWS session tokens, gateways' auth headers, cookies, a presigned URL's
+signature) is redacted before anything is written; text is scrubbed of anything shaped
+like a provider key; and the exact values of all of those a request carried (`Literals`,
+whatever their shape) are removed from its own record.
 
 Not responsible for deciding which team a key belongs to (the config's map does that),
 nor for finding a key of no known shape in another request's record (only the request
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import hmac
 import json
@@ -36,7 +39,17 @@ if TYPE_CHECKING:
 
 REDACTED = "[REDACTED]"
 KEY_HEADERS = ("x-api-key", "authorization", "x-goog-api-key", "api-key", "proxy-authorization")
-_SECRET_HEADER_WORDS = ("key", "token", "secret", "auth", "cookie", "signature", "credential")
+KEY_QUERY_PARAMS = ("key", "api_key", "api-key", "access_token")  # where `api_key` looks for the key
+# A credential travels under a name that says so: a header or query parameter whose name
+# holds one of these words (`X-Amz-Security-Token`, `cf-aig-authorization`,
+# `x-portkey-api-key`, `helicone-auth`, `Cookie`, a presigned URL's `X-Amz-Signature` and
+# `X-Amz-Credential`), or is one of the short names (an Azure SAS's `sig`). One rule for
+# what is redacted where it travels and for whose exact value leaves its record.
+# ("session" is no such word: a client's session id names a conversation, storage/threads.py.)
+_SECRET_WORDS = ("key", "token", "secret", "auth", "cookie", "signature", "credential", "password", "passwd")
+_SECRET_NAMES = frozenset(("sig", "pwd", "pass"))
+# An Authorization-style value: `scheme credentials` (RFC 9110 §11.4, the scheme a token)
+_SCHEME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 # Shapes of provider keys, to scrub them from free text (error messages, bodies).
 _KEY_SHAPES = re.compile(
     r"(sk-ant-[A-Za-z0-9_\-]{8,}|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}|AIza[A-Za-z0-9_\-]{20,}"
@@ -133,12 +146,19 @@ def load_or_create_secret(path: Path) -> bytes:
     return value
 
 
+@functools.lru_cache(maxsize=4096)  # a proxy sees a few dozen header names, on its event loop
+def secret_name(name: str) -> bool:
+    """Whether a header or query parameter of this name (any case, spaces around it
+    ignored) carries a credential: see `_SECRET_WORDS`."""
+    lowered = name.strip().lower()
+    return lowered in _SECRET_NAMES or any(word in lowered for word in _SECRET_WORDS)
+
+
 def redact_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """Headers with every credential-bearing value replaced."""
     out = []
     for name, value in headers:
-        lowered = name.lower()
-        if lowered in KEY_HEADERS or any(word in lowered for word in _SECRET_HEADER_WORDS):
+        if secret_name(name):
             out.append((name, REDACTED))
         else:
             out.append((name, scrub(value)))
@@ -150,7 +170,8 @@ def redact_query(path: str) -> str:
 
     Any request-target a client can send is taken, never parsed as a URL (`//[x/…` is no
     URL, yet a server may answer it): everything after the first `?` is the query, split
-    at `&`; a parameter whose name, percent-decoded, is a key's has its whole value
+    at `&`; a parameter whose name, percent-decoded, is a credential's (`secret_name`:
+    `key`, `access_token`, a presigned URL's `X-Amz-Signature`, …) has its whole value
     replaced (up to the next `&`, a `#` included); every other byte stays as it was sent.
     """
     bare, mark, query = path.partition("?")
@@ -158,7 +179,7 @@ def redact_query(path: str) -> str:
         pairs = query.split("&")
         for index, pair in enumerate(pairs):
             name, equals, _ = pair.partition("=")
-            if equals and unquote_plus(name).strip().lower() in KEY_QUERY_PARAMS:
+            if equals and secret_name(unquote_plus(name)):
                 pairs[index] = f"{name}={REDACTED}"
         path = f"{bare}?{'&'.join(pairs)}"
     return scrub(path)
@@ -188,27 +209,29 @@ def scrub_json(value: Any) -> Any:
 # hunted in free text: replacing every "x" (the README's proxy password) in a prompt would
 # wreck the record, and the holes would spell out the value.
 LITERAL_MIN = 6
-_CREDENTIAL_HEADERS = ("x-api-key", "x-goog-api-key", "api-key", "authorization", "proxy-authorization")
 
 
 def request_secrets(
     headers: Iterable[tuple[str | bytes, str | bytes]], query: str = "", proxy_auth: str | None = None
 ) -> Literals:
-    """The exact credential values a request carried, whatever their shape: the key
-    headers' values (an Authorization credential without its scheme; for Basic, also the
-    decoded password), the key parameters of the query string, and the password of a
-    proxy-auth header that came with the request or (`proxy_auth`) its CONNECT."""
+    """The exact credential values a request carried, whatever their shape: the value of
+    every header and query parameter whose name is a credential's (`secret_name`), with
+    the parts an echo may quote alone (an Authorization-style credential without its
+    scheme; Basic's decoded password; SigV4's `Credential` and `Signature`; each cookie's
+    value; the access key id of a `Credential`), and the password of a proxy-auth header
+    that came with the request or (`proxy_auth`) its CONNECT."""
     found: list[str] = []
     for raw_name, raw_value in headers:
-        name = _str(raw_name).lower()
-        if name in _CREDENTIAL_HEADERS:
-            found += _credentials(_str(raw_value), authorization=name.endswith("authorization"))
+        name = _str(raw_name)
+        if secret_name(name):
+            found += _credentials(name.strip().lower(), _str(raw_value))
     if proxy_auth:
-        found += _credentials(proxy_auth, authorization=True)
+        found += _credentials("proxy-authorization", proxy_auth)
     for pair in query.split("&"):
         name, equals, value = pair.partition("=")
-        if equals and unquote_plus(name).strip().lower() in KEY_QUERY_PARAMS:
-            found += [value, unquote_plus(value)]
+        name = unquote_plus(name)
+        if equals and secret_name(name):
+            found += [value, *_parts(name, unquote_plus(value))]
     return Literals(found)
 
 
@@ -216,23 +239,40 @@ def _str(value: str | bytes) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
 
 
-def _credentials(value: str, authorization: bool) -> list[str]:
+def _credentials(name: str, value: str) -> list[str]:
+    """The secret parts of one credential header's value (`name` lowered)."""
     value = value.strip()
-    if not authorization:
-        return [value]
-    scheme, _, credential = value.partition(" ")
+    if name == "cookie":  # `a=1; b=2`: every cookie's value is a credential
+        return [value] + [part.partition("=")[2].strip() for part in value.split(";")]
+    scheme, space, credential = value.partition(" ")
     credential = credential.strip()
-    if not credential:
-        return [scheme]  # a bare token, no scheme
-    found = [credential]
+    if not space or not credential or not _SCHEME.fullmatch(scheme):
+        return _parts(name, value)  # a bare token, no scheme
+    found = [credential]  # the scheme stays readable: `Bearer [REDACTED]`
     if scheme.lower() == "basic":
-        try:
-            decoded = base64.b64decode(credential, validate=False).decode("utf-8", "replace")
-        except ValueError:
-            return found
-        user, _, password = decoded.partition(":")
-        found += [password, unquote_plus(password)]  # the user name is a team or an account id
+        found += _basic_password(credential)
+    for part in credential.split(","):  # `Name=value, …`: SigV4 (Credential, Signature), Digest
+        key, equals, item = part.strip().partition("=")
+        if equals and secret_name(key):
+            found += _parts(key, item.strip().strip('"'))
     return found
+
+
+def _parts(name: str, value: str) -> list[str]:
+    """A value, and for a SigV4 `Credential` (`AKID/date/region/service/aws4_request`)
+    also the access key id, which an error message may quote alone."""
+    if "credential" in name.lower() and "/" in value:
+        return [value, value.partition("/")[0]]
+    return [value]
+
+
+def _basic_password(credential: str) -> list[str]:
+    try:
+        decoded = base64.b64decode(credential, validate=False).decode("utf-8", "replace")
+    except ValueError:
+        return []
+    _user, _, password = decoded.partition(":")
+    return [password, unquote_plus(password)]  # the user name is a team or an account id
 
 
 class Literals:

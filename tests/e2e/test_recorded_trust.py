@@ -10,7 +10,10 @@ their error messages. Three findings:
   spooled or logged;
 - a path no URL parser accepts (`//[x/v1/messages`) is recorded, not lost;
 - the exact key a request carried, of no known shape, is removed from everything stored
-  of its exchange: the error message, the answer, tool arguments, the bodies.
+  of its exchange: the error message, the answer, tool arguments, the bodies; so is
+  every other credential it carried (issue 24): a header or query parameter whose name
+  says it holds one (AWS session tokens, gateways' auth headers, cookies, a presigned
+  URL's signature).
 
 Not responsible for the key shapes (tests/storage/test_secrets.py) or routing by path
 (tests/protocols/test_routing.py).
@@ -28,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 import pytest
 from sqlalchemy import Engine, select
@@ -52,9 +56,14 @@ class EchoRoutes(harness.Routes):
         kind = seen.headers.get(ECHO)
         if kind is None:
             return super().__call__(seen)
-        quoted = " ".join(
-            seen.headers[name] for name in ("authorization", "x-api-key", "x-goog-api-key") if name in seen.headers
-        )
+        if kind == "every-header":  # as a gateway's debug error does: every header, the URL decoded
+            quoted = " ".join(f"{name}: {value}" for name, value in seen.headers.items() if name != ECHO)
+            quoted += " " + seen.path + " " + unquote(seen.path)
+            kind = "error"
+        else:
+            quoted = " ".join(
+                seen.headers[name] for name in ("authorization", "x-api-key", "x-goog-api-key") if name in seen.headers
+            )
         quoted += " " + seen.path + " " + seen.body.decode("utf-8", "replace")[:400]
         if kind == "error":
             error = {"error": {"message": f"Incorrect API key provided: {quoted}", "type": "invalid_request_error"}}
@@ -375,3 +384,47 @@ def test_the_proxy_auth_password_is_scrubbed(full: FullProxy) -> None:
     assert password not in json.dumps(row, default=str)
     assert "[REDACTED]" in row["text"]
     assert password.encode() not in full.stored_bodies(row)
+
+
+# -- 4. every credential a request carries, not only the key (issue 24) ----------------------
+
+# Headers of AWS, AI gateways (Cloudflare, Portkey, Helicone, LiteLLM) and the like, each
+# with a value template: the canary goes where the credential does.
+CREDENTIAL_HEADERS = [
+    ("X-Amz-Security-Token", "{}"),
+    ("cf-aig-authorization", "Bearer {}"),
+    ("x-portkey-api-key", "{}"),
+    ("helicone-auth", "Bearer {}"),
+    ("x-litellm-api-key", "sk-{}"),
+    ("x-gateway-token", "{}"),
+    ("X-Tenant-Auth-Secret", "{}"),
+    ("Cookie", "theme=dark; session={}"),
+]
+PRESIGNED = ["X-Amz-Credential", "X-Amz-Security-Token", "X-Amz-Signature", "sig"]
+
+
+def test_every_credential_header_and_presigned_parameter_is_scrubbed(full: FullProxy) -> None:
+    """An upstream (a gateway's debug error) quoting every header and the URL it was sent:
+    none of the credentials is stored, in the row, the path, the headers, the bodies, or any
+    file the proxy writes. Before: only the five key headers' values were removed."""
+    key = full.secret("CUSTOMTOKEN")
+    values = {name: full.secret(f"cred{index}x") for index, (name, _) in enumerate(CREDENTIAL_HEADERS)}
+    headers = [f"{name}: {template.format(values[name])}" for name, template in CREDENTIAL_HEADERS]
+    access_key = full.secret("AKIACANARY")
+    signed = {name: full.secret(f"q{index}x") for index, name in enumerate(PRESIGNED)}
+    signed["X-Amz-Credential"] = f"{access_key}/20261201/us-east-1/bedrock/aws4_request"
+    query = "&".join(f"{name}={quote(value, safe='')}" for name, value in signed.items())
+    path = f"/v1/chat/completions?X-Amz-Algorithm=AWS4-HMAC-SHA256&{query}&X-Amz-SignedHeaders=host"
+    body = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hello"}]})
+    status, answer = raw_post(
+        full.ports["openai"], path, body.encode(), f"authorization: Bearer {key}", f"{ECHO}: every-header", *headers
+    )
+    canaries = [key, access_key, *values.values(), *signed.values()]
+    assert status == 401 and all(c.encode() in answer for c in canaries)  # the client sees what the upstream sent
+
+    row = full.record(key)
+    assert row["status"] == 401 and row["error_message"].startswith("Incorrect API key provided:")
+    stored = json.dumps(row, default=str) + full.stored_bodies(row).decode("utf-8", "replace")
+    assert [c for c in canaries if c in stored] == []
+    assert "X-Amz-Signature=[REDACTED]" in row["path"] and "X-Amz-SignedHeaders=host" in row["path"]
+    full.assert_nowhere(*canaries)

@@ -17,7 +17,7 @@ import stat
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote_plus
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -38,6 +38,7 @@ from llmtap.storage.secrets import (
     redact_query,
     request_secrets,
     scrub_record,
+    secret_name,
 )
 from llmtap.storage.writer import Writer
 from tests.corpus_tools import make_har
@@ -359,9 +360,8 @@ def test_a_key_parameter_never_survives(
     assert marked not in out
     assert f"{name}=[REDACTED]" in out
     for pair in others:
-        if pair.partition("=")[0].lower().replace("%6b", "k").replace("%65", "e") not in ("key", "api_key", "api-key"):
-            if "access_token" not in pair.lower():
-                assert pair in out.split("?", 1)[1].split("&") or marked in pair
+        if not secret_name(unquote_plus(pair.partition("=")[0])):
+            assert pair in out.split("?", 1)[1].split("&") or marked in pair
 
 
 # -- the exact key values of one request (issue 13) ---------------------------------------------
@@ -498,3 +498,54 @@ def test_a_sigv4_request_is_known_by_its_access_key_id_and_keeps_no_signature() 
     assert api_key([("Authorization", "AWS4-HMAC-SHA256 SignedHeaders=host, Signature=ab")]) is None
     kept = dict(redact_headers(headers))
     assert "fe5f80f77d5fa3" not in str(kept) and "FwoGZXIvYXdz" not in str(kept)
+    literals = request_secrets(headers)
+    assert {"AKIAIOSFODNN7EXAMPLE", "FwoGZXIvYXdzEXAMPLE"} <= set(literals.values)
+    assert "fe5f80f77d5fa3beca038a248ff027d0445342fe2855ddc963176630326f1024" in literals.values
+    assert "host;x-amz-date" not in " ".join(v for v in literals.values if "Credential" not in v)
+
+
+# -- every credential a request carries, by its name (issue 24) -----------------------------------
+
+CREDENTIAL_NAMES = [
+    "X-Amz-Security-Token", "X-Amz-Signature", "X-Amz-Credential", "cf-aig-authorization", "x-portkey-api-key",
+    "helicone-auth", "x-litellm-api-key", "Ocp-Apim-Subscription-Key", "Cookie", "x-my-token", "X-Goog-Signature",
+    "sig", "password", " Access_Token ", "proxy-authorization", "x-api-key", "api-key", "key",
+]  # fmt: skip
+NOT_CREDENTIALS = [
+    "content-type", "x-claude-code-session-id", "session_id", "anthropic-version", "openai-organization",
+    "X-Amz-Date", "X-Amz-SignedHeaders", "X-Amz-Algorithm", "alt", "api-version", "beta", "keep-alive", "signed",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", CREDENTIAL_NAMES)
+def test_a_credential_is_known_by_its_name(name: str):
+    assert secret_name(name)
+    value = "CANARYv4lue" + name.strip()[:3]
+    literals = request_secrets([(name, value), (name.encode(), b"CANARYbytes9")], f"{quote(name)}=q{value}")
+    assert {value, "CANARYbytes9", "q" + value} <= set(literals.values)
+    assert dict(redact_headers([(name, value)])) == {name: "[REDACTED]"}
+    assert redact_query(f"/v1/x?a=1&{quote(name)}={value}") == f"/v1/x?a=1&{quote(name)}=[REDACTED]"
+
+
+@pytest.mark.parametrize("name", NOT_CREDENTIALS)
+def test_other_names_are_kept(name: str):
+    assert not secret_name(name)
+    assert not request_secrets([(name, "kept-value-1")], f"{name}=kept-value-2")
+    assert redact_query(f"/v1?{name}=kept-value-2") == f"/v1?{name}=kept-value-2"
+
+
+def test_the_parts_an_echo_may_quote_alone_are_secrets_too():
+    literals = request_secrets(
+        [
+            ("Cookie", "theme=dark; __Secure-session=CANARYcookie1; b=CANARYcookie2"),
+            ("helicone-auth", "Bearer sk-hel-9"),
+        ],
+        "X-Amz-Credential=AKIACANARYQ%2F20261201%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Signature=CANARYsig0",
+    )
+    found = set(literals.values)
+    assert {"CANARYcookie1", "CANARYcookie2", "sk-hel-9", "AKIACANARYQ", "CANARYsig0"} <= found
+    assert "AKIACANARYQ/20261201/us-east-1/s3/aws4_request" in found
+    assert "dark" not in found and "Bearer" not in found  # too short, or no secret
+    assert literals.text("the key AKIACANARYQ is unknown; cookie CANARYcookie2") == (
+        "the key [REDACTED] is unknown; cookie [REDACTED]"
+    )
