@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from llmtap.analytics.price_file import PriceText, load
 from llmtap.storage import store_settings
@@ -68,8 +69,13 @@ class StorePricer:
         self._checked = now
         try:
             text = installed(self._engine)
-        except Exception:  # the store away: keep pricing as before, the writer spools
-            log.warning("llmtap: cannot read the store's price file; pricing as before", exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - whatever it is, price as before
+            # The store away (SQLAlchemyError, OSError): the writer says when it goes and when
+            # it is back, once each; a line here per look, with a traceback, repeated that
+            # every RECHECK_SECONDS while it was away. Anything else is a bug: its traceback.
+            bug = not isinstance(exc, (SQLAlchemyError, OSError))
+            level = logging.WARNING if bug else logging.DEBUG
+            log.log(level, "llmtap: cannot read the store's price file (%s); pricing as before", exc, exc_info=bug)
             if self._pricer is None:
                 self._pricer = Pricer()
             return

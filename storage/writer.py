@@ -143,6 +143,9 @@ class Writer:
         self._followups_taken = 0  # of those, taken from the queue and not settled yet
         self._down_until = 0.0
         self._backoff = retry_initial
+        self._away_since: float | None = None  # when the database went away (one line each way)
+        self._spool_refused: str | None = None  # why the disk refuses the spool (one line each way)
+        self._held_most = 0  # records in memory at most while it does, for the line when it ends
         self._dialect = engine.dialect.name
         self._sqlite_file = _sqlite_file(engine)
         self._file_identity = _identity(self._sqlite_file)
@@ -433,17 +436,15 @@ class Writer:
             unkept = self.spool.append_followups([followup.kept(self.body_mode) for followup in waiting])
         except OSError as exc:  # the disk refuses too: hold them in memory, retry with the rows
             kept = waiting[-FOLLOWUPS_WAITING:]
-            if len(kept) > self._followups_held:
-                log.error(
-                    "llmtap writer: cannot spool (%s); holding %d background follow-ups in memory", exc, len(kept)
-                )
+            self._followups_held = len(kept)
+            self._disk_refused(exc)
             if len(waiting) > len(kept):
                 log.error("llmtap writer: %d background follow-ups lost (memory full)", len(waiting) - len(kept))
             self._followups = kept + self._followups  # none taken since: only this batch's
-            self._followups_held = len(kept)
             return
         spooled = len(waiting) - len(unkept)
         self._followups_held = 0
+        self._disk_takes_again()
         self.stats.followups_spooled += spooled
         for followup, why in unkept:
             log.error(
@@ -640,26 +641,53 @@ class Writer:
         try:
             self.spool.append(rows)
         except OSError as exc:  # the disk refuses too: keep them in memory and retry
-            log.error("llmtap writer: cannot spool (%s); holding %d exchanges in memory", exc, len(rows))
             self._held.append(rows)
-            self._settle(spooled=len(rows))
-            return
+            self._disk_refused(exc)
+        else:
+            self._disk_takes_again()
         self._settle(spooled=len(rows))
 
     def _retry_held(self, force: bool = False) -> None:
-        """Rows neither the database nor the disk took: try the database, then the disk."""
+        """Rows neither the database nor the disk took: try the database (once its backoff
+        is over: a writer whose disk refuses has no spool to replay, so this is where the
+        database is found back), then the disk."""
         held, self._held = self._held, []
         for rows in held:
-            if force or not self._down_until:
+            if force or time.monotonic() >= self._down_until:
                 try:
                     self._insert(rows)
+                    self._came_up()
                     continue
-                except SQLAlchemyError:
-                    pass
+                except SQLAlchemyError as exc:
+                    if _is_unavailable(exc):
+                        self._went_down(exc)
             try:
                 self.spool.append(rows)
             except OSError:
                 self._held.append(rows)
+        self._disk_takes_again()
+
+    def _disk_refused(self, exc: OSError) -> None:
+        """One line when the disk starts refusing the spool (a full disk), not one per batch."""
+        held = sum(len(rows) for rows in self._held) + self._followups_held
+        self._held_most = max(self._held_most, held)
+        if self._spool_refused is None:
+            self._spool_refused = str(exc)
+            log.error(
+                "llmtap writer: cannot spool (%s); holding records in memory until the database or the disk takes them",
+                exc,
+            )
+
+    def _disk_takes_again(self) -> None:
+        """And one when nothing is held in memory any more, with how many were at most."""
+        if self._spool_refused is not None and not self._held and not self._followups_held:
+            log.warning(
+                "llmtap writer: nothing is held in memory any more (at most %d records were, while the disk "
+                "refused the spool: %s)",
+                self._held_most,
+                self._spool_refused,
+            )
+            self._spool_refused, self._held_most = None, 0
 
     def _reject(self, rows: RowSet, exc: Exception, count: bool = True) -> None:
         log.error("llmtap writer: exchange %s rejected: %s", rows.exchanges[0]["id"], _first_line(exc))
@@ -707,8 +735,10 @@ class Writer:
                 self._gone,
                 self._label(),
             )
-        elif self._down_until == 0.0:
+        elif self._away_since is None:
             log.warning("llmtap writer: database unavailable (%s); spooling", _first_line(exc))
+        if self._away_since is None:
+            self._away_since = time.monotonic()
         self._down_until = time.monotonic() + self._backoff
         self._backoff = min(self._backoff * 2, self.retry_max)
 
@@ -763,8 +793,9 @@ class Writer:
         return str(self._sqlite_file) if self._sqlite_file else self.engine.url.render_as_string(hide_password=True)
 
     def _came_up(self) -> None:
-        if self._down_until:
-            log.info("llmtap writer: database is back")
+        if self._away_since is not None:  # also when it is found back at shutdown, backoff or not
+            log.warning("llmtap writer: database is back (away %.0f s)", time.monotonic() - self._away_since)
+            self._away_since = None
         self._down_until = 0.0
         self._backoff = self.retry_initial
 

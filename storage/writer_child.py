@@ -35,6 +35,9 @@ def child_main() -> int:
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but reports may reach the pipe
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
+    # psycopg's "error ignored terminating <Pipeline>: the connection is lost", a line per
+    # connection cut: the writer's own line says the store went away, and why.
+    logging.getLogger("psycopg").setLevel(logging.ERROR)
     first = read_frame(inp)
     if first is None:
         return 0

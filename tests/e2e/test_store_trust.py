@@ -2,13 +2,16 @@
 issue 13): three teams' requests that an upstream answers with one response id are three
 records; a SQLite file deleted, or a PostgreSQL database dropped and made again, under a
 running proxy gets the later records (spooled, then written into the store made again),
-with a line in the log; a proxy stopped with records in the spool says how many and where.
+with a line in the log; a proxy stopped with records in the spool says how many and where;
+a database away while the spool's disk refuses too is a line when it goes and one when it
+is back, not a traceback nor a line per batch (issue 24).
 """
 
 from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +21,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
+from llmtap.bench.faults import Forwarder
 from llmtap.simulator.upstream import Upstream
 from llmtap.storage import schema
 from llmtap.storage.engine import make_engine
@@ -99,7 +103,7 @@ def own_upstream(own_routes: harness.Routes) -> Iterator[Upstream]:
         yield up
 
 
-def start(root: Path, url: str, upstream: Upstream) -> OwnProxy:
+def start(root: Path, url: str, upstream: Upstream, **env: str) -> OwnProxy:
     if not harness.LLMTAP.exists():
         pytest.skip(f"the llmtap console script is not at {harness.LLMTAP}")
     port = free_port()
@@ -109,7 +113,7 @@ def start(root: Path, url: str, upstream: Upstream) -> OwnProxy:
     ]  # fmt: skip
     with (root / "proxy.log").open("wb") as log:
         proc = subprocess.Popen(
-            args, env=harness.clean_env(LLMTAP_HOME=str(root / "home")), stdout=subprocess.DEVNULL, stderr=log
+            args, env=harness.clean_env(LLMTAP_HOME=str(root / "home"), **env), stdout=subprocess.DEVNULL, stderr=log
         )
     own = OwnProxy(root, url, port, proc)
     harness.wait_for_port(port, proc, own.log)
@@ -212,3 +216,44 @@ def test_a_proxy_stopped_with_records_in_the_spool_says_so(tmp_path: Path, own_r
     assert "records are still in the spool" not in again.text()
     with create_engine(url).connect() as connection:
         assert connection.execute(select(func.count()).select_from(schema.exchanges)).scalar_one() == 4
+
+
+@pytest.mark.skipif(not POSTGRES_URL, reason="LLMTAP_TEST_POSTGRES_URL is not set")
+def test_a_database_outage_with_the_spool_refusing_too_is_a_line_each_way(
+    tmp_path: Path, own_routes, own_upstream
+) -> None:
+    """PostgreSQL behind a TCP forwarder that refuses every connection for a while, and a
+    spool the disk refuses (its folder under a regular file: any OSError is the same path as
+    a full disk's). Before: the pricer's 100-line traceback and a "cannot spool" line per
+    batch. Now: one line as the store goes (with the reason), one as the spool refuses (with
+    how many records are held in memory), one as it is back; every record stored."""
+    (tmp_path / "afile").write_text("not a folder\n")
+    with fresh_postgres_database() as url:
+        forwarder = Forwarder(("127.0.0.1", make_url(url).port or 5432))
+        proxied = make_url(url).set(host="127.0.0.1", port=forwarder.port).render_as_string(hide_password=False)
+        own = start(tmp_path, proxied, own_upstream, LLMTAP_SPOOL=str(tmp_path / "afile" / "spool"))
+        token = own_routes.add(Reply(chunks=[answer(0)]))
+        key = harness.canary(harness.ANTHROPIC_KEY)
+        engine = make_engine(url)
+        try:
+            forwarder.stop()
+            send(own.base(), token, key, "away", 0)
+            assert wait_until(lambda: "database unavailable" in own.text(), 30), own.text()  # the writer is up
+            for n in range(1, 6):  # a batch each, while the store is away and the disk refuses
+                send(own.base(), token, key, "away", n)
+                time.sleep(0.3)
+            forwarder.start()
+            send(own.base(), token, key, "back", 6)
+            assert wait_until(lambda: len(ids(engine)) == 7, 30), own.text()
+        finally:
+            engine.dispose()
+            code = own.stop()
+            forwarder.stop()
+    log = own.text()
+    assert code == 0, log
+    assert "Traceback" not in log, log
+    lines = [line for line in log.splitlines() if line.strip()]
+    assert len([line for line in lines if "database unavailable" in line]) == 1, log
+    assert len([line for line in lines if "cannot spool" in line]) == 1, log
+    assert len([line for line in lines if "database is back" in line]) == 1, log
+    assert len(lines) <= 6, log
