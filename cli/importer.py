@@ -76,7 +76,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 @dataclass
 class Counts:
-    stored: int = 0
+    stored: int = 0  # handed to the writer (its stats say what the store took)
     skipped: int = 0
     unreadable: int = 0
     follow_ups: int = 0  # polls, resumed streams, cancels of background work (SPEC §1)
@@ -143,17 +143,26 @@ def run(args: argparse.Namespace) -> int:
                     source.close()
     finally:
         writer.close()
-    spooled = writer.stats.spooled
-    note = f", {spooled} waiting in the spool (database unavailable)" if spooled else ""
-    if counts.follow_ups:
-        note += f", {counts.follow_ups} polls of background work"
-    print(
-        f"imported {counts.stored} LLM exchanges ({writer.stats.duplicates} already stored), "
-        f"skipped {counts.skipped} other requests and {counts.unreadable} unreadable entries{note}"
-    )
+    print(_summary(writer, counts))
     if broken:
         raise UsageError("; ".join(broken))
     return 0
+
+
+def _summary(writer: Writer, counts: Counts) -> str:
+    """What the import did, as the writer counted it: the exchanges of the files the store
+    holds now (new, or stored before), not those handed to it (the database may refuse
+    some, or be away)."""
+    stats = writer.stats
+    note = f", {stats.spooled} waiting in the spool (database unavailable)" if stats.spooled else ""
+    if counts.follow_ups:
+        note += f", {counts.follow_ups} polls of background work"
+    if stats.rejected:
+        note += f"; {stats.rejected} rejected by the database, kept in {writer.rejected_path}"
+    return (
+        f"imported {stats.written + stats.duplicates} LLM exchanges ({stats.duplicates} already stored), "
+        f"skipped {counts.skipped} other requests and {counts.unreadable} unreadable entries{note}"
+    )
 
 
 @dataclass(frozen=True)

@@ -17,22 +17,20 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
-    BigInteger,
     Boolean,
     Column,
     DateTime,
     Float,
     ForeignKey,
     Index,
-    Integer,
     LargeBinary,
     MetaData,
-    String,
     Table,
-    Text,
     text,
 )
 from sqlalchemy.dialects import postgresql
+
+from llmtap.storage.storable import StoredBigInteger, StoredInteger, StoredString, StoredText
 
 # Constraint names are explicit so batch migrations on SQLite can alter them.
 NAMING_CONVENTION = {
@@ -51,25 +49,25 @@ Timestamp = DateTime(timezone=True)
 exchanges = Table(
     "exchanges",
     metadata,
-    Column("id", String(26), primary_key=True),  # time-ordered, made by the recorder
-    Column("dedupe_key", String(32), nullable=True, unique=True),
+    Column("id", StoredString(26), primary_key=True),  # time-ordered, made by the recorder
+    Column("dedupe_key", StoredString(32), nullable=True, unique=True),
     # who and where
-    Column("team", String(200), nullable=False, server_default="unattributed"),
+    Column("team", StoredString(200), nullable=False, server_default="unattributed"),
     # which rule named the team (SPEC §4); NULL on rows stored before the rule was kept
-    Column("attribution", String(16), nullable=True),
-    Column("key_fingerprint", String(32), nullable=True),
-    Column("key_last4", String(4), nullable=True),
+    Column("attribution", StoredString(16), nullable=True),
+    Column("key_fingerprint", StoredString(32), nullable=True),
+    Column("key_last4", StoredString(4), nullable=True),
     # which secret made `key_fingerprint` (its id, `KeyFingerprinter.secret_id`; never the
     # secret): NULL on rows stored before the store kept its secret (store_secret.py)
-    Column("key_secret_id", String(16), nullable=True),
-    Column("client_addr", String(64), nullable=True),
-    Column("source", String(16), nullable=False, server_default="proxy"),
-    Column("method", String(10), nullable=True),
-    Column("host", String(255), nullable=True),
+    Column("key_secret_id", StoredString(16), nullable=True),
+    Column("client_addr", StoredString(64), nullable=True),
+    Column("source", StoredString(16), nullable=False, server_default="proxy"),
+    Column("method", StoredString(10), nullable=True),
+    Column("host", StoredString(255), nullable=True),
     # `scheme://host:port` of the server it went to (storage/hosts.py): what a follow-up
     # of background work must have reached to continue it. NULL before revision 0010.
-    Column("destination", Text, nullable=True),
-    Column("path", Text, nullable=True),
+    Column("destination", StoredText, nullable=True),
+    Column("path", StoredText, nullable=True),
     # when
     Column("started_at", Timestamp, nullable=False),
     Column("first_byte_at", Timestamp, nullable=True),
@@ -79,25 +77,25 @@ exchanges = Table(
     Column("ttft_ms", Float, nullable=True),
     Column("duration_ms", Float, nullable=True),
     # the canonical exchange (SPEC §2)
-    Column("protocol", String(32), nullable=False),
-    Column("provider", String(255), nullable=True),
+    Column("protocol", StoredString(32), nullable=False),
+    Column("provider", StoredString(255), nullable=True),
     Column("streamed", Boolean, nullable=False),
-    Column("status", Integer, nullable=True),
+    Column("status", StoredInteger, nullable=True),
     Column("complete", Boolean, nullable=False),
-    Column("model_requested", String(255), nullable=True),
-    Column("model", String(255), nullable=True),
-    Column("response_id", String(255), nullable=True),
-    Column("finish_reason", String(32), nullable=True),
-    Column("finish_reason_raw", String(64), nullable=True),
-    Column("usage_input_tokens", BigInteger, nullable=True),
-    Column("usage_cache_read_input_tokens", BigInteger, nullable=True),
-    Column("usage_cache_creation_input_tokens", BigInteger, nullable=True),
-    Column("usage_cache_creation_5m_input_tokens", BigInteger, nullable=True),
-    Column("usage_cache_creation_1h_input_tokens", BigInteger, nullable=True),
-    Column("usage_output_tokens", BigInteger, nullable=True),
-    Column("usage_reasoning_output_tokens", BigInteger, nullable=True),
-    Column("usage_total_tokens_reported", BigInteger, nullable=True),
-    Column("usage_provenance", String(16), nullable=False),
+    Column("model_requested", StoredString(255), nullable=True),
+    Column("model", StoredString(255), nullable=True),
+    Column("response_id", StoredString(255), nullable=True),
+    Column("finish_reason", StoredString(32), nullable=True),
+    Column("finish_reason_raw", StoredString(64), nullable=True),
+    Column("usage_input_tokens", StoredBigInteger, nullable=True),
+    Column("usage_cache_read_input_tokens", StoredBigInteger, nullable=True),
+    Column("usage_cache_creation_input_tokens", StoredBigInteger, nullable=True),
+    Column("usage_cache_creation_5m_input_tokens", StoredBigInteger, nullable=True),
+    Column("usage_cache_creation_1h_input_tokens", StoredBigInteger, nullable=True),
+    Column("usage_output_tokens", StoredBigInteger, nullable=True),
+    Column("usage_reasoning_output_tokens", StoredBigInteger, nullable=True),
+    Column("usage_total_tokens_reported", StoredBigInteger, nullable=True),
+    Column("usage_provenance", StoredString(16), nullable=False),
     Column("usage_raw", JSONType, nullable=True),
     Column("usage_check", JSONType, nullable=True),
     # non-text counts by genai-prices unit name, and other models' usage (advisor):
@@ -105,77 +103,77 @@ exchanges = Table(
     Column("usage_modalities", JSONType, nullable=True),
     Column("usage_sub", JSONType, nullable=True),
     # what was served, as far as it changes the price (SPEC §2, §5)
-    Column("service_tier", String(16), nullable=True),
-    Column("inference_geo", String(16), nullable=True),
-    Column("service_speed", String(16), nullable=True),
+    Column("service_tier", StoredString(16), nullable=True),
+    Column("inference_geo", StoredString(16), nullable=True),
+    Column("service_speed", StoredString(16), nullable=True),
     Column("server_tool_uses", JSONType, nullable=True),
     # agent traffic (SPEC §2, §5): a request that asks for no generation; the session id
     # the client states; the conversation's explicit identity (session or response chain,
     # NULL where only the prefix rule can tell); a background response's last known state
     Column("warmup", Boolean, nullable=False, server_default=text("false")),
-    Column("client_session_id", String(255), nullable=True),
-    Column("thread_key", String(32), nullable=True),
-    Column("background_state", String(16), nullable=True),
-    Column("text", Text, nullable=True),
+    Column("client_session_id", StoredString(255), nullable=True),
+    Column("thread_key", StoredString(32), nullable=True),
+    Column("background_state", StoredString(16), nullable=True),
+    Column("text", StoredText, nullable=True),
     Column("text_truncated", Boolean, nullable=False, server_default=text("false")),
-    Column("refusal", Text, nullable=True),
-    Column("reasoning_blocks", Integer, nullable=False, server_default="0"),
-    Column("tool_call_count", Integer, nullable=False, server_default="0"),
+    Column("refusal", StoredText, nullable=True),
+    Column("reasoning_blocks", StoredInteger, nullable=False, server_default="0"),
+    Column("tool_call_count", StoredInteger, nullable=False, server_default="0"),
     Column("server_tool_calls", JSONType, nullable=True),
-    Column("error_type", String(128), nullable=True),
-    Column("error_code", String(128), nullable=True),
-    Column("error_message", Text, nullable=True),
+    Column("error_type", StoredString(128), nullable=True),
+    Column("error_code", StoredString(128), nullable=True),
+    Column("error_message", StoredText, nullable=True),
     Column("retry_after_s", Float, nullable=True),
-    Column("events", Integer, nullable=False, server_default="0"),
-    Column("interrupted", Text, nullable=True),
-    Column("decode_error", Text, nullable=True),
+    Column("events", StoredInteger, nullable=False, server_default="0"),
+    Column("interrupted", StoredText, nullable=True),
+    Column("decode_error", StoredText, nullable=True),
     # the request facts reports need
     Column("request_stream", Boolean, nullable=True),
-    Column("request_max_tokens", BigInteger, nullable=True),
+    Column("request_max_tokens", StoredBigInteger, nullable=True),
     Column("request_tools", JSONType, nullable=True),
     Column("request_server_tools", JSONType, nullable=True),
     Column("request_tool_choice", JSONType, nullable=True),
     Column("request_messages_by_role", JSONType, nullable=True),
-    Column("request_message_count", Integer, nullable=True),
-    Column("request_system_chars", Integer, nullable=True),
-    Column("request_images", Integer, nullable=True),
-    Column("request_cache_breakpoints", Integer, nullable=True),
-    Column("request_cache_ttl", String(8), nullable=True),
-    Column("request_prompt_cache_key", String(255), nullable=True),
-    Column("request_previous_response_id", String(255), nullable=True),
-    Column("request_cached_content", String(255), nullable=True),
+    Column("request_message_count", StoredInteger, nullable=True),
+    Column("request_system_chars", StoredInteger, nullable=True),
+    Column("request_images", StoredInteger, nullable=True),
+    Column("request_cache_breakpoints", StoredInteger, nullable=True),
+    Column("request_cache_ttl", StoredString(8), nullable=True),
+    Column("request_prompt_cache_key", StoredString(255), nullable=True),
+    Column("request_previous_response_id", StoredString(255), nullable=True),
+    Column("request_cached_content", StoredString(255), nullable=True),
     Column("request_thinking", JSONType, nullable=True),
     Column("request_tool_result_ids", JSONType, nullable=True),
     Column("request_tool_call_ids", JSONType, nullable=True),
     Column("request_params", JSONType, nullable=True),
     # prefix hashes for cache analysis
-    Column("tools_hash", String(16), nullable=True),
-    Column("system_hash", String(16), nullable=True),
-    Column("first_message_hash", String(16), nullable=True),
+    Column("tools_hash", StoredString(16), nullable=True),
+    Column("system_hash", StoredString(16), nullable=True),
+    Column("first_message_hash", StoredString(16), nullable=True),
     Column("message_hashes", JSONType, nullable=True),
     Column("message_chars", JSONType, nullable=True),
     # stored bodies (SPEC §4 body setting); blobs live in `bodies`
-    Column("body_mode", String(8), nullable=False, server_default="metadata"),
-    Column("request_body_ref", String(64), nullable=True),
-    Column("response_body_ref", String(64), nullable=True),
-    Column("response_content_type", String(128), nullable=True),
+    Column("body_mode", StoredString(8), nullable=False, server_default="metadata"),
+    Column("request_body_ref", StoredString(64), nullable=True),
+    Column("response_body_ref", StoredString(64), nullable=True),
+    Column("response_content_type", StoredString(128), nullable=True),
     # cost (analytics.pricing fills these): pico-dollars (1e-12 USD) as integers, so no
     # database rounds money; rates are per token, for what-if sums such as cache misses
-    Column("price_status", String(16), nullable=True),  # priced | unpriced | usage_missing
-    Column("price_reason", String(32), nullable=True),  # why unpriced: unverified_host | unknown_model
-    Column("price_model", String(255), nullable=True),
-    Column("price_version", String(96), nullable=True),
-    Column("cost_input_pico", BigInteger, nullable=True),
-    Column("cost_cache_read_pico", BigInteger, nullable=True),
-    Column("cost_cache_write_pico", BigInteger, nullable=True),
-    Column("cost_output_pico", BigInteger, nullable=True),
-    Column("cost_fee_pico", BigInteger, nullable=True),  # per-use fees of server_tool_uses
-    Column("cost_total_pico", BigInteger, nullable=True),
+    Column("price_status", StoredString(16), nullable=True),  # priced | unpriced | usage_missing
+    Column("price_reason", StoredString(32), nullable=True),  # why unpriced: unverified_host | unknown_model
+    Column("price_model", StoredString(255), nullable=True),
+    Column("price_version", StoredString(96), nullable=True),
+    Column("cost_input_pico", StoredBigInteger, nullable=True),
+    Column("cost_cache_read_pico", StoredBigInteger, nullable=True),
+    Column("cost_cache_write_pico", StoredBigInteger, nullable=True),
+    Column("cost_output_pico", StoredBigInteger, nullable=True),
+    Column("cost_fee_pico", StoredBigInteger, nullable=True),  # per-use fees of server_tool_uses
+    Column("cost_total_pico", StoredBigInteger, nullable=True),
     # how the total was made: the price context, each model's part (an advisor's too)
     # and each fee, for `show` and audits
     Column("cost_detail", JSONType, nullable=True),
-    Column("rate_input_pico", BigInteger, nullable=True),
-    Column("rate_cache_read_pico", BigInteger, nullable=True),
+    Column("rate_input_pico", StoredBigInteger, nullable=True),
+    Column("rate_cache_read_pico", StoredBigInteger, nullable=True),
     Index("ix_exchanges_started_at", "started_at"),
     Index("ix_exchanges_team_started_at", "team", "started_at"),
     Index("ix_exchanges_model", "model"),
@@ -189,7 +187,7 @@ exchanges = Table(
 store_settings = Table(
     "store_settings",
     metadata,
-    Column("key", String(64), primary_key=True),
+    Column("key", StoredString(64), primary_key=True),
     Column("value", JSONType, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
 )
@@ -197,17 +195,17 @@ store_settings = Table(
 tool_calls = Table(
     "tool_calls",
     metadata,
-    Column("exchange_id", String(26), ForeignKey("exchanges.id", ondelete="CASCADE"), primary_key=True),
-    Column("position", Integer, primary_key=True),
-    Column("call_id", String(255), nullable=True),
-    Column("name", String(255), nullable=True),
+    Column("exchange_id", StoredString(26), ForeignKey("exchanges.id", ondelete="CASCADE"), primary_key=True),
+    Column("position", StoredInteger, primary_key=True),
+    Column("call_id", StoredString(255), nullable=True),
+    Column("name", StoredString(255), nullable=True),
     Column("arguments", JSONType, nullable=True),
-    Column("arguments_raw", Text, nullable=True),
-    Column("arguments_chars", Integer, nullable=False, server_default="0"),
+    Column("arguments_raw", StoredText, nullable=True),
+    Column("arguments_chars", StoredInteger, nullable=False, server_default="0"),
     Column("valid_json", Boolean, nullable=False),
-    Column("status", String(24), nullable=False),
-    Column("status_detail", Text, nullable=True),
-    Column("kind", String(16), nullable=False, server_default="function"),  # function | custom
+    Column("status", StoredString(24), nullable=False),
+    Column("status_detail", StoredText, nullable=True),
+    Column("kind", StoredString(16), nullable=False, server_default="function"),  # function | custom
     Index("ix_tool_calls_call_id", "call_id"),
     Index("ix_tool_calls_status", "status"),
 )
@@ -215,17 +213,17 @@ tool_calls = Table(
 bodies = Table(
     "bodies",
     metadata,
-    Column("hash", String(64), primary_key=True),  # sha256 of the uncompressed bytes
-    Column("encoding", String(8), nullable=False),  # how `data` is compressed: zstd
-    Column("size", BigInteger, nullable=False),
+    Column("hash", StoredString(64), primary_key=True),  # sha256 of the uncompressed bytes
+    Column("encoding", StoredString(8), nullable=False),  # how `data` is compressed: zstd
+    Column("size", StoredBigInteger, nullable=False),
     Column("data", LargeBinary, nullable=False),
 )
 
 body_refs = Table(
     "body_refs",
     metadata,
-    Column("exchange_id", String(26), ForeignKey("exchanges.id", ondelete="CASCADE"), primary_key=True),
-    Column("body_hash", String(64), primary_key=True),
+    Column("exchange_id", StoredString(26), ForeignKey("exchanges.id", ondelete="CASCADE"), primary_key=True),
+    Column("body_hash", StoredString(64), primary_key=True),
     Index("ix_body_refs_body_hash", "body_hash"),
 )
 
@@ -260,9 +258,9 @@ def _facts(name: str, source: Table, columns: tuple[str, ...]) -> Table:
     copied = []
     for column_name in columns:
         original = source.c[column_name]
-        kind = Text() if isinstance(original.type, JSON) else original.type
+        kind = StoredText() if isinstance(original.type, JSON) else original.type
         copied.append(Column(column_name, kind, primary_key=original.primary_key, nullable=original.nullable))
-    copied.append(Column("revision", BigInteger, nullable=True))
+    copied.append(Column("revision", StoredBigInteger, nullable=True))
     return Table(name, metadata, *copied, Index(f"ix_{name}_revision", "revision"))
 
 
@@ -278,10 +276,10 @@ tool_call_facts = _facts("tool_call_facts", tool_calls, TOOL_CALL_FACT_COLUMNS)
 fact_revision = Table(
     "fact_revision",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=False),
-    Column("n", BigInteger, nullable=False),
-    Column("deleted", BigInteger, nullable=False),
-    Column("token", String(32), nullable=False),
+    Column("id", StoredInteger, primary_key=True, autoincrement=False),
+    Column("n", StoredBigInteger, nullable=False),
+    Column("deleted", StoredBigInteger, nullable=False),
+    Column("token", StoredString(32), nullable=False),
 )
 
 # Tombstones (schema 0009): the delete triggers record each fact row they delete, stamped
@@ -291,9 +289,9 @@ fact_revision = Table(
 fact_deletions = Table(
     "fact_deletions",
     metadata,
-    Column("table_name", Text, nullable=False),
-    Column("exchange_id", Text, nullable=False),
-    Column("position", Integer, nullable=True),
-    Column("revision", BigInteger, nullable=False),
+    Column("table_name", StoredText, nullable=False),
+    Column("exchange_id", StoredText, nullable=False),
+    Column("position", StoredInteger, nullable=True),
+    Column("revision", StoredBigInteger, nullable=False),
     Index("ix_fact_deletions_revision", "revision"),
 )

@@ -290,6 +290,7 @@ ODD_PATHS = [
     "//user:pw@host:notaport/v1/messages",
     "/v1/messages?%6Bey={key}&&=&key",
     "/%ZZ/v1/messages?key={key}&x=%ZZ#frag",
+    "/v1/messages?q=\xff\xfe&key={key}",  # bytes no UTF-8: lost their batch (UnicodeEncodeError)
 ]
 
 
