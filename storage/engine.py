@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -42,6 +43,9 @@ def normalize_url(url: str) -> str:
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
         raise StoreError(f"unsupported database {parsed.drivername!r}: use sqlite:// or postgresql://")
+    if parsed.get_backend_name() == "sqlite" and (parsed.username or parsed.password or parsed.host or parsed.port):
+        # SQLAlchemy refuses it too, but only in create_engine, after the file was made
+        raise StoreError(f"not a SQLite URL: {shown_url(url)!r} (a file is sqlite:///PATH, no user or host)")
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         if not _is_uri(parsed.query, parsed.database):
             _refuse_unusable_path(Path(parsed.database).expanduser())
@@ -67,10 +71,18 @@ def make_engine(url: str | None = None, *, busy_timeout_ms: int = 5000) -> Engin
         database = parsed.database
         if database and database != ":memory:" and not _is_uri(parsed.query, database):
             _create_store_file(Path(database).expanduser())
-        engine = create_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
+        engine = _create(url, connect_args={"timeout": busy_timeout_ms / 1000})
         event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_ms))
         return engine
-    return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 5})
+    return _create(url, pool_pre_ping=True, connect_args={"connect_timeout": 5})
+
+
+def _create(url: str, **kwargs: Any) -> Engine:
+    """`create_engine`, whose refusal of the URL's arguments (`?port=x`) is a `StoreError`."""
+    try:
+        return create_engine(url, **kwargs)
+    except (ArgumentError, ValueError, TypeError) as exc:
+        raise StoreError(f"not a usable database URL: {shown_url(url)!r} ({exc})") from None
 
 
 def _is_uri(query: Mapping[str, object], database: str) -> bool:

@@ -117,6 +117,68 @@ def test_proxy_refuses_a_bad_db_before_it_listens(where):
         assert_one_line(result)
 
 
+# -- malformed URLs, generated (issue 24) -----------------------------------------------------
+
+
+def malformed_urls() -> list[str]:
+    """Every way of getting a database URL wrong that we know of, each carrying the canary
+    password: each scheme with each shape of user info (a port that is no number, a broken
+    IPv6 host, user info on SQLite, …), each scheme with each query that holds a password or
+    a bad argument, and text that is no URL at all."""
+    schemes = ("postgresql", "postgres", "postgresql+psycopg", "postgresql+psycopg2", "POSTGRESQL", "sqlite",
+               "sqlite+pysqlite", "mysql", "bogus+x")  # fmt: skip
+    userinfos = (f"u:{SECRET}", f":{SECRET}", f"u:{SECRET}:x", f"u:{SECRET}/x@y", f"u:{SECRET}%zz", f'u:"{SECRET}"',
+                 f"u:{SECRET} x", f"u:{SECRET}\n", f"u:{SECRET}#", f"u:{SECRET}?", f"u%3A:{SECRET}")  # fmt: skip
+    hosts = ("127.0.0.1:notaport", "[::1", "h h:1", "127.0.0.1:5432:5432", "127.0.0.1:-1")
+    queries = (
+        f"?password={SECRET}",
+        f"?pass%77ord={SECRET}",
+        f"?sslpassword={SECRET}",
+        "?port=x",
+        "?connect_timeout=x",
+    )
+    urls = [
+        f"{scheme}://{userinfo}@{hosts[(i + j) % len(hosts)]}/db"
+        for i, scheme in enumerate(schemes)
+        for j, userinfo in enumerate(userinfos)
+    ]
+    urls += [f"{scheme}://u@127.0.0.1:notaport/db{query}" for scheme in schemes for query in queries]
+    urls += [f"{scheme}://u:{SECRET}@/x" for scheme in ("sqlite", "sqlite+pysqlite")]  # exit 70 before
+    urls += [f"postgresql://u:{SECRET}@h/db?host=/tmp&port=x"]  # exit 70 before
+    urls += [f"u:{SECRET}@127.0.0.1/db", f"//u:{SECRET}@h/db", f"postgresql:/u:{SECRET}@h/db",
+             f"postgresql:u:{SECRET}@h/db", f" postgresql://u:{SECRET}@h:x/db"]  # echoed before  # fmt: skip
+    return urls
+
+
+MALFORMED = malformed_urls()
+
+
+@pytest.fixture
+def in_empty_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The command runs in an empty folder, which must stay empty: `sqlite+pysqlite://u:pw@h/db`
+    made a file `db` before it was refused."""
+    folder = tmp_path / "cwd"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    return folder
+
+
+@pytest.mark.parametrize("url", MALFORMED, ids=range(len(MALFORMED)))
+def test_every_malformed_url_is_one_line_without_its_password(where, url, in_empty_folder):
+    assert_one_line(llmtap("log", "--db", url))
+    assert list(in_empty_folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", DB_COMMANDS, ids=" ".join)
+def test_every_command_refuses_malformed_urls_in_one_line(where, command, in_empty_folder):
+    """A share of the generated URLs for each command (every shape of user info meets every
+    command across the sweep), and the ones that were internal errors or echoed, for all."""
+    index = DB_COMMANDS.index(command)
+    for url in [*MALFORMED[index :: len(DB_COMMANDS)], *MALFORMED[-8:]]:
+        assert_one_line(llmtap(*_args(command, where), "--db", url))
+    assert list(in_empty_folder.iterdir()) == []
+
+
 def test_unknown_arguments_do_not_echo_a_password():
     assert_one_line(llmtap("demo", "--db", SECRET_URLS[0]), "unrecognized arguments")
 
