@@ -148,10 +148,11 @@ def _zone(args: argparse.Namespace) -> Any:
 def _open(args: argparse.Namespace) -> tuple[str, Any]:
     from llmtap.analytics.reprice import reprice
     from llmtap.cli.pricing import pricer_for
-    from llmtap.cli.store import open_store
+    from llmtap.cli.store import open_store, say_what_waits
 
     settings = settings_module.load(args)
     engine = open_store(settings)
+    say_what_waits(settings)
     reprice(engine, pricer_for(settings, engine))
     return engine.url.render_as_string(hide_password=False), engine
 

@@ -49,12 +49,13 @@ def run(args: argparse.Namespace) -> int:
     from llmtap.analytics.reprice import reprice
     from llmtap.cli.pricing import pricer_for
     from llmtap.cli.report import lake_damage, lake_file_settings
-    from llmtap.cli.store import open_store
+    from llmtap.cli.store import open_store, say_what_waits
     from llmtap.dashboards import data, page
 
     since, until = moment(args.since), moment(args.until)
     settings = settings_module.load(args)
     engine = open_store(settings)
+    say_what_waits(settings)
     pricer = pricer_for(settings, engine)
     reprice(engine, pricer)
     url = engine.url.render_as_string(hide_password=False)

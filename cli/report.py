@@ -129,11 +129,12 @@ def opened(args: argparse.Namespace) -> Iterator[OpenedStore]:
     own error (analytics.reports.ReportError) inside becomes the one-line usage error."""
     from llmtap.analytics import reports
     from llmtap.analytics.duck import connect
-    from llmtap.cli.store import open_store
+    from llmtap.cli.store import open_store, say_what_waits
 
     settings = settings_module.load(args)
     pricing.pricer_for(settings)  # a bad price file fails before the store is opened
     engine = open_store(settings)
+    say_what_waits(settings)
     try:
         pricer = pricing.pricer_for(settings, engine)
         url = engine.url.render_as_string(hide_password=False)

@@ -207,6 +207,25 @@ class Spool:
         self._close_own()
 
 
+COUNT_LIMIT = 64 << 20  # bytes of spool files a reader counts record by record (each line decoded)
+
+
+def waiting(folder: Path, count_limit: int = COUNT_LIMIT) -> tuple[int, int | None]:
+    """(bytes, records) in the spool files of `folder`, for a command that reads the store
+    and should say what is not in it yet; records is None past `count_limit` bytes."""
+    pool = Spool(folder)
+    files = pool._files()
+    size = 0
+    for path in files:
+        try:
+            size += path.stat().st_size
+        except OSError:
+            continue
+    if not size:
+        return 0, 0
+    return size, pool.count() if size <= count_limit else None
+
+
 def _created(path: Path) -> tuple[int, str]:
     try:
         return int(path.stem.rsplit("-", 1)[1]), path.name
