@@ -25,6 +25,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 from sqlalchemy import BigInteger, Boolean, DateTime, Float, Integer, Table
+from sqlalchemy.types import TypeDecorator
 
 from llmtap.storage import schema as store
 
@@ -34,6 +35,8 @@ TOOL_CALLS = f"{NAMESPACE}.tool_calls"
 
 
 def _iceberg_type(column_type: object) -> IcebergType:
+    if isinstance(column_type, TypeDecorator):  # the store's own types (storage/storable.py)
+        column_type = column_type.impl_instance
     if isinstance(column_type, Boolean):
         return BooleanType()
     if isinstance(column_type, (BigInteger, Integer)):
