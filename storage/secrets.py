@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, quote_plus, unquote_plus
 
-from llmtap.storage.api_keys import QUERY_PARAMS as KEY_QUERY_PARAMS
 from llmtap.storage.api_keys import request_keys
 from llmtap.storage.private import open_private, private_dir
 
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 
 REDACTED = "[REDACTED]"
 KEY_HEADERS = ("x-api-key", "authorization", "x-goog-api-key", "api-key", "proxy-authorization")
-KEY_QUERY_PARAMS = ("key", "api_key", "api-key", "access_token")  # where `api_key` looks for the key
 # A credential travels under a name that says so: a header or query parameter whose name
 # holds one of these words (`X-Amz-Security-Token`, `cf-aig-authorization`,
 # `x-portkey-api-key`, `helicone-auth`, `Cookie`, a presigned URL's `X-Amz-Signature` and
