@@ -123,6 +123,7 @@ def _seed(folder: Path) -> Seed | None:
     request = json.loads(request_file.read_bytes()) if request_file.exists() else None
     content_type = (meta.get("content_type") or "application/json").lower()
     path = meta["path"]
+    events: tuple[Any, ...]
     try:
         if EVENTSTREAM in content_type:
             framing, events = "eventstream", tuple(_frames(body))
@@ -295,13 +296,13 @@ def partial_args_pieces(draw: st.DrawFn, scale: int) -> list[list[dict[str, Any]
     paths = draw(st.lists(json_paths(), min_size=1, max_size=6))
     padding = [f"$.k{n}[{draw(st.sampled_from([999, 9999, 9999, 99999]))}]" for n in range(draw(st.integers(1, 12)))]
     mixed = draw(st.booleans())  # else every piece pads: the calls stay valid and grow the most
-    calls = []
+    calls: list[list[dict[str, Any]]] = []
     budget = scale
     while budget > 0 and len(calls) < 2000:
-        pieces = []
+        pieces: list[dict[str, Any]] = []
         for _ in range(draw(st.integers(1, 12))):
             path = draw(st.sampled_from(padding) | st.sampled_from(paths)) if mixed else draw(st.sampled_from(padding))
-            value = draw(st.sampled_from([{"nullValue": None}, {"numberValue": 1}, {"stringValue": "x"},
+            value: dict[str, Any] = draw(st.sampled_from([{"nullValue": None}, {"numberValue": 1}, {"stringValue": "x"},
                                           {"boolValue": True}]))  # fmt: skip
             pieces.append({"jsonPath": path, **(value if mixed else {"nullValue": None})})
             budget -= len(path) + 80

@@ -95,11 +95,9 @@ def costly_schema(draw: st.DrawFn, scale: int) -> tuple[dict[str, Any], Any]:
     kind = draw(st.sampled_from(["pattern", "pattern_props", "unique", "enum", "any_of", "ref", "many_props"]))
     n = draw(st.integers(8, max(8, scale)))
     if kind == "pattern":
-        pattern = draw(
-            st.sampled_from(["^(a+)+$", "^(a|a)*b$", "^(a|aa)+$", "^(\\w+\\s?)*$", "(x+x+)+y", "^(.*a){12}$"])
-        )
-        value = "a" * draw(st.integers(20, max(20, min(n, 5000)))) + "!"
-        return {"type": "object", "properties": {"q": {"type": "string", "pattern": pattern}}}, {"q": value}
+        pattern = draw(st.sampled_from(BACKTRACKING))
+        text = "a" * draw(st.integers(20, max(20, min(n, 5000)))) + "!"
+        return {"type": "object", "properties": {"q": {"type": "string", "pattern": pattern}}}, {"q": text}
     if kind == "pattern_props":
         key = "a" * draw(st.integers(20, max(20, min(n, 5000)))) + "!"
         return {"type": "object", "patternProperties": {"^(a|aa)+$": {"type": "string"}}}, {key: "v"}
@@ -121,10 +119,10 @@ def costly_schema(draw: st.DrawFn, scale: int) -> tuple[dict[str, Any], Any]:
     if kind == "ref":
         schema = {"$defs": {"n": {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}}}},
                   "type": "object", "properties": {"c": {"$ref": "#/$defs/n"}}}  # fmt: skip
-        value: Any = {}
+        chain: Any = {}
         for _ in range(min(n // 8, 800)):  # json.dumps itself recurses
-            value = {"c": value}
-        return schema, value
+            chain = {"c": chain}
+        return schema, chain
     count = max(1, n // 16)
     return {"type": "object", "properties": {f"p{i}": {"type": "integer", "minimum": 0} for i in range(count)}}, {
         f"p{i}": i for i in range(count)
