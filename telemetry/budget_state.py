@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from llmtap.storage.private import open_private, private_dir
 from llmtap.telemetry.budget_config import Limit
 from llmtap.telemetry.budget_spend import Standing
 
@@ -60,10 +61,12 @@ def encode(standings: Sequence[Standing], now: datetime, stamp: float | None = N
 
 
 def write(path: Path, data: bytes) -> None:
-    """Replace the file atomically (a reader sees the old one or the new one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Replace the file atomically (a reader sees the old one or the new one). It tells
+    each limit's spend: private to the user, as every file llmtap writes (SPEC §4)."""
+    private_dir(path.parent)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_bytes(data)
+    with open_private(temporary, "wb") as out:
+        out.write(data)
     os.replace(temporary, path)
 
 

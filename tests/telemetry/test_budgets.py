@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -433,3 +434,17 @@ def test_a_new_period_starts_from_nothing_and_alerts_again(engine: Engine, tmp_p
         ("2026-12-03T00:00:00+00:00", 100),
         ("2026-12-04T00:00:00+00:00", 100),
     ]
+
+
+def test_the_state_file_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    """It tells each limit's spend (a review found it 0644 in a 0755 folder)."""
+    path = tmp_path / "spool" / budget_state.FILE_NAME
+    standing = budget_spend.standings([LIMITS[0]], NOW)[0]
+    previous = os.umask(0o022)
+    try:
+        budget_state.write(path, budget_state.encode([standing], NOW, stamp=1.0))
+        budget_state.write(path, budget_state.encode([standing], NOW, stamp=2.0))  # replaced, still private
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
