@@ -118,18 +118,24 @@ def _pieces(wire: Wire, raw: bytes) -> list[bytes]:
 
 
 def measure(run: Callable[[], Any]) -> tuple[Cost, Any]:
-    gc.collect()
-    start = time.thread_time()
-    result = run()
-    cpu = time.thread_time() - start
-    del result
-    gc.collect()
-    tracemalloc.start()
+    """The objects already alive are frozen out of the collector meanwhile: in a test process
+    that has run a thousand other tests, a full collection falling inside a decode charged it
+    a tenth of a second of someone else's garbage (and `gc.collect()` around each run took
+    half a second)."""
+    gc.freeze()
     try:
+        start = time.thread_time()
         result = run()
-        peak = tracemalloc.get_traced_memory()[1]
+        cpu = time.thread_time() - start
+        del result
+        tracemalloc.start()
+        try:
+            result = run()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
     finally:
-        tracemalloc.stop()
+        gc.unfreeze()
     return Cost(cpu, peak), result
 
 

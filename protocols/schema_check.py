@@ -59,6 +59,7 @@ class _Unsupported(Exception):
 
 def verdict(schema_text: str, arguments: dict[str, Any], clock: CheckClock) -> Verdict:
     """`valid`, `schema_violation` (with where and why) or `unchecked` (with why)."""
+    clock.excluding(_warm)
     token = _current.set(_Check(clock, False))
     try:
         prepared = _prepared(schema_text)  # not cached when the clock stopped it
@@ -89,6 +90,16 @@ def verdict(schema_text: str, arguments: dict[str, Any], clock: CheckClock) -> V
         return "valid", None
     where = "/".join(str(p) for p in error.absolute_path) or "(root)"
     return "schema_violation", f"{where}: {error.message}"[:_DETAIL]
+
+
+@lru_cache(maxsize=1)
+def _warm() -> None:
+    """jsonschema imported and its metaschemas loaded: the first schema of a process costs
+    a few hundred milliseconds of that (more on a loaded machine), which no exchange's clock
+    should pay, or the first call a writer checks would come out `unchecked`."""
+    from jsonschema import validators
+
+    validators.Draft202012Validator.check_schema({"type": "object", "properties": {"a": {"type": "string"}}})
 
 
 @lru_cache(maxsize=256)

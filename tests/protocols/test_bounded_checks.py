@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import http.server
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -253,3 +255,22 @@ def test_real_schemas_and_grammars_keep_their_verdicts() -> None:
     phone = grammar_tool("regex", r"\d{3}-\d{4}")
     assert status_of(phone, custom("555-1234")) == "valid"
     assert status_of(phone, custom("555-12345")) == "schema_violation"
+
+
+def test_the_first_schema_a_process_checks_does_not_pay_for_importing_jsonschema() -> None:
+    """CI found two corpus calls `unchecked` on a loaded machine: the writer's first schema
+    spent its exchange's clock importing jsonschema and loading its metaschemas."""
+    program = (
+        "import json, sys\n"
+        "from llmtap.protocols.budget import CheckClock\n"
+        "from llmtap.protocols.canonical import Exchange, RequestFacts, ToolCall, ToolSpec\n"
+        "from llmtap.protocols.toolcheck import check_tool_calls\n"
+        "tool = ToolSpec(name='f', schema={'type': 'object', 'properties': {'q': {'type': 'string'}}})\n"
+        "call = ToolCall(id='c', name='f', arguments={'q': 'x'}, arguments_raw='{\"q\": \"x\"}', valid_json=True)\n"
+        "ex = Exchange(protocol='openai.chat', request=RequestFacts(tools=[tool]))\n"
+        "ex.tool_calls = [call]\n"
+        "check_tool_calls(ex, CheckClock(0.02))\n"
+        "print(call.status, call.status_detail)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split()[0] == "valid", done.stdout + done.stderr
