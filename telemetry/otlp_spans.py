@@ -1,6 +1,9 @@
 """One exchange as one OpenTelemetry span's parts: its name, its times, its trace and span
-ids and its attributes, after the OpenTelemetry GenAI semantic conventions
-(https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/) plus `llmtap.*`.
+ids and its attributes, after the OpenTelemetry GenAI semantic conventions' inference
+span (`gen_ai.inference.client`, kind CLIENT, named "{operation} {request model}";
+https://github.com/open-telemetry/semantic-conventions-genai/blob/main/docs/gen-ai/gen-ai-spans.md,
+schema https://opentelemetry.io/schemas/gen-ai-dev/1.42.0-dev) plus `llmtap.*`. The
+request's own settings are otlp_request.py's.
 
 Both the live export (a committed table row) and the backfill (an `llmtap export` row)
 come here as the same thing: the canonical dict of storage/export.py (`to_canonical`) with
@@ -24,6 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from llmtap.storage.export import to_canonical, utc
+from llmtap.telemetry.otlp_request import request_attributes
 
 # our protocol id -> gen_ai.operation.name (the conventions' well-known values)
 OPERATIONS = {
@@ -45,14 +49,17 @@ _COMPATIBLE = (
     ("api.perplexity.ai", "perplexity"),
     ("api.cohere.com", "cohere"),
 )
-# export's usage keys -> the conventions' token attributes (cache ones: semconv 1.37)
+# export's usage keys -> the conventions' token attributes. The meanings are the same:
+# input counts all input, cache reads and writes included; output counts reasoning (SPEC
+# §2). `cache_write` was `cache_creation` until semantic-conventions-genai#440.
 TOKENS = {
     "input_tokens": "gen_ai.usage.input_tokens",
     "output_tokens": "gen_ai.usage.output_tokens",
     "cache_read_tokens": "gen_ai.usage.cache_read.input_tokens",
-    "cache_write_tokens": "gen_ai.usage.cache_creation.input_tokens",
-    "reasoning_tokens": "llmtap.usage.reasoning_tokens",
+    "cache_write_tokens": "gen_ai.usage.cache_write.input_tokens",
+    "reasoning_tokens": "gen_ai.usage.reasoning.output_tokens",
 }
+THREAD = "thread:"  # a trace key of a conversation the wire named (trace_key)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -80,7 +87,7 @@ def trace_key(thread_key: str | None, conversation_id: str | None, exchange_id: 
     thread_key after the first letter when it has one (a session or response chain, at
     any gap), else the id of its first exchange."""
     if thread_key:
-        return "thread:" + thread_key[1:]
+        return THREAD + thread_key[1:]
     return "first:" + (conversation_id or exchange_id)
 
 
@@ -103,7 +110,7 @@ def span_parts(row: dict[str, Any], trace: str, cache: dict[str, Any] | None = N
     trace_id, span_id = ids_for(trace, row["id"])
     start = _ns(row["started_at"])
     end = _ns(row["ended_at"]) if row["ended_at"] is not None else start
-    attributes = _genai(row, operation) | _llmtap(row, cache)
+    attributes = _genai(row, operation, named=trace.startswith(THREAD)) | _llmtap(row, cache)
     error = (row["status"] or 0) >= 400 or row["error"] is not None
     if error:
         attributes["error.type"] = (row["error"] or {}).get("type") or str(row["status"] or "_OTHER")
@@ -135,27 +142,53 @@ def provider_name(provider: str | None, host: str | None, path: str | None) -> s
     return provider
 
 
-def _genai(row: dict[str, Any], operation: str) -> dict[str, Any]:
+def _genai(row: dict[str, Any], operation: str, named: bool) -> dict[str, Any]:
     usage = row["usage"] or {}
     host = row["host"]
+    provider = provider_name(row["provider"], host, row["path"])
     out: dict[str, Any] = {
         "gen_ai.operation.name": operation,
-        "gen_ai.provider.name": provider_name(row["provider"], host, row["path"]),
+        "gen_ai.provider.name": provider,
         "gen_ai.request.model": row["model_requested"],
         "gen_ai.response.model": row["model"],
         "gen_ai.response.id": row["response_id"],
-        "gen_ai.conversation.id": row.get("conversation_id"),
+        # only a conversation the wire named (a client's session, a response chain): the
+        # conventions ask for no id made up from content, which the gap rule's is
+        "gen_ai.conversation.id": row.get("conversation_id") if named else None,
         "gen_ai.request.max_tokens": (row.get("request") or {}).get("max_tokens"),
+        "gen_ai.response.finish_reasons": _finish_reasons(row),
+        "gen_ai.response.time_to_first_chunk": _first_chunk_s(row),
         "server.address": _host_name(host) or None,
         "server.port": _host_port(host),
         "http.response.status_code": row["status"],
     }
-    reason = row["finish_reason_raw"] or row["finish_reason"]
-    if reason is not None:
-        out["gen_ai.response.finish_reasons"] = [reason]
     for key, attribute in TOKENS.items():
         out[attribute] = usage.get(key)
-    return out
+    return out | request_attributes(row, provider)
+
+
+def _finish_reasons(row: dict[str, Any]) -> list[str] | None:
+    """The provider's own reason (else the canonical one); `error` for a generation that
+    ended without one (a cut or cancelled stream, an error), as the conventions ask. A
+    background response's first answer (queued) has no reason yet: none is said."""
+    reason = row["finish_reason_raw"] or row["finish_reason"]
+    if reason is not None:
+        return [str(reason)]
+    params = (row.get("request") or {}).get("params") or {}
+    if row["error"] is not None or (row["status"] or 0) >= 400:
+        return ["error"]
+    if not row["complete"] and params.get("background") is not True:
+        return ["error"]
+    return None
+
+
+def _first_chunk_s(row: dict[str, Any]) -> float | None:
+    """A stream's first response bytes, in seconds after the request began (a stream's
+    first chunk reaches the proxy with them)."""
+    first, started = row.get("first_byte_at"), row["started_at"]
+    if not row["streamed"] or first is None or started is None:
+        return None
+    return max((utc(first) - utc(started)) / timedelta(seconds=1), 0.0)
 
 
 def _llmtap(row: dict[str, Any], cache: dict[str, Any] | None) -> dict[str, Any]:
@@ -163,6 +196,7 @@ def _llmtap(row: dict[str, Any], cache: dict[str, Any] | None) -> dict[str, Any]
     cost = row.get("cost_usd")
     out: dict[str, Any] = {
         "llmtap.exchange.id": row["id"],
+        "llmtap.conversation.id": row.get("conversation_id"),
         "llmtap.team": row["team"],
         "llmtap.attribution": row["attribution"],
         "llmtap.key.fingerprint": row["key_fingerprint"],

@@ -36,6 +36,7 @@ from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.writer import Writer
 from llmtap.telemetry.otlp import SpanObserver, settings_from
 from tests.helpers import llmtap
+from tests.telemetry import genai_conventions as semconv
 from tests.telemetry.otlp_receiver import Received, Receiver
 
 pytestmark = pytest.mark.timeout(180)
@@ -228,6 +229,7 @@ def test_a_live_span_equals_its_backfilled_twin(recorded: dict[str, Any]) -> Non
 def check_against_export(span: Received, row: dict[str, Any]) -> None:
     """A span's attributes, times and status against its exchange's export row."""
     a = span.attributes
+    assert all(key.startswith("llmtap.") or semconv.known(key) for key in a), sorted(a)
     usage = row["usage"] or {}
     operation = "generate_content" if row["protocol"] == "gemini.generate" else "chat"
     assert a["gen_ai.operation.name"] == operation
@@ -239,15 +241,16 @@ def check_against_export(span: Received, row: dict[str, Any]) -> None:
     assert a.get("gen_ai.response.model") == row["model"]
     assert a.get("gen_ai.response.id") == row["response_id"]
     reason = row["finish_reason_raw"] or row["finish_reason"]
-    assert a.get("gen_ai.response.finish_reasons") == ([reason] if reason else None)
+    assert a["gen_ai.response.finish_reasons"] == [reason or "error"]
     assert a.get("llmtap.finish_reason") == row["finish_reason"]
     assert a.get("gen_ai.usage.input_tokens") == usage.get("input_tokens")
     assert a.get("gen_ai.usage.output_tokens") == usage.get("output_tokens")
     assert a.get("gen_ai.usage.cache_read.input_tokens") == usage.get("cache_read_tokens")
-    assert a.get("gen_ai.usage.cache_creation.input_tokens") == usage.get("cache_write_tokens")
-    assert a.get("llmtap.usage.reasoning_tokens") == usage.get("reasoning_tokens")
+    assert a.get("gen_ai.usage.cache_write.input_tokens") == usage.get("cache_write_tokens")
+    assert a.get("gen_ai.usage.reasoning.output_tokens") == usage.get("reasoning_tokens")
     assert a["server.address"] == row["host"].rsplit(":", 1)[0]
-    assert a["gen_ai.conversation.id"] == row["conversation_id"]
+    assert a["llmtap.conversation.id"] == row["conversation_id"]
+    assert a.get("gen_ai.conversation.id", row["conversation_id"]) == row["conversation_id"]
     assert a["llmtap.team"] == row["team"]
     assert a.get("llmtap.attribution") == row["attribution"]
     assert a.get("http.response.status_code") == row["status"]
@@ -275,6 +278,9 @@ def test_values_equal_export_and_conventions(recorded: dict[str, Any]) -> None:
         assert not any(key in json.dumps(span.attributes) for key in KEYS)
         traces.setdefault(row["conversation_id"], set()).add(span.trace_id)
     assert all(len(found) == 1 for found in traces.values())  # one trace per conversation
+    # a gen_ai conversation only where the client named it: the one session's four turns
+    named = [s.attributes["gen_ai.conversation.id"] for s in live.values() if "gen_ai.conversation.id" in s.attributes]
+    assert len(named) == 4 and len(set(named)) == 1
     assert len(traces) >= 5
     assert sum(1 for row in recorded["rows"] if row["cost_usd"] is not None) >= 20, "the traffic is priced"
     assert any(row["status"] == 429 for row in recorded["rows"])
