@@ -37,7 +37,9 @@ from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
 
 PROTOCOL = "anthropic.messages"
 
-# https://docs.anthropic.com/en/api/messages#response-stop-reason
+# https://docs.anthropic.com/en/api/messages#response-stop-reason; `compaction`: the server
+# compacted the context and paused the turn for the client to continue
+# (https://platform.claude.com/docs/en/build-with-claude/compaction, pause_after_compaction).
 FINISH: dict[str, FinishReason] = {
     "end_turn": "end_turn",
     "max_tokens": "max_tokens",
@@ -46,6 +48,7 @@ FINISH: dict[str, FinishReason] = {
     "refusal": "refusal",
     "pause_turn": "pause_turn",
     "model_context_window_exceeded": "context_window",
+    "compaction": "pause_turn",
 }
 
 # Tools Anthropic runs itself; their calls arrive as `server_tool_use` blocks.
