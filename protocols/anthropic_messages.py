@@ -22,6 +22,7 @@ from llmtap.protocols.common import (
     api_error,
     count,
     has_counts,
+    instruction_chars,
     items,
     json_size,
     new_budget,
@@ -54,6 +55,10 @@ FINISH: dict[str, FinishReason] = {
 # Tools Anthropic runs itself; their calls arrive as `server_tool_use` blocks.
 _SERVER_TOOL_PREFIXES = ("web_search", "web_fetch", "code_execution", "mcp")
 _REASONING_BLOCKS = ("thinking", "redacted_thinking")
+# A system turn inside `messages` (newer models accept them after the first turn; Claude
+# Code sends one): an instruction, counted in the system size (SPEC §2 `request`). It stays
+# a message of its role for the prefix hashes, so `system_hash` is the top-level `system`'s.
+_SYSTEM_TURN = "system"
 _SERVER_CALL_BLOCKS = ("server_tool_use", "mcp_tool_use")
 # `usage.iterations` entry types (SPEC §2 "Canonical usage"); others are ignored.
 _EXECUTOR_ITERATIONS = ("compaction", "message")
@@ -323,6 +328,8 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
     _scan_markers(facts, [items(body, "tools"), system, body])
     for message in messages:
         role = str(message.get("role"))
+        if role == _SYSTEM_TURN:
+            facts.system_chars += instruction_chars(message.get("content"))
         facts.messages_by_role[role] = facts.messages_by_role.get(role, 0) + 1
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content

@@ -23,6 +23,7 @@ from llmtap.protocols.common import (
     api_error,
     count,
     has_counts,
+    instruction_chars,
     items,
     json_size,
     new_budget,
@@ -343,7 +344,7 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         facts.message_hashes.append(stable_hash(without_cache_markers(entry)))
         facts.message_chars.append(json_size(entry.get("content", entry.get("output", entry.get("arguments", "")))))
     facts.system_chars = (json_size(instructions) if instructions else 0) + sum(
-        _text_chars(m.get("content")) for m in system
+        instruction_chars(m.get("content")) for m in system
     )
     # Hashes as before for requests without item-declared tools or system messages, so
     # stored records compare alike with new ones.
@@ -372,17 +373,6 @@ def _declare(facts: RequestFacts, tool: Any, namespace: str | None, depth: int) 
     else:
         schema = tool.get("parameters") if isinstance(tool.get("parameters"), dict) else None
         facts.tools.append(ToolSpec(name=qualified, schema=schema, type=kind))
-
-
-def _text_chars(content: Any) -> int:
-    """The characters of a message's text: a string, or its parts' `text`."""
-    if isinstance(content, str):
-        return len(content)
-    total = 0
-    for part in content if isinstance(content, list) else []:
-        text = part.get("text") if isinstance(part, dict) else None
-        total += len(text) if isinstance(text, str) else json_size(part)
-    return total
 
 
 def _scan_entry(facts: RequestFacts, entry: dict[str, Any]) -> None:
