@@ -52,8 +52,18 @@ FINISH: dict[str, FinishReason] = {
     "compaction": "pause_turn",
 }
 
-# Tools Anthropic runs itself; their calls arrive as `server_tool_use` blocks.
-_SERVER_TOOL_PREFIXES = ("web_search", "web_fetch", "code_execution", "mcp")
+# Tools Anthropic runs itself, by declared `type` prefix; their calls arrive as
+# `server_tool_use` blocks (the MCP connector's `mcp_toolset` as `mcp_tool_use`). Client
+# tools of Anthropic's own schema (bash, text_editor, computer, memory) are not here: the
+# client runs them. https://platform.claude.com/docs/en/agents-and-tools/tool-use/overview
+_SERVER_TOOL_PREFIXES = (
+    "web_search",
+    "web_fetch",
+    "code_execution",
+    "mcp",
+    "tool_search_tool",
+    "advisor",
+)
 _REASONING_BLOCKS = ("thinking", "redacted_thinking")
 # A system turn inside `messages` (newer models accept them after the first turn; Claude
 # Code sends one): an instruction, counted in the system size (SPEC §2 `request`). It stays

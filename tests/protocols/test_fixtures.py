@@ -40,7 +40,7 @@ SCALARS = (
     "usage_provenance",
     "service_tier",
 )
-TOOL_KEYS = ("id", "name", "arguments", "arguments_raw", "valid_json")
+TOOL_KEYS = ("id", "name", "arguments", "arguments_raw", "valid_json", "status")
 # Shapes of real credentials; none may appear in a fixture.
 SECRET = re.compile(rb"sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{35}|Bearer\s+[A-Za-z0-9._-]{20,}")
 
