@@ -414,7 +414,8 @@ def test_anthropic_system_turn_counts_in_the_size_and_stays_a_message():
     edited["messages"][1]["content"] = [{"type": "text", "text": "Plan mode: no edits."}]
     after = facts_of("anthropic.messages", "/v1/messages", edited)
     assert after.system_chars == plain.system_chars + len("Plan mode: no edits.")
-    assert [a == b for a, b in zip(facts.message_hashes, after.message_hashes, strict=True)] == [True, False, True, True]
+    same = [a == b for a, b in zip(facts.message_hashes, after.message_hashes, strict=True)]
+    assert same == [True, False, True, True]
 
 
 def test_anthropic_top_level_automatic_cache_marker_counts():
