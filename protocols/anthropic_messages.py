@@ -22,6 +22,7 @@ from llmtap.protocols.common import (
     api_error,
     count,
     has_counts,
+    instruction_chars,
     items,
     json_size,
     new_budget,
@@ -37,7 +38,9 @@ from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
 
 PROTOCOL = "anthropic.messages"
 
-# https://docs.anthropic.com/en/api/messages#response-stop-reason
+# https://docs.anthropic.com/en/api/messages#response-stop-reason; `compaction`: the server
+# compacted the context and paused the turn for the client to continue
+# (https://platform.claude.com/docs/en/build-with-claude/compaction, pause_after_compaction).
 FINISH: dict[str, FinishReason] = {
     "end_turn": "end_turn",
     "max_tokens": "max_tokens",
@@ -46,11 +49,26 @@ FINISH: dict[str, FinishReason] = {
     "refusal": "refusal",
     "pause_turn": "pause_turn",
     "model_context_window_exceeded": "context_window",
+    "compaction": "pause_turn",
 }
 
-# Tools Anthropic runs itself; their calls arrive as `server_tool_use` blocks.
-_SERVER_TOOL_PREFIXES = ("web_search", "web_fetch", "code_execution", "mcp")
+# Tools Anthropic runs itself, by declared `type` prefix; their calls arrive as
+# `server_tool_use` blocks (the MCP connector's `mcp_toolset` as `mcp_tool_use`). Client
+# tools of Anthropic's own schema (bash, text_editor, computer, memory) are not here: the
+# client runs them. https://platform.claude.com/docs/en/agents-and-tools/tool-use/overview
+_SERVER_TOOL_PREFIXES = (
+    "web_search",
+    "web_fetch",
+    "code_execution",
+    "mcp",
+    "tool_search_tool",
+    "advisor",
+)
 _REASONING_BLOCKS = ("thinking", "redacted_thinking")
+# A system turn inside `messages` (newer models accept them after the first turn; Claude
+# Code sends one): an instruction, counted in the system size (SPEC §2 `request`). It stays
+# a message of its role for the prefix hashes, so `system_hash` is the top-level `system`'s.
+_SYSTEM_TURN = "system"
 _SERVER_CALL_BLOCKS = ("server_tool_use", "mcp_tool_use")
 # `usage.iterations` entry types (SPEC §2 "Canonical usage"); others are ignored.
 _EXECUTOR_ITERATIONS = ("compaction", "message")
@@ -320,6 +338,8 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
     _scan_markers(facts, [items(body, "tools"), system, body])
     for message in messages:
         role = str(message.get("role"))
+        if role == _SYSTEM_TURN:
+            facts.system_chars += instruction_chars(message.get("content"))
         facts.messages_by_role[role] = facts.messages_by_role.get(role, 0) + 1
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content

@@ -192,6 +192,18 @@ def json_size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
+def instruction_chars(content: Any) -> int:
+    """The characters of an instruction's content (a system or developer message, a system
+    turn): a string, or its parts' `text` (a part without text by its JSON size)."""
+    if isinstance(content, str):
+        return len(content)
+    total = 0
+    for part in content if isinstance(content, list) else []:
+        text = part.get("text") if isinstance(part, dict) else None
+        total += len(text) if isinstance(text, str) else json_size(part)
+    return total
+
+
 # Pieces a KeptText joins into one string: a stream of one-word deltas would otherwise
 # keep a str object (~50 bytes of overhead) per word, ~10x the text it holds.
 _JOIN_EVERY = 1024

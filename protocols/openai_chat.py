@@ -21,6 +21,7 @@ from llmtap.protocols.common import (
     count,
     first_count,
     has_counts,
+    instruction_chars,
     items,
     json_size,
     new_budget,
@@ -345,7 +346,7 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
     # Every system / developer message is an instruction (SPEC §2 `request`): the leading
     # ones and any later one count in the system size and the system hash.
     system = [m for m in messages if m.get("role") in _SYSTEM_ROLES]
-    facts.system_chars = sum(json_size(m.get("content") or "") for m in system)
+    facts.system_chars = sum(instruction_chars(m.get("content")) for m in system)
     for message in messages:
         _scan_message(facts, message)
     for message in messages[lead:]:

@@ -23,6 +23,7 @@ from llmtap.protocols.common import (
     api_error,
     count,
     has_counts,
+    instruction_chars,
     items,
     json_size,
     new_budget,
@@ -55,8 +56,22 @@ _SERVER_ITEMS = (
     "mcp_list_tools",
     "tool_search_call",
 )
-# Built-in tools the client runs: their calls carry an action object, not JSON text.
+# Built-in tools the client runs: their calls carry an action object, not JSON text. One
+# whose output item comes back in the same response was run by the provider (the `shell`
+# tool in a hosted container): a server call then.
+# https://platform.openai.com/docs/guides/tools-computer-use, …/tools-local-shell,
+# …/tools-shell, …/tools-apply-patch
 _CLIENT_ACTION_ITEMS = ("computer_call", "local_shell_call", "shell_call", "apply_patch_call")
+# Items that name who runs them in `execution` (`server` when absent): a client-executed
+# tool search is the client's call. https://platform.openai.com/docs/guides/tools-tool-search
+_EXECUTION_ITEMS = ("tool_search_call",)
+# Input items that answer a client-run call by `call_id`, besides the `*_call_output` ones.
+_RESULT_ITEMS = ("tool_search_output",)
+# The name a built-in tool's calls go by, where it differs from the declared type: a
+# computer_call answers the `computer_use_preview` tool.
+_TOOL_CALL_NAMES = {
+    "computer_use_preview": "computer",
+}
 # Output items of provider-run tools billed per call, by canonical kind (one use per item).
 # https://platform.openai.com/docs/pricing#built-in-tools
 _BILLED_ITEMS = {
@@ -123,13 +138,13 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
     ex.service_tier = tier_word(body.get("service_tier"))
     text = KeptText(new_budget())
     refusals: list[str] = []
-    for item in items(body, "output"):
-        if not isinstance(item, dict):
-            continue
-        _decode_item(item, ex, text, refusals)
-        kind = _BILLED_ITEMS.get(str(item.get("type")))
-        if kind is not None:
-            ex.server_tool_uses[kind] = ex.server_tool_uses.get(kind, 0) + 1
+    output = [item for item in items(body, "output") if isinstance(item, dict)]
+    answered = {item.get("call_id") for item in output if str(item.get("type")).endswith("_output")}
+    for item in output:
+        _decode_item(item, ex, text, refusals, answered)
+        billed = _BILLED_ITEMS.get(str(item.get("type")))
+        if billed is not None:
+            ex.server_tool_uses[billed] = ex.server_tool_uses.get(billed, 0) + 1
     ex.text = text.value()
     ex.text_truncated = text.truncated or extras.truncated
     ex.refusal = "".join(refusals) or None
@@ -138,7 +153,7 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
     _finish(body, ex)
 
 
-def _decode_item(item: dict[str, Any], ex: Exchange, text: KeptText, refusals: list[str]) -> None:
+def _decode_item(item: dict[str, Any], ex: Exchange, text: KeptText, refusals: list[str], answered: set[Any]) -> None:
     kind = item.get("type")
     if kind == "message":
         for part in items(item, "content"):
@@ -168,11 +183,33 @@ def _decode_item(item: dict[str, Any], ex: Exchange, text: KeptText, refusals: l
                 kind="custom",
             )
         )
-    elif kind in _CLIENT_ACTION_ITEMS:
-        action = item.get("action", item.get("operation"))
-        ex.tool_calls.append(tool_call_from_object(item.get("call_id"), kind.removesuffix("_call"), action))
-    elif isinstance(kind, str) and (kind in _SERVER_ITEMS or kind.endswith("_call")):
-        ex.server_tool_calls.append(ServerToolCall(type=kind, id=item.get("id"), name=item.get("name")))
+    elif isinstance(kind, str):
+        runner = _runner(kind, item, answered)
+        if runner == "client":
+            ex.tool_calls.append(tool_call_from_object(item.get("call_id"), kind.removesuffix("_call"), _action(item)))
+        elif runner == "server":
+            ex.server_tool_calls.append(ServerToolCall(type=kind, id=item.get("id"), name=item.get("name")))
+
+
+def _runner(kind: str, item: dict[str, Any], answered: set[Any]) -> str | None:
+    """Who runs a built-in tool's call (`client` or `server`); None for an item that is
+    no call (an MCP approval request, an output)."""
+    if kind in _CLIENT_ACTION_ITEMS:
+        return "server" if item.get("call_id") in answered else "client"
+    if kind in _EXECUTION_ITEMS:
+        return "client" if item.get("execution") == "client" else "server"
+    return "server" if kind in _SERVER_ITEMS or kind.endswith("_call") else None
+
+
+def _action(item: dict[str, Any]) -> Any:
+    """What a built-in client call asks for: its `action` (`operation` for apply_patch,
+    `arguments` for a tool search); a computer_call of the GA `computer` tool may batch
+    its steps in `actions` instead."""
+    for key in ("action", "operation", "arguments"):
+        if key in item:
+            return item[key]
+    actions = item.get("actions")
+    return {"actions": actions} if isinstance(actions, list) else None
 
 
 def _background_state(body: dict[str, Any], ex: Exchange) -> str | None:
@@ -343,7 +380,7 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         facts.message_hashes.append(stable_hash(without_cache_markers(entry)))
         facts.message_chars.append(json_size(entry.get("content", entry.get("output", entry.get("arguments", "")))))
     facts.system_chars = (json_size(instructions) if instructions else 0) + sum(
-        _text_chars(m.get("content")) for m in system
+        instruction_chars(m.get("content")) for m in system
     )
     # Hashes as before for requests without item-declared tools or system messages, so
     # stored records compare alike with new ones.
@@ -358,7 +395,7 @@ def _declare(facts: RequestFacts, tool: Any, namespace: str | None, depth: int) 
     if not isinstance(tool, dict):
         return
     kind = str(tool.get("type") or "function")
-    name = str(tool.get("name") or kind)
+    name = str(tool.get("name") or _TOOL_CALL_NAMES.get(kind, kind))
     qualified = f"{namespace}.{name}" if namespace else name
     if kind == "namespace":
         if depth < _MAX_NAMESPACE_DEPTH:
@@ -374,17 +411,6 @@ def _declare(facts: RequestFacts, tool: Any, namespace: str | None, depth: int) 
         facts.tools.append(ToolSpec(name=qualified, schema=schema, type=kind))
 
 
-def _text_chars(content: Any) -> int:
-    """The characters of a message's text: a string, or its parts' `text`."""
-    if isinstance(content, str):
-        return len(content)
-    total = 0
-    for part in content if isinstance(content, list) else []:
-        text = part.get("text") if isinstance(part, dict) else None
-        total += len(text) if isinstance(text, str) else json_size(part)
-    return total
-
-
 def _scan_entry(facts: RequestFacts, entry: dict[str, Any]) -> None:
     kind = text_of(entry.get("type", "message")) or ""
     if kind == "message" or "role" in entry:
@@ -394,7 +420,7 @@ def _scan_entry(facts: RequestFacts, entry: dict[str, Any]) -> None:
         for part in content if isinstance(content, list) else []:
             if isinstance(part, dict) and part.get("type") == "input_image":
                 facts.images += 1
-    elif kind.endswith("_call_output") and isinstance(entry.get("call_id"), str):
+    elif (kind.endswith("_call_output") or kind in _RESULT_ITEMS) and isinstance(entry.get("call_id"), str):
         facts.tool_result_ids.append(entry["call_id"])
         facts.messages_by_role["tool"] = facts.messages_by_role.get("tool", 0) + 1
     elif kind.endswith("_call") and isinstance(entry.get("call_id"), str):

@@ -420,6 +420,18 @@ def test_billing_fixture_priced_as_genai_prices_prices_it(folder: Path):
     assert cost.fee == sum(p["total"] for p in cost.detail["parts"] if p["what"] == "fee")
 
 
+def test_a_request_of_auto_is_priced_at_the_tier_that_served_it():
+    """`auto` names no price: the stored tier is what the response says served it."""
+    _, row, _, ex = _fixture_row(FIXTURES / "openai_responses_auto_priority_stream")
+    assert row["service_tier"] == "priority"
+    usage = Usage(input_tokens=6_230, output_tokens=980, output_reasoning_tokens=896)
+    standard = pico(usage, "gpt-5.5", "openai")
+    assert priced(row).total == pico(usage, "gpt-5.5", "openai", {"service_tier": "priority"}) > standard
+    _, default_row, _, _ = _fixture_row(FIXTURES / "openai_responses_auto_default")
+    assert default_row["service_tier"] == "default"
+    assert priced(default_row).detail["context"] == {}
+
+
 def test_every_billing_case_is_here():
     names = {p.name for p in FIXTURES.iterdir()} if FIXTURES.is_dir() else set()
     wanted = {"openai_responses_flex", "anthropic_web_search_10", "anthropic_compaction_stream", "anthropic_advisor"}

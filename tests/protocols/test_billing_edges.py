@@ -192,7 +192,9 @@ def responses(body: dict[str, Any], request: dict[str, Any] | None = None) -> An
     [
         ("flex", None, "flex"),
         ("auto", None, None),
+        ("auto", "auto", None),  # still running: the object echoes the request, no tier yet
         ("auto", "default", "default"),
+        ("auto", "scale", "scale"),
         ("priority", "default", "default"),
         (None, None, None),
         ("FLEX", None, "flex"),
@@ -225,6 +227,28 @@ def test_responses_modalities_from_usage_details():
         "total_tokens": 700,
     }
     assert responses({"usage": usage}).usage.modalities == {"input_audio_tokens": 300, "output_audio_tokens": 150}
+
+
+@pytest.mark.parametrize(
+    ("requested", "served", "want"),
+    [
+        ("auto", "default", "default"),
+        ("auto", "priority", "priority"),
+        ("auto", None, None),
+        ("auto", "auto", None),
+        ("flex", None, "flex"),
+    ],
+)
+def test_chat_tier_served_else_requested(requested: str, served: str | None, want: str | None):
+    body = {"id": "c", "model": "gpt-5.5", "choices": []} | ({"service_tier": served} if served else {})
+    request = {"model": "gpt-5.5", "messages": [], "service_tier": requested}
+    ex = decode_exchange(
+        "openai.chat",
+        response=json.dumps(body).encode(),
+        request=json.dumps(request).encode(),
+        path="/v1/chat/completions",
+    )
+    assert ex.service_tier == want
 
 
 def test_chat_stream_keeps_tier_and_modalities():

@@ -38,6 +38,9 @@ USAGE_KEYS = (
 CASES = {
     "openai_responses_flex",
     "openai_responses_priority_stream",
+    "openai_responses_auto_default",
+    "openai_responses_auto_priority_stream",
+    "openai_chat_auto_default",
     "openai_chat_audio",
     "anthropic_web_search_10",
     "anthropic_compaction_stream",

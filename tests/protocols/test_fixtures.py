@@ -1,7 +1,9 @@
 """The project's own fixtures (tests/protocols/fixtures/): edge cases the shared corpus lacks
 (mid-stream errors, refusals, error bodies, broken tool arguments, unknown events, legacy
 shapes), written by hand in the providers' wire formats. Each one decodes to the `expect` of
-its case.json fed whole, line by line and one byte at a time.
+its case.json fed whole, line by line and one byte at a time, and so do its transport
+variants (gzip, br, CRLF framing; a stream cut at 60 % of its bytes decodes without a
+finish reason and is not complete), as ../shared/tools/variants.py makes them.
 
 `expect` keys are optional except model, finish_reason, usage, tool_calls, text and
 reasoning_blocks; a key present is compared exactly (`usage`, `error` and `request` compare
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 
 from llmtap.protocols import ExchangeDecoder, route
+from tests.corpus_tools import variants_of
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REQUIRED_META = ("protocol", "host", "path", "status", "content_type", "expect")
@@ -35,8 +38,9 @@ SCALARS = (
     "refusal",
     "reasoning_blocks",
     "usage_provenance",
+    "service_tier",
 )
-TOOL_KEYS = ("id", "name", "arguments", "arguments_raw", "valid_json")
+TOOL_KEYS = ("id", "name", "arguments", "arguments_raw", "valid_json", "status")
 # Shapes of real credentials; none may appear in a fixture.
 SECRET = re.compile(rb"sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{35}|Bearer\s+[A-Za-z0-9._-]{20,}")
 
@@ -78,8 +82,8 @@ FEEDS: dict[str, Callable[[bytes], list[bytes]]] = {
 }
 
 
-def decode(fx: Fixture, chunks: list[bytes]) -> dict[str, Any]:
-    meta = fx.meta
+def decode(fx: Fixture, chunks: list[bytes], meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta = fx.meta if meta is None else meta
     decoder = ExchangeDecoder(
         meta["protocol"],
         request=fx.request,
@@ -116,8 +120,9 @@ def mismatches(expect: dict[str, Any], got: dict[str, Any]) -> list[str]:
         for key in TOOL_KEYS:
             if key in want:
                 check(f"tool_calls[{i}].{key}", want[key], have[key])
-    if "server_tool_calls" in expect:
-        check("server_tool_calls", expect["server_tool_calls"], got["server_tool_calls"])
+    for key in ("server_tool_calls", "server_tool_uses"):
+        if key in expect:
+            check(key, expect[key], got[key])
     return diffs
 
 
@@ -163,6 +168,26 @@ def test_routes_to_its_protocol(fx: Fixture):
 def test_decodes_to_expect(fx: Fixture, feed: str):
     got = decode(fx, FEEDS[feed](fx.response))
     assert mismatches(fx.expect, got) == []
+
+
+def _variants() -> list[tuple[str, Fixture, dict[str, Any], bytes]]:
+    made = []
+    for fx in ALL:
+        case = fx.meta | {"streamed": fx.expect.get("streamed", False)}
+        made += [(f"{fx.name}__{suffix}", fx, meta, body) for suffix, meta, body in variants_of(case, fx.response)]
+    return made
+
+
+VARIANTS = _variants()
+
+
+@pytest.mark.parametrize(("name", "fx", "meta", "body"), VARIANTS, ids=[v[0] for v in VARIANTS])
+def test_transport_variants(name: str, fx: Fixture, meta: dict[str, Any], body: bytes):
+    got = decode(fx, FEEDS["lines"](body), meta)
+    if meta.get("cut"):
+        assert (got["complete"], got["finish_reason"]) == (False, None)
+    else:
+        assert mismatches(fx.expect, got) == []
 
 
 @pytest.mark.parametrize("fx", ALL, ids=lambda f: f.name)

@@ -399,6 +399,25 @@ def test_anthropic_an_edited_message_changes_only_its_hash():
     assert [a == b for a, b in zip(before, after, strict=True)] == [True, True, False]
 
 
+def test_anthropic_system_turn_counts_in_the_size_and_stays_a_message():
+    """A `role: "system"` turn inside `messages` (Claude Code sends one) adds its text to the
+    system size; it stays a message of its position for the prefix hashes, so editing it is
+    a changed message, and `system_hash` stays the top-level `system`'s."""
+    body = copy.deepcopy(ANTHROPIC)
+    body["messages"].insert(1, {"role": "system", "content": "Plan mode."})
+    facts = facts_of("anthropic.messages", "/v1/messages", body)
+    plain = facts_of("anthropic.messages", "/v1/messages", ANTHROPIC)
+    assert facts.system_chars == plain.system_chars + len("Plan mode.")
+    assert facts.messages_by_role == plain.messages_by_role | {"system": 1}
+    assert facts.system_hash == plain.system_hash
+    edited = copy.deepcopy(body)
+    edited["messages"][1]["content"] = [{"type": "text", "text": "Plan mode: no edits."}]
+    after = facts_of("anthropic.messages", "/v1/messages", edited)
+    assert after.system_chars == plain.system_chars + len("Plan mode: no edits.")
+    same = [a == b for a, b in zip(facts.message_hashes, after.message_hashes, strict=True)]
+    assert same == [True, False, True, True]
+
+
 def test_anthropic_top_level_automatic_cache_marker_counts():
     body = {"model": "m", "cache_control": {"type": "ephemeral"}, "messages": [{"role": "user", "content": "hi"}]}
     facts = facts_of("anthropic.messages", "", body)

@@ -337,6 +337,7 @@ FINISH_ROWS: list[tuple[str, str, dict[str, Any], str | None]] = [
             ("refusal", "refusal"),
             ("pause_turn", "pause_turn"),
             ("model_context_window_exceeded", "context_window"),
+            ("compaction", "pause_turn"),
             (UNKNOWN, None),
         ]
     ],
