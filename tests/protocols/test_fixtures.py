@@ -1,7 +1,8 @@
 """The project's own fixtures (tests/protocols/fixtures/): edge cases the shared corpus lacks
 (mid-stream errors, refusals, error bodies, broken tool arguments, unknown events, legacy
 shapes), written by hand in the providers' wire formats. Each one decodes to the `expect` of
-its case.json fed whole, line by line and one byte at a time.
+its case.json fed whole, line by line and one byte at a time, and in the transport variants
+of tests/corpus_tools.py (gzip, br, CRLF framing, an SSE stream cut at 60 %).
 
 `expect` keys are optional except model, finish_reason, usage, tool_calls, text and
 reasoning_blocks; a key present is compared exactly (`usage`, `error` and `request` compare
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from llmtap.protocols import ExchangeDecoder, route
+from tests.corpus_tools import variants_of
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REQUIRED_META = ("protocol", "host", "path", "status", "content_type", "expect")
@@ -78,8 +80,8 @@ FEEDS: dict[str, Callable[[bytes], list[bytes]]] = {
 }
 
 
-def decode(fx: Fixture, chunks: list[bytes]) -> dict[str, Any]:
-    meta = fx.meta
+def decode(fx: Fixture, chunks: list[bytes], meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta = meta or fx.meta
     decoder = ExchangeDecoder(
         meta["protocol"],
         request=fx.request,
@@ -180,6 +182,19 @@ def test_cut_in_half_is_incomplete(fx: Fixture):
     assert got["complete"] is False
     assert got["finish_reason"] in (None, "error")
     json.dumps(got)
+
+
+@pytest.mark.parametrize("fx", ALL, ids=lambda f: f.name)
+def test_transport_variants_decode_alike(fx: Fixture):
+    """The same exchange gzip- or br-encoded, with CRLF framing, or cut at 60 % of an SSE
+    stream's bytes (then only: not complete, and no finish reason but an error's)."""
+    case = fx.meta | {"streamed": bool(fx.expect.get("streamed"))}
+    for suffix, variant, body in variants_of(case, fx.response):
+        got = decode(fx, [body[i : i + 64] for i in range(0, len(body), 64)], variant)
+        if suffix == "cut":
+            assert (got["complete"], got["finish_reason"] in (None, "error")) == (False, True), suffix
+        else:
+            assert mismatches(fx.expect, got) == [], suffix
 
 
 def _sse_payloads(body: bytes) -> list[Any]:
