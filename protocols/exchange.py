@@ -395,7 +395,7 @@ class ExchangeDecoder:
         ex.complete = True
 
     def _decode(self, folded: Folded) -> None:
-        self.module.decode_body(folded.body, self.ex, replace(folded.extras, budget=self._budget))
+        self.module.decode_body(folded.body, self.ex, replace(folded.extras, budget=self._budget, path=self._path))
         dropped = self._budget.dropped_calls + max(0, len(self.ex.tool_calls) - MAX_TOOL_CALLS)
         if dropped:
             del self.ex.tool_calls[MAX_TOOL_CALLS:]
