@@ -239,15 +239,28 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
             ex.server_tool_calls.append(ServerToolCall(type="code_execution"))
     ex.text = text.value()
     ex.text_truncated = text.truncated or extras.truncated
-    grounding = sub(candidate, "groundingMetadata")
-    if grounding.get("webSearchQueries") or grounding.get("groundingChunks"):
-        ex.server_tool_calls.append(ServerToolCall(type="google_search"))
-    searches = billed_searches(items(grounding, "webSearchQueries"), ex.model)
+    ex.server_tool_calls += [ServerToolCall(type=kind) for kind in _grounding_tools(candidate)]
+    searches = billed_searches(items(sub(candidate, "groundingMetadata"), "webSearchQueries"), ex.model)
     if searches:
-        ex.server_tool_uses["web_search"] = searches
-    if sub(candidate, "urlContextMetadata"):
-        ex.server_tool_calls.append(ServerToolCall(type="url_context"))
+        ex.server_tool_uses["web_search"] = searches  # the one grounding billed per use
     _finish(body, candidate, ex, vertex)
+
+
+def _grounding_tools(candidate: dict[str, Any]) -> list[str]:
+    """The grounding tools a candidate's metadata shows ran, in this order: Google Search by
+    its queries, Google Maps by its place chunks (or its widget token), URL context by its
+    URL metadata. A web grounding chunk may be Search's or URL context's, so names neither.
+    https://ai.google.dev/gemini-api/docs/google-search, …/maps-grounding, …/url-context"""
+    grounding = sub(candidate, "groundingMetadata")
+    found = []
+    if any(isinstance(q, str) and q.strip() for q in items(grounding, "webSearchQueries")):
+        found.append("google_search")
+    places = any(sub(chunk, "maps") for chunk in items(grounding, "groundingChunks"))
+    if places or isinstance(grounding.get("googleMapsWidgetContextToken"), str):
+        found.append("google_maps")
+    if items(sub(candidate, "urlContextMetadata"), "urlMetadata"):
+        found.append("url_context")
+    return found
 
 
 def _parts(candidate: dict[str, Any], extras: FoldExtras) -> tuple[list[Any], FoldExtras]:
