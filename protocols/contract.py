@@ -39,6 +39,9 @@ class FoldExtras:
     # The exchange's budget, for a body that still holds pieces to assemble (Gemini
     # `partialArgs` in a JSON body): set by exchange.py, whatever the fold said.
     budget: ExchangeBudget | None = None
+    # The request's path (query string too), for a wire whose reading depends on the route
+    # (Gemini on a Vertex AI path may send enums as Vertex AI's numbers): set by exchange.py.
+    path: str = ""
 
 
 NO_EXTRAS = FoldExtras()

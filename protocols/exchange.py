@@ -65,6 +65,14 @@ SERVED_TIER_PROTOCOLS = frozenset((gemini_generate.PROTOCOL, gemini_interactions
 # A non-streamed body is buffered to be parsed at the end; past this it is not decoded.
 MAX_JSON_BODY = 64 * 1024 * 1024
 _SNIFF_SSE = (b"event:", b"data:", b":", b"id:", b"retry:")
+# How a JSON document opens. No SSE stream can open so (its first line would be a field
+# named `{…`, which SSE ignores), so a body labelled `text/event-stream` that opens so is a
+# JSON document: Google answers errors on `?alt=sse` that way (SPEC §1).
+_JSON_OPENERS = (b"{", b"[")
+_BOM = b"\xef\xbb\xbf"
+# The keys an error body holds, and nothing else: `{"error": …}` (Google, OpenAI) or
+# Anthropic's `{"type": "error", "error": …}`.
+_ERROR_BODY_KEYS = frozenset(("error", "type", "request_id"))
 _SNIFF_BYTES = max(map(len, _SNIFF_SSE))
 _PRELUDE_BYTES = 12  # an AWS event-stream frame's prelude, whose CRC tells it apart
 
@@ -108,6 +116,7 @@ class ExchangeDecoder:
         self._broken = False
         self._token_seen = False
         self._cut_tail = False
+        self._lone_error = False  # the first event was an error body (and may be the only one)
         self._request = request  # decoded in finish(), off the path bytes travel
         self._requested_tier: str | None = None
         self._served_tier = tier_word(served_tier) if protocol in SERVED_TIER_PROTOCOLS else None
@@ -131,6 +140,7 @@ class ExchangeDecoder:
         state.setdefault("_frames", None)  # pickled before event-stream framing was read
         state.setdefault("_stream_error", None)
         state.setdefault("_size", 0)
+        state.setdefault("_lone_error", False)
         self.__dict__.update(state)
         self.module = TRANSLATORS[self.ex.protocol]
 
@@ -281,11 +291,15 @@ class ExchangeDecoder:
         self._event(obj, name)
 
     def _choose_mode(self, head: bytes) -> None:
+        """The framing, from the label and the first bytes: a JSON document is one whatever
+        its label says (SPEC §1), an AWS event-stream only by its label or its prelude."""
         streaming_path = ":streamGenerateContent" in self._path or ":streamgeneratecontent" in self._path
         start = head.lstrip()[:8]
         if EVENTSTREAM_TYPE in self._content_type or (not self._content_type and prelude_ok(head)):
             self._mode = "eventstream"
             self._frames = EventStreamDecoder()
+        elif "text/event-stream" in self._content_type and head.removeprefix(_BOM).lstrip().startswith(_JSON_OPENERS):
+            self._mode = "json"  # an error body labelled as a stream (a streamed array if `[`)
         elif "text/event-stream" in self._content_type or (not self._content_type and start.startswith(_SNIFF_SSE)):
             self._mode = "sse"
             self._sse = SSEDecoder()
@@ -319,8 +333,16 @@ class ExchangeDecoder:
         self._event(obj, event.event)
 
     def _event(self, obj: Any, name: str) -> None:
+        if self.ex.events == 0:
+            self._lone_error = _is_error_body(obj)
         self.ex.events += 1
         self.fold.feed(obj, name)
+
+    def _error_document(self) -> bool:
+        """A JSON array (streamed or whole) that holds one error body and nothing else: the
+        answer is that error, as a bare error body would be (Google wraps its errors on a
+        stream route so), not a stream that stopped short."""
+        return self._lone_error and self.ex.events == 1 and not self._cut_tail
 
     def _buffer(self, data: bytes) -> None:
         if self._too_big:
@@ -340,6 +362,8 @@ class ExchangeDecoder:
             ex.complete = self.fold.complete and not self._cut_tail
             if self._cut_tail and ex.interrupted is None:
                 ex.interrupted = "stream ended inside an event"
+            if self._mode == "array" and self._error_document():
+                ex.streamed, ex.complete = False, True
             return
         if self._too_big or self._broken:
             return
@@ -362,6 +386,8 @@ class ExchangeDecoder:
                 self._event(element, "")
             self._decode(self.fold.result())
             ex.complete = self.fold.complete
+            if self._error_document():
+                ex.streamed, ex.complete = False, True
             return
         if not isinstance(body, dict):
             raise DecodeError("response body is not a JSON object", "response")
@@ -369,7 +395,7 @@ class ExchangeDecoder:
         ex.complete = True
 
     def _decode(self, folded: Folded) -> None:
-        self.module.decode_body(folded.body, self.ex, replace(folded.extras, budget=self._budget))
+        self.module.decode_body(folded.body, self.ex, replace(folded.extras, budget=self._budget, path=self._path))
         dropped = self._budget.dropped_calls + max(0, len(self.ex.tool_calls) - MAX_TOOL_CALLS)
         if dropped:
             del self.ex.tool_calls[MAX_TOOL_CALLS:]
@@ -411,6 +437,10 @@ def settle_finish(ex: Exchange) -> None:
         ex.finish_reason = "tool_use"
     if not ex.complete and ex.finish_reason != "error":
         ex.finish_reason = None  # how a cut stream would have ended is unknown
+
+
+def _is_error_body(obj: Any) -> bool:
+    return isinstance(obj, dict) and isinstance(obj.get("error"), (dict, str)) and obj.keys() <= _ERROR_BODY_KEYS
 
 
 def _snippet(raw: bytes, limit: int = 200) -> str:

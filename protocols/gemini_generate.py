@@ -13,6 +13,7 @@ Not responsible for framing, routing, or the finish-reason overrides all protoco
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,10 @@ from llmtap.protocols.partial_args import PartialArgs
 
 PROTOCOL = "gemini.generate"
 
-# https://ai.google.dev/api/generate-content#FinishReason
+# Finish reasons (SPEC §2); OTHER, IMAGE_OTHER, FINISH_REASON_UNSPECIFIED and any value
+# not listed are null, their raw value kept.
+# https://ai.google.dev/api/generate-content#FinishReason and
+# https://cloud.google.com/vertex-ai/generative-ai/docs/reference/rest/v1/GenerateContentResponse#FinishReason
 FINISH: dict[str, FinishReason] = {
     "STOP": "end_turn",
     "MAX_TOKENS": "max_tokens",
@@ -49,10 +53,69 @@ FINISH: dict[str, FinishReason] = {
     "IMAGE_SAFETY": "content_filter",
     "IMAGE_PROHIBITED_CONTENT": "content_filter",
     "IMAGE_RECITATION": "content_filter",
-    "LANGUAGE": "content_filter",
+    "MODEL_ARMOR": "content_filter",
     "MALFORMED_FUNCTION_CALL": "error",
     "UNEXPECTED_TOOL_CALL": "error",
     "TOO_MANY_TOOL_CALLS": "error",
+    "MISSING_THOUGHT_SIGNATURE": "error",
+    "MALFORMED_RESPONSE": "error",
+    "LANGUAGE": "error",
+    "NO_IMAGE": "error",
+}
+# Vertex AI's numbers for the enums it may send as numbers (a client that asks for
+# `$alt=json;enum-encoding=int`, as Google's generated REST clients do), by its own
+# numbering; the Gemini API numbers some of them otherwise, so they are read on Vertex AI
+# paths only. google.cloud.aiplatform.v1 Candidate.FinishReason:
+# https://cloud.google.com/java/docs/reference/google-cloud-aiplatform/latest/com.google.cloud.aiplatform.v1.Candidate.FinishReason
+# (0-10; 11-16 as the published aiplatform v1 protos number the image reasons)
+VERTEX_FINISH_REASONS: dict[int, str] = {
+    0: "FINISH_REASON_UNSPECIFIED",
+    1: "STOP",
+    2: "MAX_TOKENS",
+    3: "SAFETY",
+    4: "RECITATION",
+    5: "OTHER",
+    6: "BLOCKLIST",
+    7: "PROHIBITED_CONTENT",
+    8: "SPII",
+    9: "MALFORMED_FUNCTION_CALL",
+    10: "MODEL_ARMOR",
+    11: "IMAGE_SAFETY",
+    12: "IMAGE_PROHIBITED_CONTENT",
+    13: "IMAGE_RECITATION",
+    14: "IMAGE_OTHER",
+    15: "UNEXPECTED_TOOL_CALL",
+    16: "NO_IMAGE",
+}
+# GenerateContentResponse.PromptFeedback.BlockedReason: any reason but 0 (unset) is a block.
+# https://cloud.google.com/php/docs/reference/cloud-ai-platform/latest/V1.GenerateContentResponse.PromptFeedback.BlockedReason
+VERTEX_BLOCKED_REASONS: dict[int, str] = {
+    0: "BLOCKED_REASON_UNSPECIFIED",
+    1: "SAFETY",
+    2: "OTHER",
+    3: "BLOCKLIST",
+    4: "PROHIBITED_CONTENT",
+    5: "MODEL_ARMOR",
+    6: "JAILBREAK",
+}
+# Modality of a ModalityTokenCount entry.
+# https://cloud.google.com/vertex-ai/generative-ai/docs/reference/rest/v1/ModalityTokenCount
+VERTEX_MODALITIES: dict[int, str] = {
+    0: "MODALITY_UNSPECIFIED",
+    1: "TEXT",
+    2: "IMAGE",
+    3: "VIDEO",
+    4: "AUDIO",
+    5: "DOCUMENT",
+}
+# GenerateContentResponse.UsageMetadata.TrafficType.
+# https://cloud.google.com/php/docs/reference/cloud-ai-platform/latest/V1.GenerateContentResponse.UsageMetadata.TrafficType
+VERTEX_TRAFFIC_TYPES: dict[int, str] = {
+    0: "TRAFFIC_TYPE_UNSPECIFIED",
+    1: "ON_DEMAND",
+    2: "PROVISIONED_THROUGHPUT",
+    3: "ON_DEMAND_PRIORITY",
+    4: "ON_DEMAND_FLEX",
 }
 _MODEL_IN_PATH = re.compile(r"/models/([^/:?]+):")
 # ModalityTokenCount lists of the usage, by the genai-prices unit prefix their non-text
@@ -72,9 +135,10 @@ _TRAFFIC_TIERS = {"ON_DEMAND": "standard", "ON_DEMAND_FLEX": "flex", "ON_DEMAND_
 _GEMINI_MAJOR = re.compile(r"gemini-(\d{1,3})(?!\d)")
 
 
-def convert_usage(raw: Any) -> Usage | None:
+def convert_usage(raw: Any, vertex: bool = False) -> Usage | None:
     """Gemini bills thoughts as output but reports them apart from `candidatesTokenCount`;
-    tool-use prompt tokens are input reported apart from `promptTokenCount`.
+    tool-use prompt tokens are input reported apart from `promptTokenCount`. `vertex`: the
+    usage came on a Vertex AI path, whose modalities may be numbers.
     https://ai.google.dev/api/generate-content#UsageMetadata"""
     if not has_counts(raw):
         return None
@@ -86,18 +150,43 @@ def convert_usage(raw: Any) -> Usage | None:
         output_tokens=(count(raw.get("candidatesTokenCount")) or 0) + (thoughts or 0),
         reasoning_tokens=thoughts,
         total_tokens_reported=count(raw.get("totalTokenCount")),
-        modalities=_modalities(raw),
+        modalities=_modalities(raw, VERTEX_MODALITIES if vertex else None),
     )
 
 
-def _modalities(raw: dict[str, Any]) -> dict[str, int]:
+def _modalities(raw: dict[str, Any], numbers: Mapping[int, str] | None) -> dict[str, int]:
     pairs = []
     for key, unit in _MODALITY_LISTS:
         for entry in items(raw, key):
-            modality = _MODALITIES.get(str(entry.get("modality"))) if isinstance(entry, dict) else None
+            name = enum_name(entry.get("modality"), numbers) if isinstance(entry, dict) else None
+            modality = _MODALITIES.get(name) if name is not None else None
             if modality is not None:
                 pairs.append((unit.format(modality), entry.get("tokenCount")))
     return positive_counts(pairs)
+
+
+def is_vertex(path: str) -> bool:
+    """Whether a request path is Vertex AI's: `…/projects/{p}/locations/{l}/publishers/…`
+    (or express mode's `…/publishers/google/models/…`); the Gemini API's never holds them.
+    https://cloud.google.com/vertex-ai/generative-ai/docs/reference/rest/v1/projects.locations.publishers.models/generateContent"""
+    bare = path.split("?", 1)[0]
+    return "/publishers/" in bare or "/projects/" in bare
+
+
+def enum_name(value: Any, numbers: Mapping[int, str] | None) -> str | None:
+    """An enum value as its name: a string as it came; a number by the API's own numbering
+    (`numbers`; None where the route's numbering is not known or the number is not in it);
+    anything else (a bool, a float, an object) is no enum value."""
+    if isinstance(value, str):
+        return value
+    if numbers is not None and type(value) is int:
+        return numbers.get(value)
+    return None
+
+
+def _enum_given(value: Any) -> bool:
+    """Whether an enum field holds a value, a name or a number (a bool is neither)."""
+    return isinstance(value, str) or type(value) is int
 
 
 def billed_searches(queries: list[Any], model: str | None) -> int:
@@ -121,11 +210,13 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
         ex.response_id = body["responseId"]
     if isinstance(body.get("modelVersion"), str) and body["modelVersion"]:
         ex.model = body["modelVersion"]
+    vertex = is_vertex(extras.path)
     ex.usage_raw = body.get("usageMetadata")
-    ex.usage = convert_usage(body.get("usageMetadata"))
+    ex.usage = convert_usage(body.get("usageMetadata"), vertex)
     # The served tier, where the usage states it (the `x-gemini-service-tier` response
     # header outranks it: `ExchangeDecoder` applies that one).
-    ex.service_tier = _TRAFFIC_TIERS.get(str(sub(body, "usageMetadata").get("trafficType")))
+    traffic = enum_name(sub(body, "usageMetadata").get("trafficType"), VERTEX_TRAFFIC_TYPES if vertex else None)
+    ex.service_tier = _TRAFFIC_TIERS.get(traffic) if traffic is not None else None
     candidates = [c for c in items(body, "candidates") if isinstance(c, dict)]
     candidate = min(candidates, key=lambda c: count(c.get("index")) or 0) if candidates else {}
     parts, extras = _parts(candidate, extras)
@@ -148,15 +239,28 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
             ex.server_tool_calls.append(ServerToolCall(type="code_execution"))
     ex.text = text.value()
     ex.text_truncated = text.truncated or extras.truncated
-    grounding = sub(candidate, "groundingMetadata")
-    if grounding.get("webSearchQueries") or grounding.get("groundingChunks"):
-        ex.server_tool_calls.append(ServerToolCall(type="google_search"))
-    searches = billed_searches(items(grounding, "webSearchQueries"), ex.model)
+    ex.server_tool_calls += [ServerToolCall(type=kind) for kind in _grounding_tools(candidate)]
+    searches = billed_searches(items(sub(candidate, "groundingMetadata"), "webSearchQueries"), ex.model)
     if searches:
-        ex.server_tool_uses["web_search"] = searches
-    if sub(candidate, "urlContextMetadata"):
-        ex.server_tool_calls.append(ServerToolCall(type="url_context"))
-    _finish(body, candidate, ex)
+        ex.server_tool_uses["web_search"] = searches  # the one grounding billed per use
+    _finish(body, candidate, ex, vertex)
+
+
+def _grounding_tools(candidate: dict[str, Any]) -> list[str]:
+    """The grounding tools a candidate's metadata shows ran, in this order: Google Search by
+    its queries, Google Maps by its place chunks (or its widget token), URL context by its
+    URL metadata. A web grounding chunk may be Search's or URL context's, so names neither.
+    https://ai.google.dev/gemini-api/docs/google-search, …/maps-grounding, …/url-context"""
+    grounding = sub(candidate, "groundingMetadata")
+    found = []
+    if any(isinstance(q, str) and q.strip() for q in items(grounding, "webSearchQueries")):
+        found.append("google_search")
+    places = any(sub(chunk, "maps") for chunk in items(grounding, "groundingChunks"))
+    if places or isinstance(grounding.get("googleMapsWidgetContextToken"), str):
+        found.append("google_maps")
+    if items(sub(candidate, "urlContextMetadata"), "urlMetadata"):
+        found.append("url_context")
+    return found
 
 
 def _parts(candidate: dict[str, Any], extras: FoldExtras) -> tuple[list[Any], FoldExtras]:
@@ -188,15 +292,18 @@ def _tool_call(call: dict[str, Any], raw: str | None) -> ToolCall:
     )
 
 
-def _finish(body: dict[str, Any], candidate: dict[str, Any], ex: Exchange) -> None:
+def _finish(body: dict[str, Any], candidate: dict[str, Any], ex: Exchange, vertex: bool) -> None:
+    """The candidate's `finishReason`, else the prompt's `blockReason`: each read as a name
+    or, on Vertex AI, a number; the raw value is the wire's, a number as its digits."""
     raw = candidate.get("finishReason")
     blocked = sub(body, "promptFeedback").get("blockReason")
-    if not isinstance(raw, str) and isinstance(blocked, str):
-        ex.finish_reason_raw = blocked
+    if not _enum_given(raw) and _enum_given(blocked) and blocked != 0:  # 0: BLOCKED_REASON_UNSPECIFIED
+        ex.finish_reason_raw = str(blocked)
         ex.finish_reason = "content_filter"
-    elif isinstance(raw, str):
-        ex.finish_reason_raw = raw
-        ex.finish_reason = FINISH.get(raw)
+    elif _enum_given(raw):
+        ex.finish_reason_raw = str(raw)
+        name = enum_name(raw, VERTEX_FINISH_REASONS if vertex else None)
+        ex.finish_reason = FINISH.get(name) if name is not None else None
 
 
 @dataclass(slots=True)

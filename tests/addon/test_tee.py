@@ -195,6 +195,40 @@ def test_corpus_case_record_matches_expect(rig: Rig) -> None:
     assert differences(case.expect, canonical(row)) == []
 
 
+GEMINI_REQUEST = b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}'
+GEMINI_QUOTA = b"""{
+  "error": {
+    "code": 429,
+    "message": "Resource has been exhausted (e.g. check quota).",
+    "status": "RESOURCE_EXHAUSTED"
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["object", "array"])
+def test_an_error_labelled_event_stream_is_recorded_as_the_error(rig: Rig, wrapped: bool) -> None:
+    """Google's 429 on `?alt=sse`: one JSON error labelled `text/event-stream` (SPEC §1).
+    The tee is set from the headers alone; the first bytes tell the decoder what it is."""
+    body = b"[" + GEMINI_QUOTA + b"]" if wrapped else GEMINI_QUOTA
+    flow = request_flow(path="/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", body=GEMINI_REQUEST)
+    rig.recorder.request(flow)
+    fields = [(b"content-type", b"text/event-stream"), (b"content-length", str(len(body)).encode())]
+    flow.response = tutils.tresp(
+        status_code=429, headers=http.Headers(fields), content=None, timestamp_start=time.time()
+    )
+    rig.recorder.responseheaders(flow)
+    tee = flow.response.stream
+    assert isinstance(tee, StreamTee)
+    assert b"".join(_feed(tee, [body[i : i + 5] for i in range(0, len(body), 5)])) == body
+    rig.recorder.response(flow)
+    (row,) = rig.rows()
+    assert row["protocol"] == "gemini.generate" and row["decode_error"] is None
+    assert (row["error_type"], row["error_code"]) == ("RESOURCE_EXHAUSTED", "429")
+    assert row["error_message"] == "Resource has been exhausted (e.g. check quota)."
+    assert (row["finish_reason"], row["complete"], row["streamed"], row["status"]) == ("error", True, False, 429)
+
+
 # -- small bodies of known length: left to mitmproxy, recorded at `response` ------------------
 
 JSON_BODY = (

@@ -118,3 +118,28 @@ def test_gzip_header_with_garbage_body(proxy: Proxy) -> None:
     assert row["decode_error"] and row["protocol"] == "openai.chat"
     assert row["team"] == "team-openai"
     harness.assert_key_fields(row, proxy, key)
+
+
+def test_error_labelled_event_stream_through_the_proxy(proxy: Proxy) -> None:
+    """Google's 429 on `?alt=sse`: one JSON error object labelled `text/event-stream`
+    (SPEC §1). The client gets it untouched; the record is that error, not a cut stream."""
+    error = (
+        b'{\n  "error": {\n    "code": 429,\n    "message": "Resource has been exhausted (e.g. check quota).",\n'
+        b'    "status": "RESOURCE_EXHAUSTED"\n  }\n}\n'
+    )
+    chunks = [error[:9], error[9:40], error[40:]]
+    token = proxy.routes.add(Reply(status=429, content_type="text/event-stream", chunks=chunks, delay=harness.DELAY))
+    key = proxy.key(harness.GOOGLE_KEY)
+    body = b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}'
+    path = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    raw, _ = harness.curl(
+        [f"{proxy.base('gemini')}{path}", "-H", f"{harness.CASE_HEADER}: {token}", "-H", f"x-goog-api-key: {key}",
+         "-H", "content-type: application/json", "--data-binary", body.decode()]
+    )  # fmt: skip
+
+    assert harness.dechunk(raw) == chunks
+    row = proxy.record(key)
+    assert row["protocol"] == "gemini.generate" and row["status"] == 429
+    assert (row["error_type"], row["error_code"]) == ("RESOURCE_EXHAUSTED", "429")
+    assert (row["finish_reason"], row["complete"], row["streamed"]) == ("error", True, False)
+    assert row["decode_error"] is None and row["interrupted"] is None

@@ -325,6 +325,43 @@ def test_gemini_stream_takes_the_last_cumulative_usage() -> None:
 
 UNKNOWN = "a_value_no_spec_lists"
 
+# SPEC §2's Gemini line, one value a line.
+GEMINI_FINISH: list[tuple[str, str | None]] = [
+    ("STOP", "end_turn"),
+    ("MAX_TOKENS", "max_tokens"),
+    ("SAFETY", "content_filter"),
+    ("RECITATION", "content_filter"),
+    ("BLOCKLIST", "content_filter"),
+    ("PROHIBITED_CONTENT", "content_filter"),
+    ("SPII", "content_filter"),
+    ("IMAGE_SAFETY", "content_filter"),
+    ("IMAGE_PROHIBITED_CONTENT", "content_filter"),
+    ("IMAGE_RECITATION", "content_filter"),
+    ("MODEL_ARMOR", "content_filter"),
+    ("MALFORMED_FUNCTION_CALL", "error"),
+    ("UNEXPECTED_TOOL_CALL", "error"),
+    ("TOO_MANY_TOOL_CALLS", "error"),
+    ("MISSING_THOUGHT_SIGNATURE", "error"),
+    ("MALFORMED_RESPONSE", "error"),
+    ("LANGUAGE", "error"),
+    ("NO_IMAGE", "error"),
+    ("OTHER", None),
+    ("IMAGE_OTHER", None),
+    ("FINISH_REASON_UNSPECIFIED", None),
+    (UNKNOWN, None),
+]
+# "a `promptFeedback.blockReason` → `content_filter`", whichever reason.
+GEMINI_BLOCK_REASONS = [
+    "SAFETY",
+    "OTHER",
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "IMAGE_SAFETY",
+    "MODEL_ARMOR",
+    "JAILBREAK",
+    UNKNOWN,
+]
+
 # SPEC §2 "Canonical finish reasons": (protocol, raw value, the body carrying it, canonical).
 FINISH_ROWS: list[tuple[str, str, dict[str, Any], str | None]] = [
     *[
@@ -380,22 +417,11 @@ FINISH_ROWS: list[tuple[str, str, dict[str, Any], str | None]] = [
     ),
     ("openai.responses", "failed", responses(status="failed"), "error"),
     ("openai.responses", UNKNOWN, responses(status=UNKNOWN), None),
+    *[("gemini.generate", raw, gemini(finish=raw), canonical) for raw, canonical in GEMINI_FINISH],
     *[
-        ("gemini.generate", raw, gemini(finish=raw), canonical)
-        for raw, canonical in [
-            ("STOP", "end_turn"),
-            ("MAX_TOKENS", "max_tokens"),
-            ("SAFETY", "content_filter"),
-            ("RECITATION", "content_filter"),
-            ("BLOCKLIST", "content_filter"),
-            ("PROHIBITED_CONTENT", "content_filter"),
-            ("SPII", "content_filter"),
-            ("IMAGE_SAFETY", "content_filter"),
-            ("MALFORMED_FUNCTION_CALL", "error"),
-            (UNKNOWN, None),
-        ]
+        ("gemini.generate", raw, {"promptFeedback": {"blockReason": raw}, "modelVersion": "g"}, "content_filter")
+        for raw in GEMINI_BLOCK_REASONS
     ],
-    ("gemini.generate", "SAFETY", {"promptFeedback": {"blockReason": "SAFETY"}, "modelVersion": "g"}, "content_filter"),
     *[
         ("gemini.interactions", raw, interactions(status=raw), canonical)
         for raw, canonical in [
@@ -419,6 +445,107 @@ def test_finish_reason_row(protocol: str, raw: str, body: dict[str, Any], canoni
     assert ex.decode_error is None
     assert ex.complete
     assert (ex.finish_reason_raw, ex.finish_reason) == (raw, canonical)
+
+
+# SPEC §1: "Vertex may send enums as their numbers (`"finishReason": 1`): they are read by
+# the API's own numbering." Vertex AI's numbering, copied from its reference as text
+# (google.cloud.aiplatform.v1 Candidate.FinishReason, PromptFeedback.BlockedReason,
+# Modality, UsageMetadata.TrafficType); the raw value stays the number as it came.
+VERTEX_PATH = "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent"
+VERTEX_FINISH_NUMBERS = {
+    0: "FINISH_REASON_UNSPECIFIED",
+    1: "STOP",
+    2: "MAX_TOKENS",
+    3: "SAFETY",
+    4: "RECITATION",
+    5: "OTHER",
+    6: "BLOCKLIST",
+    7: "PROHIBITED_CONTENT",
+    8: "SPII",
+    9: "MALFORMED_FUNCTION_CALL",
+    10: "MODEL_ARMOR",
+    11: "IMAGE_SAFETY",
+    12: "IMAGE_PROHIBITED_CONTENT",
+    13: "IMAGE_RECITATION",
+    14: "IMAGE_OTHER",
+    15: "UNEXPECTED_TOOL_CALL",
+    16: "NO_IMAGE",
+}
+
+
+def decode_vertex(body: Any, path: str = VERTEX_PATH) -> Exchange:
+    return decode_exchange(
+        "gemini.generate", response=json.dumps(body).encode(), path=path, status=200, content_type="application/json"
+    )
+
+
+@pytest.mark.parametrize(("number", "name"), VERTEX_FINISH_NUMBERS.items(), ids=VERTEX_FINISH_NUMBERS.values())
+def test_vertex_numeric_finish_reason(number: int, name: str) -> None:
+    ex = decode_vertex(gemini(finish=number))
+    assert ex.decode_error is None and ex.complete
+    assert (ex.finish_reason_raw, ex.finish_reason) == (str(number), dict(GEMINI_FINISH)[name])
+
+
+def test_a_number_outside_vertex_numbering_is_kept_unread() -> None:
+    ex = decode_vertex(gemini(finish=999))
+    assert (ex.finish_reason_raw, ex.finish_reason) == ("999", None)
+
+
+def test_numbers_on_a_google_ai_path_are_kept_unread() -> None:
+    """The Gemini API numbers its enums its own way (its LANGUAGE is not Vertex's BLOCKLIST):
+    no number is read by Vertex's numbering there."""
+    ex = decode_vertex(gemini(finish=6), path=PATHS["gemini.generate"])
+    assert (ex.finish_reason_raw, ex.finish_reason) == ("6", None)
+
+
+@pytest.mark.parametrize("value", [True, 1.0, None, [], {}])
+def test_a_finish_reason_that_is_no_name_or_number_is_not_read(value: Any) -> None:
+    ex = decode_vertex(gemini(finish=value))
+    assert (ex.finish_reason_raw, ex.finish_reason) == (None, None)
+
+
+@pytest.mark.parametrize("number", [1, 2, 3, 4, 5, 6])  # SAFETY … JAILBREAK
+def test_vertex_numeric_block_reason(number: int) -> None:
+    ex = decode_vertex({"promptFeedback": {"blockReason": number}, "usageMetadata": {"trafficType": 1}})
+    assert (ex.finish_reason_raw, ex.finish_reason, ex.complete) == (str(number), "content_filter", True)
+
+
+def test_vertex_block_reason_zero_is_no_block() -> None:
+    """0 is BLOCKED_REASON_UNSPECIFIED, the proto's unset value: nothing was blocked."""
+    ex = decode_vertex(gemini(finish=1) | {"promptFeedback": {"blockReason": 0}})
+    assert (ex.finish_reason_raw, ex.finish_reason) == ("1", "end_turn")
+
+
+def test_vertex_numeric_modalities_and_traffic_type() -> None:
+    usage = {
+        "promptTokenCount": 300,
+        "candidatesTokenCount": 40,
+        "promptTokensDetails": [{"modality": 1, "tokenCount": 42}, {"modality": 2, "tokenCount": 258}],
+        "cacheTokensDetails": [{"modality": 3, "tokenCount": 7}],
+        "candidatesTokensDetails": [{"modality": 4, "tokenCount": 40}],
+        "trafficType": 3,
+    }
+    ex = decode_vertex(gemini(usage, finish=1))
+    assert ex.usage is not None
+    assert ex.usage.modalities == {"input_image_tokens": 258, "cache_video_read_tokens": 7, "output_audio_tokens": 40}
+    assert ex.service_tier == "priority"
+    assert ex.usage_raw == usage  # the provider's own object, numbers and all
+
+
+@pytest.mark.parametrize(("number", "tier"), [(0, None), (1, "standard"), (2, None), (3, "priority"), (4, "flex")])
+def test_vertex_numeric_traffic_type(number: int, tier: str | None) -> None:
+    ex = decode_vertex(gemini({"promptTokenCount": 1, "trafficType": number}, finish=1))
+    assert ex.service_tier == tier
+
+
+def test_vertex_numeric_enums_in_a_stream() -> None:
+    path = VERTEX_PATH.replace(":generateContent", ":streamGenerateContent?alt=sse")
+    events = [
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi"}]}}]},
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "."}]}, "finishReason": 2}]},
+    ]
+    ex = decode_sse("gemini.generate", events, path=path)
+    assert (ex.complete, ex.finish_reason_raw, ex.finish_reason, ex.text) == (True, "2", "max_tokens", "Hi.")
 
 
 # "In every protocol: a natural stop whose output holds tool calls is `tool_use`."
