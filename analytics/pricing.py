@@ -88,6 +88,24 @@ _GEO_STANDARD_MODELS = (  # released before Opus 4.6: standard rates wherever th
 )
 
 
+# Service tiers (SPEC §2 `service_tier`, as the translators spell them) that are the
+# standard price: OpenAI `default` and `auto`, Anthropic and Gemini `standard` (and the
+# request's `standard_only`, Gemini's `unspecified`), Vertex `on_demand`.
+STANDARD_TIERS = ("default", "auto", "standard", "standard_only", "unspecified", "on_demand")
+# Tiers genai-prices prices under a context key of their own, by that key.
+CONTEXT_TIERS = {"batch": "processing"}  # Anthropic `usage.service_tier: batch`
+# Every other tier is passed to genai-prices as `service_tier`, which prices it where the
+# model has a variant (`flex`, `priority`, `fast`); these are tiers it has none for, so
+# the model's standard rates stand, on purpose until one is published.
+TIERS_WITHOUT_PRICES = (
+    "scale",  # OpenAI Scale Tier: prepaid capacity units
+    "ultrafast",  # OpenAI, access-controlled
+    "reserved",  # Bedrock reserved capacity
+    "offpeak",  # Vertex ON_DEMAND_OFFPEAK
+    "deferred",  # Gemini Interactions
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Cost:
     status: str  # priced | unpriced | usage_missing
@@ -114,16 +132,16 @@ def package_version() -> str:
 
 def price_context_of(protocol: str | None, tier: str | None, speed: str | None) -> dict[str, str]:
     """What was served, as genai-prices' `price_context`. A standard tier adds nothing
-    (OpenAI `default` and `auto`, Anthropic and Gemini `standard`); Anthropic's `batch`
-    is genai-prices' `processing`; any other tier is passed as it came (`flex`,
-    `priority`, `scale`), and genai-prices prices it where it has a variant."""
+    (`STANDARD_TIERS`); Anthropic's `batch` is genai-prices' `processing`; any other tier
+    is passed as it came (`flex`, `priority`, `scale`), and genai-prices prices it where
+    it has a variant."""
     context: dict[str, str] = {}
     if not tier and not speed:
         return context
     value = (tier or "").strip().lower()
-    if value == "batch":
-        context["processing"] = "batch"
-    elif value and value not in ("default", "auto", "standard", "standard_only", "on_demand"):
+    if value in CONTEXT_TIERS:
+        context[CONTEXT_TIERS[value]] = value
+    elif value and value not in STANDARD_TIERS:
         context["service_tier"] = value
     if (speed or "").strip().lower() == "fast":
         context["speed"] = "fast"

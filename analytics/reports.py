@@ -28,6 +28,7 @@ import duckdb
 from llmtap.analytics import lake_views
 from llmtap.analytics.duck import connect
 from llmtap.analytics.minimums import MINIMUM_CACHEABLE
+from llmtap.protocols.error_kinds import kinds
 
 # --by names and the SQL they group on. Values users type never reach SQL text.
 DIMENSIONS = {
@@ -206,17 +207,30 @@ class Table:
 # MINIMUM_CACHEABLE (analytics/minimums.py): one table for both cache queries: `$minimums`
 # (a VALUES CTE, for the few rows of --list) and `$minimum_case` (a CASE on `served_model`,
 # for the grouped report, which looks it up on its would-be misses only).
+# ERROR_KINDS (protocols/error_kinds.py): the error types and codes errors.sql counts as
+# each status, lower-cased (it compares them so), as SQL lists.
+_ERROR_TYPE_LISTS = {
+    "$rate_limited_types": kinds("rate_limited"),
+    "$server_error_types": kinds("server_error", "overloaded"),
+    "$overloaded_types": kinds("overloaded"),
+}
+
+
+def _sql_list(words: tuple[str, ...]) -> str:
+    return "(" + ", ".join("'" + word.lower().replace("'", "''") + "'" for word in words) + ")"
 
 
 @cache
 def sql(name: str) -> str:
     """One report's SQL text, by name (package data, so it works from an installed wheel),
-    with the table of minimum cacheable lengths spliced in where it is asked for."""
+    with the tables of minimum cacheable lengths and error kinds spliced in where asked."""
     text = resources.files("llmtap.analytics").joinpath("sql", f"{name}.sql").read_text()
     values = ", ".join(f"('{p}', {t}, {i})" for i, (p, t) in enumerate(MINIMUM_CACHEABLE))
     case = " ".join(f"WHEN served_model ILIKE '{p}' THEN {t}" for p, t in MINIMUM_CACHEABLE)
     text = text.replace("$minimums", f"minimums(pattern, tokens, priority) AS (VALUES {values})")
     text = text.replace("$largest_minimum", str(max(tokens for _, tokens in MINIMUM_CACHEABLE)))
+    for placeholder, words in _ERROR_TYPE_LISTS.items():
+        text = text.replace(placeholder, _sql_list(words))
     return text.replace("$minimum_case", f"CASE {case} END")
 
 

@@ -49,27 +49,68 @@ FINISH: dict[str, FinishReason] = {
     "refusal": "refusal",
     "pause_turn": "pause_turn",
     "model_context_window_exceeded": "context_window",
-    "compaction": "pause_turn",
+    "compaction": "pause_turn",  # the server compacted the context; the client continues
 }
 
-# Tools Anthropic runs itself, by declared `type` prefix; their calls arrive as
-# `server_tool_use` blocks (the MCP connector's `mcp_toolset` as `mcp_tool_use`). Client
-# tools of Anthropic's own schema (bash, text_editor, computer, memory) are not here: the
-# client runs them. https://platform.claude.com/docs/en/agents-and-tools/tool-use/overview
+# Request tool types (by prefix: `web_search_20250305`) of the tools Anthropic runs itself;
+# their calls arrive as `server_tool_use` (or `mcp_tool_use`) blocks.
+# https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/overview#server-tools
 _SERVER_TOOL_PREFIXES = (
     "web_search",
     "web_fetch",
     "code_execution",
-    "mcp",
-    "tool_search_tool",
+    "mcp",  # `mcp_toolset`
+    "tool_search",
     "advisor",
 )
+# Request tool types (by prefix) the client runs: its own tools (`custom`) and the
+# Anthropic-defined ones, whose calls arrive as `tool_use` blocks. Any type of neither
+# table is taken as the client's too.
+# https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/overview#client-tools
+_CLIENT_TOOL_PREFIXES = (
+    "custom",
+    "bash",
+    "text_editor",
+    "computer",  # `computer_20250124`, `computer_toolset_20260801`
+    "browser",  # `browser_toolset_20260801`
+    "memory",
+)
+# `server_tool_use.name`s, by the request tool (prefix) that brings them: the code
+# execution tool runs bash and a text editor as tools of its own.
+# https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/code-execution-tool
+_SERVER_TOOL_NAMES = {
+    "web_search": "web_search",
+    "web_fetch": "web_fetch",
+    "code_execution": "code_execution",
+    "bash_code_execution": "code_execution",
+    "text_editor_code_execution": "code_execution",
+    "tool_search_tool_regex": "tool_search",
+    "tool_search_tool_bm25": "tool_search",
+    "advisor": "advisor",
+}
 _REASONING_BLOCKS = ("thinking", "redacted_thinking")
 # A system turn inside `messages` (newer models accept them after the first turn; Claude
 # Code sends one): an instruction, counted in the system size (SPEC §2 `request`). It stays
 # a message of its role for the prefix hashes, so `system_hash` is the top-level `system`'s.
 _SYSTEM_TURN = "system"
 _SERVER_CALL_BLOCKS = ("server_tool_use", "mcp_tool_use")
+# Response content blocks that carry no canonical field: the results of server tools
+# (their calls are counted), compaction summaries, fallback markers, listings.
+# https://docs.anthropic.com/en/api/messages#response-content
+_UNCOUNTED_BLOCKS = (
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result",
+    "tool_search_tool_result",
+    "mcp_tool_result",
+    "mcp_tool_listing",
+    "advisor_tool_result",
+    "container_upload",
+    "compaction",
+    "fallback",
+)
 # `usage.iterations` entry types (SPEC §2 "Canonical usage"); others are ignored.
 _EXECUTOR_ITERATIONS = ("compaction", "message")
 _ADVISOR_ITERATION = "advisor_message"

@@ -48,6 +48,8 @@ FINISH: dict[str, FinishReason] = {
     "guardrail_intervened": "content_filter",
     "content_filtered": "content_filter",
     "model_context_window_exceeded": "context_window",
+    "malformed_model_output": "error",  # as Gemini's MALFORMED_RESPONSE
+    "malformed_tool_use": "error",  # as Gemini's MALFORMED_FUNCTION_CALL
 }
 
 

@@ -117,6 +117,16 @@ VERTEX_TRAFFIC_TYPES: dict[int, str] = {
     3: "ON_DEMAND_PRIORITY",
     4: "ON_DEMAND_FLEX",
 }
+# Finish reasons that map to no canonical one, on purpose (SPEC §2: `OTHER` and values it
+# does not list are null; the raw value is kept).
+FINISH_NULL = (
+    "FINISH_REASON_UNSPECIFIED",
+    "OTHER",
+    "IMAGE_OTHER",  # image generation stopped for a reason not otherwise specified
+    "ESCALATION",  # filtered by an escalation rule (Gemini API only)
+    "PUP_LIMITED_DISABLED",  # the account is limited or disabled for Prohibited Use Policy violations
+    "CONTINUATION",  # the per-request token limit, to be continued with `continuation_token`
+)
 _MODEL_IN_PATH = re.compile(r"/models/([^/:?]+):")
 # ModalityTokenCount lists of the usage, by the genai-prices unit prefix their non-text
 # entries count under; TEXT and DOCUMENT are text and not listed.
@@ -131,7 +141,63 @@ _MODALITIES = {"AUDIO": "audio", "IMAGE": "image", "VIDEO": "video"}
 # `usageMetadata.trafficType`: the tier that served the request (Vertex AI's TrafficType;
 # PROVISIONED_THROUGHPUT is prepaid and names no per-token tier).
 # https://cloud.google.com/vertex-ai/generative-ai/docs/reference/rest/v1/GenerateContentResponse#TrafficType
-_TRAFFIC_TIERS = {"ON_DEMAND": "standard", "ON_DEMAND_FLEX": "flex", "ON_DEMAND_PRIORITY": "priority"}
+_TRAFFIC_TIERS = {
+    "ON_DEMAND": "standard",
+    "ON_DEMAND_FLEX": "flex",
+    "ON_DEMAND_PRIORITY": "priority",
+    "ON_DEMAND_OFFPEAK": "offpeak",
+}
+# Traffic types that name no per-token tier, on purpose.
+TRAFFIC_NULL = ("TRAFFIC_TYPE_UNSPECIFIED", "PROVISIONED_THROUGHPUT")
+# `Part` fields (https://ai.google.dev/api/caching#Part) that carry no canonical field:
+# inputs and media, results of tools (their calls are counted), metadata. `text`,
+# `thought`, `functionCall`, `executableCode` and `toolCall` are decoded.
+_UNCOUNTED_PART_FIELDS = (
+    "inlineData",
+    "fileData",
+    "functionResponse",
+    "toolResponse",
+    "codeExecutionResult",
+    "thoughtSignature",
+    "videoMetadata",
+    "mediaResolution",
+    "mediaProcessing",
+    "partMetadata",
+    "audioTranscription",
+    "audioMetadata",
+    "speechMetadata",
+    "documentMetadata",
+    "spreadsheetMetadata",
+)
+# `toolCall.toolType` of a server-side tool call part (the request's
+# `includeServerSideToolInvocations`), by the kind its grounding is recorded as.
+# https://ai.google.dev/gemini-api/docs/tool-combination
+_TOOL_CALL_TYPES = {
+    "GOOGLE_SEARCH_WEB": "google_search",
+    "GOOGLE_SEARCH_IMAGE": "google_search",
+    "URL_CONTEXT": "url_context",
+    "GOOGLE_MAPS": "google_maps",
+    "FILE_SEARCH": "file_search",
+    "MEDIA_PROCESSING": "media_processing",
+    "TOOL_TYPE_UNSPECIFIED": "tool_call",
+}
+# Request `Tool` fields (https://ai.google.dev/api/caching#Tool): function declarations
+# are the client's tools, every other field a tool Google runs.
+_FUNCTION_TOOL_FIELDS = ("functionDeclarations", "function_declarations")
+_SERVER_TOOL_FIELDS = (
+    "googleSearch",
+    "googleSearchRetrieval",
+    "enterpriseWebSearch",
+    "urlContext",
+    "codeExecution",
+    "googleMaps",
+    "fileSearch",
+    "retrieval",
+    "parallelAiSearch",
+    "exaAiSearch",
+    "mcpServers",
+    "computerUse",  # declared as Google's; its actions come back as functionCall parts
+)
 _GEMINI_MAJOR = re.compile(r"gemini-(\d{1,3})(?!\d)")
 
 
@@ -237,9 +303,12 @@ def decode_body(body: dict[str, Any], ex: Exchange, extras: FoldExtras = NO_EXTR
             ex.tool_calls.append(_tool_call(part["functionCall"], extras.raw_arguments.get(position)))
         elif "executableCode" in part:
             ex.server_tool_calls.append(ServerToolCall(type="code_execution"))
+        elif isinstance(part.get("toolCall"), dict):
+            ex.server_tool_calls.append(_server_call(part["toolCall"]))
     ex.text = text.value()
     ex.text_truncated = text.truncated or extras.truncated
-    ex.server_tool_calls += [ServerToolCall(type=kind) for kind in _grounding_tools(candidate)]
+    called = {call.type for call in ex.server_tool_calls}  # by toolCall parts, told once
+    ex.server_tool_calls += [ServerToolCall(type=kind) for kind in _grounding_tools(candidate) if kind not in called]
     searches = billed_searches(items(sub(candidate, "groundingMetadata"), "webSearchQueries"), ex.model)
     if searches:
         ex.server_tool_uses["web_search"] = searches  # the one grounding billed per use
@@ -277,6 +346,13 @@ def _parts(candidate: dict[str, Any], extras: FoldExtras) -> tuple[list[Any], Fo
     return assembled, FoldExtras(
         truncated=extras.truncated or truncated, raw_arguments=raw_arguments, budget=fold.budget
     )
+
+
+def _server_call(call: dict[str, Any]) -> ServerToolCall:
+    """A server-side `toolCall` part: its kind by `toolType` (an unknown type as it came)."""
+    raw = _str_or_none(call.get("toolType"))
+    kind = _TOOL_CALL_TYPES.get(raw or "") or (raw or "tool_call")[:64].lower()
+    return ServerToolCall(type=kind, id=_str_or_none(call.get("id")), name=raw[:64] if raw else None)
 
 
 def _tool_call(call: dict[str, Any], raw: str | None) -> ToolCall:
@@ -525,7 +601,7 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
                 facts.tools.append(
                     ToolSpec(name=str(declaration.get("name")), schema=schema if isinstance(schema, dict) else None)
                 )
-        facts.server_tools += [key for key in tool if key not in ("functionDeclarations", "function_declarations")]
+        facts.server_tools += [key for key in tool if key not in _FUNCTION_TOOL_FIELDS]
     system = body.get("systemInstruction", body.get("system_instruction"))
     facts.system_chars = sum(json_size(p.get("text", "")) for p in items(system, "parts") if isinstance(p, dict))
     for content in items(body, "contents"):

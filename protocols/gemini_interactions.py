@@ -37,15 +37,27 @@ from llmtap.protocols.gemini_generate import billed_searches
 
 PROTOCOL = "gemini.interactions"
 
+# https://ai.google.dev/api/interactions-api#Resource:Interaction (status)
 FINISH: dict[str, FinishReason] = {
     "completed": "end_turn",
     "requires_action": "tool_use",
     "incomplete": "max_tokens",
     "failed": "error",
 }
+# Statuses that map to no canonical finish reason, on purpose (SPEC §2 names none for
+# them; the raw value is kept).
+FINISH_NULL = (
+    "cancelled",  # the client cancelled it
+    "budget_exceeded",  # an agent's budget ran out
+    "requires_continuation",  # stopped early: a new interaction continues it by `continuation_token`
+    "idle",  # a live interaction that has done all it was asked
+)
 TERMINAL = ("interaction.completed", "interaction.complete")
 # Statuses of an interaction still running: how a cut stream left it, not how it ended.
-_RUNNING = ("in_progress",)
+_RUNNING = (
+    "queued",
+    "in_progress",
+)
 # Usage counts split by modality (lists of {modality, tokens}), by the genai-prices unit
 # their non-text entries count under; tool-use tokens are input too.
 _MODALITY_LISTS = (
@@ -55,6 +67,8 @@ _MODALITY_LISTS = (
     ("output_tokens_by_modality", "output_{}_tokens"),
 )
 _MODALITIES = ("audio", "image", "video")
+# Request tool types Google runs; any other (`function`) is the client's.
+# https://ai.google.dev/api/interactions-api#Resource:Tool
 _SERVER_TOOLS = (
     "google_search",
     "code_execution",
@@ -63,6 +77,37 @@ _SERVER_TOOLS = (
     "google_maps",
     "mcp_server",
     "computer_use",
+    "retrieval",
+    "tool_search",
+)
+_CLIENT_TOOLS = ("function",)
+# Steps (and older outputs) of tools Google ran (SPEC §2 `server_tool_calls`); any other
+# `…_call` is taken as one too.
+_SERVER_STEPS = (
+    "google_search_call",
+    "code_execution_call",
+    "url_context_call",
+    "file_search_call",
+    "google_maps_call",
+    "mcp_server_tool_call",
+    "retrieval_call",
+    "tool_search_call",
+    "processing_call",
+)
+# Steps that carry no canonical field: the user's input and the results of tools (their
+# calls are counted).
+_UNCOUNTED_STEPS = (
+    "user_input",
+    "function_result",
+    "google_search_result",
+    "code_execution_result",
+    "url_context_result",
+    "file_search_result",
+    "google_maps_result",
+    "mcp_server_tool_result",
+    "retrieval_result",
+    "tool_search_result",
+    "processing_result",
 )
 
 
@@ -162,7 +207,7 @@ def _decode_entry(entry: dict[str, Any], ex: Exchange, text: KeptText, streamed:
             ex.tool_calls.append(tool_call_from_text(entry.get("id"), entry.get("name"), entry["arguments"]))
         else:
             ex.tool_calls.append(tool_call_from_object(entry.get("id"), entry.get("name"), entry.get("arguments")))
-    elif isinstance(kind, str) and kind.endswith("_call"):
+    elif isinstance(kind, str) and (kind in _SERVER_STEPS or kind.endswith("_call")):
         ex.server_tool_calls.append(ServerToolCall(type=kind, id=entry.get("id"), name=entry.get("name")))
 
 

@@ -44,9 +44,26 @@ TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 # Statuses of a response still running: how a cut or broken-off stream left it, not how it
 # ended. https://platform.openai.com/docs/api-reference/responses/object#responses/object-status
 _RUNNING = ("queued", "in_progress")
+# Statuses of a finished response (`incomplete` is told by its reason, below).
+# https://platform.openai.com/docs/api-reference/responses/object#responses/object-status
+_STATUS: dict[str, FinishReason] = {
+    "completed": "end_turn",
+    "failed": "error",
+}
 # https://platform.openai.com/docs/api-reference/responses/object#responses/object-incomplete_details
-_INCOMPLETE: dict[str, FinishReason] = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
-# Output items the provider ran itself.
+_INCOMPLETE: dict[str, FinishReason] = {
+    "max_output_tokens": "max_tokens",
+    "content_filter": "content_filter",
+}
+# Statuses and incomplete reasons that map to no canonical finish reason, on purpose (the
+# raw value is kept): SPEC §2 names none for them.
+FINISH_NULL = (
+    "cancelled",  # the client cancelled it (`POST …/cancel`): nothing finished
+    "max_messages",  # incomplete: a limit on the messages of the turn
+    "steered",  # incomplete: stopped at a `response.steer`; a successor response goes on
+)
+# Output items the provider ran itself (SPEC §2 `server_tool_calls`).
+# https://platform.openai.com/docs/api-reference/responses/object#responses/object-output
 _SERVER_ITEMS = (
     "web_search_call",
     "file_search_call",
@@ -55,6 +72,7 @@ _SERVER_ITEMS = (
     "mcp_call",
     "mcp_list_tools",
     "tool_search_call",
+    "program",  # programmatic tool calling: OpenAI runs the model's JavaScript
 )
 # Built-in tools the client runs: their calls carry an action object, not JSON text. One
 # whose output item comes back in the same response was run by the provider (the `shell`
@@ -72,6 +90,22 @@ _RESULT_ITEMS = ("tool_search_output",)
 _TOOL_CALL_NAMES = {
     "computer_use_preview": "computer",
 }
+# Output items that carry no canonical field: tool outputs and approvals (they answer a
+# call), compaction, items that declare tools.
+_UNCOUNTED_ITEMS = (
+    "function_call_output",
+    "custom_tool_call_output",
+    "computer_call_output",
+    "local_shell_call_output",
+    "shell_call_output",
+    "apply_patch_call_output",
+    "tool_search_output",
+    "program_output",
+    "mcp_approval_request",  # asks the client to approve an MCP call it has not run yet
+    "mcp_approval_response",
+    "compaction",
+    "additional_tools",
+)
 # Output items of provider-run tools billed per call, by canonical kind (one use per item).
 # https://platform.openai.com/docs/pricing#built-in-tools
 _BILLED_ITEMS = {
@@ -79,13 +113,30 @@ _BILLED_ITEMS = {
     "file_search_call": "file_search",
     "code_interpreter_call": "code_execution",
 }
+# Request tool types the provider runs (`web_search…` and `code_interpreter…` by prefix).
+# https://platform.openai.com/docs/api-reference/responses/create#responses-create-tools
 _SERVER_TOOL_TYPES = (
     "web_search",
+    "web_search_2025_08_26",
     "web_search_preview",
+    "web_search_preview_2025_03_11",
     "file_search",
     "code_interpreter",
     "image_generation",
     "mcp",
+    "tool_search",
+    "programmatic_tool_calling",
+)
+# Request tool types the client runs (any type of neither table is taken as one too).
+_CLIENT_TOOL_TYPES = (
+    "function",
+    "custom",
+    "namespace",  # declares tools of its own
+    "computer",
+    "computer_use_preview",
+    "local_shell",
+    "shell",
+    "apply_patch",
 )
 # Request fields kept as params; `generate: false` asks for no output (a warmup);
 # `background: true` runs it in the background (its polls complete it: SPEC §1).
@@ -224,13 +275,11 @@ def _background_state(body: dict[str, Any], ex: Exchange) -> str | None:
 def _finish(body: dict[str, Any], ex: Exchange) -> None:
     status = body.get("status")
     ex.finish_reason_raw = status if isinstance(status, str) and status not in _RUNNING else None
-    if status == "completed":
-        ex.finish_reason = "end_turn"
-    elif status == "incomplete":
+    if status == "incomplete":
         reason = sub(body, "incomplete_details").get("reason")
         ex.finish_reason = _INCOMPLETE.get(reason) if isinstance(reason, str) else None
-    elif status == "failed":
-        ex.finish_reason = "error"
+    elif isinstance(status, str):
+        ex.finish_reason = _STATUS.get(status)
     # A refusal part is `refusal`, unless the output holds tool calls too: that stop the
     # shared override makes `tool_use`.
     if ex.refusal and ex.finish_reason == "end_turn" and not ex.tool_calls:
@@ -401,7 +450,7 @@ def _declare(facts: RequestFacts, tool: Any, namespace: str | None, depth: int) 
         if depth < _MAX_NAMESPACE_DEPTH:
             for child in items(tool, "tools"):
                 _declare(facts, child, qualified, depth + 1)
-    elif kind in _SERVER_TOOL_TYPES or kind.startswith(("web_search", "code_interpreter")):
+    elif _provider_runs(kind, tool):
         facts.server_tools.append(kind)
     elif kind == "custom":
         declared = tool.get("format")
@@ -409,6 +458,14 @@ def _declare(facts: RequestFacts, tool: Any, namespace: str | None, depth: int) 
     else:
         schema = tool.get("parameters") if isinstance(tool.get("parameters"), dict) else None
         facts.tools.append(ToolSpec(name=qualified, schema=schema, type=kind))
+
+
+def _provider_runs(kind: str, tool: dict[str, Any]) -> bool:
+    """Whether the provider runs a declared tool: a server type, unless it says the client
+    executes it (`execution: "client"`, a client-run tool search)."""
+    if tool.get("execution") == "client":
+        return False
+    return kind in _SERVER_TOOL_TYPES or kind.startswith(("web_search", "code_interpreter"))
 
 
 def _scan_entry(facts: RequestFacts, entry: dict[str, Any]) -> None:

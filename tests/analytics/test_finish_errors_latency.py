@@ -45,8 +45,9 @@ def test_errors_by_team(store):
     ops = by_key(report(store, "errors", "--by", "team"), "team")["ops"]
     assert (ops["requests"], ops["errors"], ops["error_rate"]) == (16, 6, Decimal("0.375"))
     assert ops["rate_limited"] == 2  # o5 (Anthropic 429), o9 (OpenAI 429)
-    assert ops["server_errors"] == 3  # o6 500, o7 529, o10 503
-    assert ops["overloaded"] == 2  # o7 529, o8 an overloaded_error event mid-stream
+    # o6 500, o7 529, o10 503, and o8: its overloaded_error event stands for a 529
+    assert ops["server_errors"] == 4
+    assert ops["overloaded"] == 3  # o7 529, o8 an overloaded_error event mid-stream, o10 UNAVAILABLE
     assert ops["stream_errors"] == 1 and ops["interrupted"] == 1  # o8; o11
     assert ops["retry_after_max_s"] == 30  # retry-after: 30
     assert ops["retry_after_avg_s"] == Decimal("15.75")  # and retry-after-ms: 1500
@@ -63,7 +64,7 @@ def test_errors_by_provider_and_status(store):
         1,
         Decimal("1.5"),
     )
-    assert (rows["google"]["requests"], rows["google"]["server_errors"]) == (8, 1)
+    assert (rows["google"]["requests"], rows["google"]["server_errors"], rows["google"]["overloaded"]) == (8, 1, 1)
     assert rows["llm.internal.example"]["errors"] == 0 and rows["llm.internal.example"]["retry_after_max_s"] is None
     statuses = by_key(report(store, "errors", "--by", "status"), "status")
     assert {s: r["requests"] for s, r in statuses.items() if s != "200"} == {"429": 2, "500": 1, "503": 1, "529": 1}
