@@ -25,6 +25,13 @@ a root of the same session becomes `c`: the root's row is updated in the same
 transaction. A follow-up whose referenced response was never recorded gets the chain key
 of the id it names (or its session's `c` key), which later follow-ups inherit.
 
+The same lookup gives a follow-up, for the cache rules, the exchange it names
+(`previous_exchange_id`: the turn its verdict compares it with) and the prefix it extends
+(protocols/prefix.py): its `request_prefix` gains the "effective" parts it stands on, and
+its `tools_hash` / `system_hash` become those of that prefix (the named one's unless it
+declares others). A named exchange stored before its parts were (before schema 0012, and
+not reprocessed) leaves the follow-up its own hashes.
+
 NULL leaves the exchange to the prefix rule. The session headers read here are the
 documented ones: Claude Code's `X-Claude-Code-Session-Id` and Codex's `session_id`
 (else its `conversation_id`). Gemini CLI sends no session header (its
