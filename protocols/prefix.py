@@ -50,12 +50,11 @@ def parts(*, tools: Any, tool_items: Sequence[Any], instructions: Any, system_it
     }
 
 
-def follow(
-    chain: Mapping[str, Any], chain_hashes: tuple[Any, Any], own: Mapping[str, Any], own_hashes: tuple[Any, Any]
-) -> tuple[Parts, Any, Any]:
+def follow(chain: Any, chain_hashes: tuple[Any, Any], own: Any, own_hashes: tuple[Any, Any]) -> tuple[Parts, Any, Any]:
     """What a chained request stands on: (its effective parts, tools hash, system hash).
     `chain`: the effective parts of the response it names, `chain_hashes` that response's
-    (tools_hash, system_hash); `own`, `own_hashes`: the request's own, from its body."""
+    (tools_hash, system_hash); `own`, `own_hashes`: the request's own, from its body. Parts
+    come from store rows: anything but a mapping of digests counts as none."""
     chain, own = clean(chain), clean(own)
     effective: Parts = {}
     for part in _REPLACED:
@@ -63,8 +62,8 @@ def follow(
     for part in _APPENDED:
         before, new = chain[part], own[part]
         effective[part] = before if new is None else new if before is None else stable_hash([before, new])
-    tools, system = (_hash(names, effective, chain, own, chain_hashes[i], own_hashes[i])
-                     for i, names in enumerate((TOOL_PARTS, SYSTEM_PARTS)))  # fmt: skip
+    tools = _hash(TOOL_PARTS, effective, chain, own, chain_hashes[0], own_hashes[0])
+    system = _hash(SYSTEM_PARTS, effective, chain, own, chain_hashes[1], own_hashes[1])
     return effective, tools, system
 
 
