@@ -153,6 +153,9 @@ class RequestFacts:
     system_hash: str | None = None
     message_hashes: list[str] = field(default_factory=list)
     message_chars: list[int] = field(default_factory=list)
+    # The same prefix in parts, where a protocol lets a request extend the prefix of a
+    # response it names (protocols/prefix.py; Responses): None for the others.
+    prefix: dict[str, str | None] | None = None
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from llmtap.protocols import prefix
 from llmtap.protocols.canonical import Exchange, FinishReason, RequestFacts, ServerToolCall, ToolCall, ToolSpec, Usage
 from llmtap.protocols.common import (
     ExchangeBudget,
@@ -435,6 +436,14 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
     # stored records compare alike with new ones.
     facts.tools_hash = stable_hash(groups[0] if len(groups) == 1 else groups)
     facts.system_hash = stable_hash([instructions or "", *system] if system else instructions or "")
+    # what a follow-up chained to this response stands on (SPEC §5): absent is not empty
+    tools = body.get("tools")
+    facts.prefix = prefix.parts(
+        tools=tools if isinstance(tools, list) else None,
+        tool_items=groups[1:],
+        instructions=instructions,
+        system_items=system,
+    )
     return facts
 
 

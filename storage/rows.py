@@ -115,6 +115,7 @@ def _identity(rec: Recorded) -> dict[str, Any]:
         "dedupe_key": dedupe_key(rec),
         "client_session_id": session,
         "thread_key": threads.session_key(threads.scope(rec.key_fingerprint, team), session) if session else None,
+        "previous_exchange_id": None,  # the exchange whose response it names: threads.py
         "team": team,
         "attribution": rec.attribution,
         "key_fingerprint": rec.key_fingerprint,
@@ -218,6 +219,8 @@ def _request_values(facts: RequestFacts) -> dict[str, Any]:
         "first_message_hash": facts.message_hashes[0] if facts.message_hashes else None,
         "message_hashes": facts.message_hashes,
         "message_chars": facts.message_chars,
+        # what its follow-ups extend; "effective" is added by threads.py once it names a response
+        "request_prefix": {"own": facts.prefix} if facts.prefix is not None else None,
     }
 
 

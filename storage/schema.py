@@ -113,6 +113,9 @@ exchanges = Table(
     Column("warmup", Boolean, nullable=False, server_default=text("false")),
     Column("client_session_id", StoredString(255), nullable=True),
     Column("thread_key", StoredString(32), nullable=True),
+    # the exchange whose response this request names (`previous_response_id`), found by
+    # storage/threads.py when it was written: the turn its cache verdict compares it with
+    Column("previous_exchange_id", StoredString(26), nullable=True),
     Column("background_state", StoredString(16), nullable=True),
     Column("text", StoredText, nullable=True),
     Column("text_truncated", Boolean, nullable=False, server_default=text("false")),
@@ -152,6 +155,10 @@ exchanges = Table(
     Column("first_message_hash", StoredString(16), nullable=True),
     Column("message_hashes", JSONType, nullable=True),
     Column("message_chars", JSONType, nullable=True),
+    # the same prefix in parts (protocols/prefix.py), where a follow-up may extend it:
+    # {"own": the request's parts, "effective": what it stands on, once it names a response}.
+    # A chained request's tools_hash and system_hash are those of what it stands on.
+    Column("request_prefix", JSONType, nullable=True),
     # stored bodies (SPEC §4 body setting); blobs live in `bodies`
     Column("body_mode", StoredString(8), nullable=False, server_default="metadata"),
     Column("request_body_ref", StoredString(64), nullable=True),
@@ -232,7 +239,7 @@ body_refs = Table(
 # points its views here); migration 0003 made these tables with these columns, 0005 added
 # `price_reason` (reports list why an exchange is unpriced), 0006 `service_tier` (--by
 # tier) and `cost_fee_pico`, 0007 `warmup`, `thread_key`,
-# `background_state` and the tool calls' `kind`.
+# `background_state` and the tool calls' `kind`, 0012 `previous_exchange_id`.
 EXCHANGE_FACT_COLUMNS = (
     "id", "team", "key_fingerprint", "key_last4", "started_at", "ended_at", "ttfb_ms", "ttft_ms",
     "duration_ms", "protocol", "provider", "status", "complete", "model", "model_requested",
@@ -243,7 +250,7 @@ EXCHANGE_FACT_COLUMNS = (
     "request_message_count", "tools_hash", "system_hash", "first_message_hash", "message_hashes",
     "request_body_ref", "price_status", "price_version", "price_reason", "cost_input_pico", "cost_cache_read_pico",
     "cost_cache_write_pico", "cost_output_pico", "cost_total_pico", "rate_input_pico", "rate_cache_read_pico",
-    "service_tier", "cost_fee_pico", "warmup", "thread_key", "background_state",
+    "service_tier", "cost_fee_pico", "warmup", "thread_key", "background_state", "previous_exchange_id",
 )  # fmt: skip
 TOOL_CALL_FACT_COLUMNS = ("exchange_id", "position", "call_id", "name", "status", "status_detail", "valid_json", "kind")
 

@@ -25,6 +25,13 @@ a root of the same session becomes `c`: the root's row is updated in the same
 transaction. A follow-up whose referenced response was never recorded gets the chain key
 of the id it names (or its session's `c` key), which later follow-ups inherit.
 
+The same lookup gives a follow-up, for the cache rules, the exchange it names
+(`previous_exchange_id`: the turn its verdict compares it with) and the prefix it extends
+(protocols/prefix.py): its `request_prefix` gains the "effective" parts it stands on, and
+its `tools_hash` / `system_hash` become those of that prefix (the named one's unless it
+declares others). A named exchange stored before its parts were (before schema 0012, and
+not reprocessed) leaves the follow-up its own hashes.
+
 NULL leaves the exchange to the prefix rule. The session headers read here are the
 documented ones: Claude Code's `X-Claude-Code-Session-Id` and Codex's `session_id`
 (else its `conversation_id`). Gemini CLI sends no session header (its
@@ -44,7 +51,11 @@ from typing import Any
 
 from sqlalchemy import select, update
 
+from llmtap.protocols import prefix
 from llmtap.storage.schema import exchanges
+
+# what a follow-up reads of the exchange it names, beside its identity
+_PREFIX_COLUMNS = (exchanges.c.tools_hash, exchanges.c.system_hash, exchanges.c.request_prefix)
 
 # In order of preference: the first present with a usable value is the session.
 SESSION_HEADERS = ("x-claude-code-session-id", "session_id", "conversation_id")
@@ -113,16 +124,17 @@ def assign(connection: Any, rows: Sequence[dict[str, Any]]) -> None:
     it (UPDATE in the caller's transaction). The batch is taken in time order; one indexed
     query for every response id it names. Idempotent: a transaction rolled back and tried
     again (the writer's duplicate path) computes the same keys and makes the same updates."""
+    for row in rows:  # one set of columns for the whole batch (rows spooled by older versions)
+        for column in ("thread_key", "previous_exchange_id", "request_prefix"):
+            row.setdefault(column, None)
     wanted = [r for r in rows if r.get("request_previous_response_id")]
     if not wanted:
         return
-    for row in rows:  # one set of columns for the whole batch (rows spooled by older versions)
-        row.setdefault("thread_key", None)
     named = {r["request_previous_response_id"] for r in wanted}
     stored: dict[tuple[str, str], dict[str, Any]] = {}
     columns = (exchanges.c.id, exchanges.c.response_id, exchanges.c.thread_key, exchanges.c.key_fingerprint)
     found = connection.execute(
-        select(*columns, exchanges.c.team)
+        select(*columns, exchanges.c.team, *_PREFIX_COLUMNS)
         .where(exchanges.c.response_id.in_(sorted(named)))
         .order_by(exchanges.c.started_at, exchanges.c.id)
     )
@@ -138,8 +150,30 @@ def assign(connection: Any, rows: Sequence[dict[str, Any]]) -> None:
             # a stored root first: the same exchange in the batch is a duplicate, never inserted
             root = stored.get((who, previous)) or batch.get((who, previous))
             row["thread_key"] = _continue(connection, who, str(previous), row.get("thread_key"), root)
+            _stand_on(row, root)
         if row.get("response_id"):
             batch.setdefault((who, row["response_id"]), row)
+
+
+def _stand_on(row: dict[str, Any], named: dict[str, Any] | None) -> None:
+    """A follow-up's turn before it (the exchange it names, or None) and the prefix it
+    stands on: the named one's, extended by its own (protocols/prefix.py), as its
+    `request_prefix` "effective" and its tools and system hashes. Computed from its own
+    parts each time, so a batch taken twice (the writer's duplicate path) comes out alike."""
+    row["previous_exchange_id"] = named["id"] if named is not None else None
+    mine = row.get("request_prefix")
+    theirs = named.get("request_prefix") if named is not None else None
+    if not isinstance(mine, dict) or not isinstance(mine.get("own"), dict) or named is None:
+        return
+    if not isinstance(theirs, dict):  # stored before its parts were: its follow-ups keep their own
+        mine.pop("effective", None)
+        return
+    chain = theirs.get("effective") or theirs.get("own")
+    effective, tools, system = prefix.follow(
+        chain, (named.get("tools_hash"), named.get("system_hash")), mine["own"], (row["tools_hash"], row["system_hash"])
+    )
+    row["request_prefix"] = {"own": mine["own"], "effective": effective}
+    row["tools_hash"], row["system_hash"] = tools, system
 
 
 def _continue(connection: Any, who: str, previous: str, own: str | None, root: dict[str, Any] | None) -> str:

@@ -3,13 +3,16 @@
 rule for the live telemetry: the metrics count its misses (metrics_count.py), the spans
 carry its verdicts (otlp_lines.py).
 
-A line is one thread_key (else key fingerprint, else team), one model and one first
-message (a response chain: any first message); only exchanges with a first message and
-usage, and no error status, take part. A request that continues its line and reads under
-5% of the previous request's input from cache is a miss (without a thread_key, only
-within an hour of the previous request's end); its cause is the first that applies of
-below_minimum (then it is `not_cacheable`, no miss), tools_changed, system_changed,
-message_edited, ttl_expired, no_breakpoint, unexplained.
+A request's turn before it is the exchange whose response it names (its
+`previous_exchange_id`, a Responses follow-up: storage/threads.py), else the previous row
+of its line: one thread_key (else key fingerprint, else team), one model and one first
+message; only exchanges with a first message and usage, and no error status, take part.
+A request that continues that turn and reads under 5% of its input from cache is a miss
+(without a thread_key, only within an hour of the previous request's end); its cause is
+the first that applies of below_minimum (then it is `not_cacheable`, no miss),
+tools_changed, system_changed, message_edited (never in a response chain: its bodies
+carry only what is new), ttl_expired, no_breakpoint, unexplained. A follow-up's tools and
+system hashes are already those of the prefix it extends (protocols/prefix.py).
 
 Where it can differ from `llmtap report cache`: the report orders each line by start
 time over the whole store; this sees rows in commit order, one proxy's at a time. They
@@ -17,7 +20,9 @@ agree for traffic whose requests on one line do not overlap, from one proxy, int
 this proxy started. They can differ for overlapping requests on one line (committed in
 the order they ended), for rows other proxies or `llmtap import` add to the same lines,
 for lines older than this process (their first request here has no previous one), and
-for lines pushed out of the memory (`lines` most recently used are kept).
+for lines pushed out of the memory (`lines` most recently used are kept), and for a
+follow-up whose named exchange this process did not see (or no longer keeps: as many
+turns as lines are kept by id): it has no turn before it here.
 
 Not responsible for counting or spans (metrics_count.py, otlp_lines.py), the model
 minimums (analytics/minimums.py) or the grouped cache report (analytics).
@@ -57,6 +62,7 @@ class CacheLines:
     def __init__(self, lines: int = 50_000) -> None:
         self.limit = lines
         self._lines: OrderedDict[tuple[Any, ...], _Turn] = OrderedDict()
+        self._by_id: OrderedDict[str, _Turn] = OrderedDict()  # the turns a follow-up may name
 
     def verdict(self, row: Mapping[str, Any]) -> dict[str, Any]:
         """What a span says of the row: {"verdict": hit | miss | not_cacheable | no cache
@@ -79,10 +85,13 @@ class CacheLines:
         thread = row.get("thread_key")
         chained = thread is not None and thread[:1] in ("c", "r")
         who = thread or row.get("key_fingerprint") or f"team:{row.get('team')}"
-        line = (who, row.get("model"), "" if chained else row["first_message_hash"])
+        line = (who, row.get("model"), row["first_message_hash"])
         previous = self._lines.pop(line, None)
+        named = row.get("previous_exchange_id")
+        if named is not None:
+            previous = self._by_id.get(named)
         started: datetime = row["started_at"]
-        self._lines[line] = _Turn(
+        turn = self._lines[line] = _Turn(
             ended=row.get("ended_at") or started,
             input_tokens=row["usage_input_tokens"],
             tools=row.get("tools_hash"),
@@ -91,8 +100,11 @@ class CacheLines:
             breakpoints=row.get("request_cache_breakpoints") or 0,
             ttl=row.get("request_cache_ttl"),
         )
-        while len(self._lines) > self.limit:
-            self._lines.popitem(last=False)
+        if row.get("id") is not None:
+            self._by_id[row["id"]] = turn
+        for table in (self._lines, self._by_id):
+            while len(table) > self.limit:
+                table.popitem(last=False)
         if previous is None:
             return None
         return _cause(row, previous, started, threaded=thread is not None, chained=chained)

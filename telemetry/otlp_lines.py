@@ -5,9 +5,10 @@ to the whole store.
 
 Conversation: a thread_key's conversation is its digits (any gap); without one, the run of
 one key (else team), model and first message, each started at most an hour after the one
-before ended, named by its first exchange's id. Cache: a request that continues its line
-(the previous one of the same thread or key, model and first message) yet reads under 5%
-of that one's input from cache is a miss, and its cause the first that applies:
+before ended, named by its first exchange's id. Cache (cache_lines.py): a request that
+continues the turn before it (the exchange a follow-up names, else the previous one of the
+same thread or key, model and first message) yet reads under 5% of that one's input from
+cache is a miss, and its cause the first that applies:
 below_minimum, tools_changed, system_changed, message_edited, ttl_expired, no_breakpoint,
 unexplained.
 

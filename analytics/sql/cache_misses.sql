@@ -1,12 +1,15 @@
--- Prompt-cache misses (SPEC §5). A request is compared with the previous one of its
--- line: the requests of one conversation (conversation_ids.sql) that share model and
+-- Prompt-cache misses (SPEC §5). A request is compared with the turn before it: the
+-- exchange whose response it names (previous_exchange_id: a Responses follow-up, over HTTP
+-- or WebSocket, set when it was written, storage/threads.py), else the previous request of
+-- its line: the requests of one conversation (conversation_ids.sql) that share model and
 -- first message. With a thread_key (a client's session, a response chain) the line is
 -- (thread_key, model, first message), at any gap: a session's main thread, its subagents
--- and its side calls are lines of their own, and two sessions never share one. A response
--- chain (`r…`, or `c…` inside a session: previous_response_id follow-ups, each sending
--- only what is new) is one line per model, whatever each request's first message, and
--- its messages are never compared (the server holds the history: no message_edited).
--- Without a thread_key,
+-- and its side calls are lines of their own, and two sessions never share one. A
+-- follow-up extends the prefix of the response it names: its tools_hash and system_hash
+-- are those of what it stands on (protocols/prefix.py), and its messages are never
+-- compared, nor any of a chain's (`c…`, `r…`: the server holds the history, the body
+-- only what is new: no message_edited). A follow-up that names a response not taking part
+-- here (a warm-up with no messages, an error) has no turn before it. Without a thread_key,
 -- it is the prefix rule's run: one key (else team), model and first message, each at most
 -- one hour after the one before it ended. The first request of a line is never a miss
 -- (so neither is a conversation's first). A request that continues a line yet reads
@@ -34,26 +37,28 @@ base AS (
            -- One 64-bit key per line: sorting on it costs a fraction of sorting on three
            -- strings. (A collision is as unlikely as one of first_message_hash, itself a
            -- 64-bit digest; a thread_key, `s…` or `r…`, never equals a key fingerprint.)
-           hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model,
-                CASE WHEN left(thread_key, 1) IN ('c', 'r') THEN '' ELSE first_message_hash END) AS conversation,
+           hash(coalesce(thread_key, key_fingerprint, 'team:' || team), model, first_message_hash) AS conversation,
+           previous_exchange_id AS named,
            thread_key IS NOT NULL AS threaded,
            coalesce(left(thread_key, 1) IN ('c', 'r'), false) AS chained
     FROM exchanges
     WHERE first_message_hash IS NOT NULL AND usage_input_tokens IS NOT NULL
       AND coalesce(status, 0) < 400
 ),
+-- the turn before each request: the one it names, else its line's previous
 seq AS (
-    SELECT *,
-        lag(id) OVER w AS prev_id,
-        lag(ended) OVER w AS prev_end,
-        lag(input_tokens) OVER w AS prev_input,
-        lag(tools_hash) OVER w AS prev_tools,
-        lag(system_hash) OVER w AS prev_system,
-        lag(message_hashes) OVER w AS prev_messages,
-        lag(breakpoints) OVER w AS prev_breakpoints,
-        lag(ttl) OVER w AS prev_ttl
-    FROM base
-    WINDOW w AS (PARTITION BY conversation ORDER BY started_at, id)
+    SELECT b.*,
+        CASE WHEN b.named IS NULL THEN lag(b.id) OVER w ELSE p.id END AS prev_id,
+        CASE WHEN b.named IS NULL THEN lag(b.ended) OVER w ELSE p.ended END AS prev_end,
+        CASE WHEN b.named IS NULL THEN lag(b.input_tokens) OVER w ELSE p.input_tokens END AS prev_input,
+        CASE WHEN b.named IS NULL THEN lag(b.tools_hash) OVER w ELSE p.tools_hash END AS prev_tools,
+        CASE WHEN b.named IS NULL THEN lag(b.system_hash) OVER w ELSE p.system_hash END AS prev_system,
+        CASE WHEN b.named IS NULL THEN lag(b.message_hashes) OVER w ELSE p.message_hashes END AS prev_messages,
+        CASE WHEN b.named IS NULL THEN lag(b.breakpoints) OVER w ELSE p.breakpoints END AS prev_breakpoints,
+        CASE WHEN b.named IS NULL THEN lag(b.ttl) OVER w ELSE p.ttl END AS prev_ttl
+    FROM base AS b
+    LEFT JOIN base AS p ON p.id = b.named
+    WINDOW w AS (PARTITION BY b.conversation ORDER BY b.started_at, b.id)
 ),
 missed AS (
     SELECT * FROM seq

@@ -226,3 +226,56 @@ def test_reprocess_keeps_the_identity(store) -> None:
     assert _keys(engine) == before
     assert before["resp_t0"][1] == "sess-r" and before["resp_r0"][0] == before["resp_r1"][0] is not None
     assert before["resp_t0"][0] == before["resp_t1"][0] and before["resp_t0"][0].startswith("c")
+
+
+def _codex(rid: str, at: datetime, items: list[dict[str, Any]], previous: str | None = None) -> Recorded:
+    """A Codex-shaped request (tools in an additional_tools item, developer messages)."""
+    rec = _responses(rid, at)
+    request: dict[str, Any] = {"model": "gpt-5", "input": items}
+    if previous:
+        request["previous_response_id"] = previous
+    rec.request_body = json.dumps(request).encode()
+    rec.exchange = decode_exchange(
+        "openai.responses",
+        response=rec.response_body or b"",
+        request=rec.request_body,
+        path="/v1/responses",
+        host="api.openai.com",
+        status=200,
+        content_type="application/json",
+    )
+    return rec
+
+
+def _prefixes(engine: Engine) -> dict[str, tuple[Any, ...]]:
+    columns = (exchanges.c.id, exchanges.c.tools_hash, exchanges.c.system_hash, exchanges.c.request_prefix)
+    with engine.connect() as connection:
+        found = connection.execute(select(exchanges.c.response_id, exchanges.c.previous_exchange_id, *columns))
+        return {row[0]: tuple(row[1:]) for row in found}
+
+
+def test_a_follow_up_stands_on_the_prefix_of_the_response_it_names(store) -> None:
+    """Its turn before it and its tools and system hashes, as the writer stores them (the
+    duplicate path too: taken twice, the same values) and as `reprocess` makes them again."""
+    url, engine, folder = store
+    tools = {"type": "additional_tools", "tools": [{"type": "custom", "name": "exec"}]}
+    developer = {"type": "message", "role": "developer", "content": "You are Codex."}
+    output = {"type": "custom_tool_call_output", "call_id": "call_1", "output": "hi"}
+    root = _codex("resp_p0", T0, [tools, developer, {"role": "user", "content": "go"}])
+    follow = _codex("resp_p1", T0 + timedelta(seconds=5), [output], previous="resp_p0")
+    again = _codex("resp_p2", T0 + timedelta(seconds=9), [developer, output], previous="resp_p1")
+    _write(engine, folder, [root], [root, follow], [again], body_mode="full")
+    found = _prefixes(engine)
+    named, root_id, root_tools, root_system, root_prefix = found["resp_p0"]
+    assert named is None and set(root_prefix) == {"own"}
+    assert found["resp_p1"][:4] == (root_id, follow.id, root_tools, root_system)
+    assert found["resp_p1"][4]["effective"] == root_prefix["own"]
+    # a developer message more: its system is no longer the chain's, its tools still are
+    assert found["resp_p2"][0] == follow.id
+    assert found["resp_p2"][2] == root_tools and found["resp_p2"][3] != root_system
+    with engine.begin() as connection:  # as a store written before these columns were
+        connection.execute(exchanges.update().values(previous_exchange_id=None, request_prefix=None))
+        connection.execute(exchanges.update().where(exchanges.c.id != root.id).values(tools_hash="x", system_hash="y"))
+    result = llmtap("reprocess", "--db", url)
+    assert result.code == 0, result.err
+    assert _prefixes(engine) == found

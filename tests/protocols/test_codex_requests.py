@@ -240,3 +240,56 @@ def test_a_real_codex_0171_request() -> None:
     follow_up = openai_responses.decode_request(body("request_codex0171_turn2"))
     assert follow_up.tool_call_ids == ["call_1"] and follow_up.tool_result_ids == ["call_1"]
     assert follow_up.tools_hash == facts.tools_hash and follow_up.system_hash == facts.system_hash
+
+
+def test_prefix_parts_tell_absent_from_empty() -> None:
+    """What a follow-up chained to this request extends (protocols/prefix.py): a part the
+    request does not send is None, an empty `tools` array is a declaration of none."""
+    root = openai_responses.decode_request(body("request_codex0171_turn1"))
+    assert root.prefix is not None
+    assert root.prefix["tools"] is None and root.prefix["instructions"] is None  # Codex sends neither
+    assert root.prefix["tool_items"] and root.prefix["system_items"]
+    bare = openai_responses.decode_request({"model": "m", "previous_response_id": "r", "input": []})
+    assert bare.prefix == dict.fromkeys(("tools", "tool_items", "instructions", "system_items"))
+    empty = openai_responses.decode_request({"model": "m", "tools": [], "instructions": "", "input": []})
+    assert empty.prefix is not None and empty.prefix["tools"] and empty.prefix["instructions"]
+    assert empty.tools_hash == bare.tools_hash  # the hashes of a body, as before
+
+
+def test_a_websocket_follow_up_states_what_it_names_and_declares_nothing() -> None:
+    """Codex over WebSocket: `response.create` with the fields beside `type`, the follow-up
+    carrying only the tool's output."""
+    message = {"type": "response.create", "model": "gpt-5", "previous_response_id": "resp_1",
+               "input": [{"type": "custom_tool_call_output", "call_id": "call_1", "output": "hi"}]}  # fmt: skip
+    facts = openai_responses.decode_request(message)
+    assert facts.previous_response_id == "resp_1" and facts.tool_result_ids == ["call_1"]
+    assert facts.prefix == dict.fromkeys(("tools", "tool_items", "instructions", "system_items"))
+
+
+def test_a_chained_request_extends_the_prefix_it_names() -> None:
+    """protocols/prefix.py: top-level parts replaced when sent, input-item parts appended."""
+    from llmtap.protocols import prefix
+
+    root = openai_responses.decode_request(
+        dict(body("request_codex0171_turn1"), instructions="Be brief.", tools=[{"type": "function", "name": "a"}])
+    )
+    assert root.prefix is not None
+    hashes = (root.tools_hash, root.system_hash)
+
+    def follow(request: dict[str, Any]) -> tuple[Any, Any]:
+        own = openai_responses.decode_request({"model": "m", "previous_response_id": "r", **request})
+        assert own.prefix is not None
+        _effective, tools, system = prefix.follow(root.prefix, hashes, own.prefix, (own.tools_hash, own.system_hash))
+        return tools, system
+
+    output = {"type": "custom_tool_call_output", "call_id": "c", "output": "ok"}
+    assert follow({"input": [output]}) == hashes  # nothing declared: the chain's stand
+    assert follow({"instructions": "Be brief.", "tools": [{"type": "function", "name": "a"}]}) == hashes
+    tools, system = follow({"tools": [{"type": "function", "name": "b"}], "input": [output]})
+    assert tools != hashes[0] and system == hashes[1]
+    tools, system = follow({"input": [{"type": "additional_tools", "tools": [{"type": "custom", "name": "c"}]}]})
+    assert tools != hashes[0] and system == hashes[1]
+    tools, system = follow({"input": [{"role": "developer", "content": "Approval: never."}, output]})
+    assert tools == hashes[0] and system != hashes[1]
+    assert follow({"instructions": "Be thorough."})[1] != hashes[1]
+    assert prefix.follow({"tools": 7, "x": "y"}, ("t", "s"), root.prefix, hashes)[1:] == hashes  # a damaged row

@@ -9,7 +9,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import event, inspect, text
+from sqlalchemy import event, inspect, select, text
 
 from llmtap.storage import migrate, schema
 from llmtap.storage.errors import StoreError
@@ -128,3 +128,28 @@ def test_alembic_without_a_database_says_so():
     complaint about None."""
     with pytest.raises(SystemExit, match="need a database"):
         command.upgrade(migrate.alembic_config(), "head")
+
+
+def test_0012_finds_the_exchange_a_stored_follow_up_names(db_url, engines, spool_dir):
+    """Rows stored before revision 0012 get the exchange their previous_response_id names
+    (the same key or team's, the earliest), in the fact copy too."""
+    engine = engines(db_url)
+    migrate.upgrade(engine)
+    records = [make_record(i, response_id=f"resp_{i}") for i in range(4)]
+    records[1].exchange.request.previous_response_id = "resp_0"  # type: ignore[union-attr]
+    records[2].exchange.request.previous_response_id = "resp_unseen"  # type: ignore[union-attr]
+    records[3].exchange.request.previous_response_id = "resp_0"  # type: ignore[union-attr]
+    records[3].team = "team-b"  # another team's: not the same chain
+    writer = Writer(engine, spool_dir=spool_dir, max_delay=0.01)
+    for record in records:
+        writer.submit(record)
+    assert writer.close()
+    migrate.downgrade(engine, "0011")
+    migrate.upgrade(engine)
+    with engine.connect() as connection:
+        found = dict(connection.execute(select(schema.exchanges.c.id, schema.exchanges.c.previous_exchange_id)).all())
+        facts = dict(
+            connection.execute(select(schema.exchange_facts.c.id, schema.exchange_facts.c.previous_exchange_id)).all()
+        )
+    named = {records[1].id: records[0].id}
+    assert found == facts == {record.id: named.get(record.id) for record in records}

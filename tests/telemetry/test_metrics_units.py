@@ -244,11 +244,18 @@ def test_a_previous_request_under_the_minimum_could_not_be_cached() -> None:
     assert lines.observe(_row(10, tools_hash="changed")) == cache_lines.NOT_CACHEABLE
 
 
-def test_a_response_chain_is_one_line_whatever_its_first_message() -> None:
+def test_a_follow_up_is_compared_with_the_exchange_it_names() -> None:
     lines = CacheLines()
-    lines.observe(_row(thread_key="r1", protocol="openai.responses"))
-    second = _row(10, thread_key="r1", protocol="openai.responses", first_message_hash="x", message_hashes=["x"])
-    assert lines.observe(second) == "unexplained"  # never message_edited: the server holds the history
+    chain = {"thread_key": "r1", "protocol": "openai.responses"}
+    lines.observe(_row(id="e1", **chain))
+    lines.observe(_row(5, id="e2", **chain, first_message_hash="y", message_hashes=["y"], tools_hash="other"))
+    second = _row(10, id="e3", **chain, first_message_hash="x", message_hashes=["x"], previous_exchange_id="e1")
+    # e2 came between them, of another chain of the thread; never message_edited: the
+    # server holds the history, the body only what is new
+    assert lines.observe(second) == "unexplained"
+    assert lines.observe(_row(400, id="e4", **chain, message_hashes=["z"], previous_exchange_id="e3")) == "ttl_expired"
+    # a follow-up of an exchange this process never saw has no turn before it here
+    assert lines.observe(_row(20, id="e5", **chain, previous_exchange_id="e0")) is None
 
 
 def test_only_the_most_recent_lines_are_kept() -> None:

@@ -31,9 +31,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select, update
+
+from llmtap.storage.engine import make_engine
+from llmtap.storage.schema import exchanges
 from llmtap.storage.secrets import KeyFingerprinter
 from tests.e2e import harness
 from tests.e2e.agents import gemini, responses, scripts
@@ -51,6 +56,7 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmt
 TASK = "Run `echo hi` in the shell and tell me what it printed."
 CLI_TIMEOUT = 90.0  # seconds for one agent's whole task (the slowest, Gemini CLI, takes ~12)
 COMMAND_TIMEOUT = 60.0  # seconds for one llmtap command
+PAUSE = timedelta(minutes=10)  # a pause past the prompt cache's 5-minute TTL
 
 
 class AgentsUnavailable(Exception):
@@ -105,6 +111,10 @@ class Agent:
     # variable that makes the client trust mitmproxy's CA, and the file it names.
     ca: tuple[str, str] | None = None
     script: Callable[[], Any] | None = None  # its upstream's answers, if not its route's
+    # A real miss by a pause, without waiting for it: once the proxy has written the run,
+    # its exchanges before its last generation are moved back this far in the store (see
+    # `_pause`), and its script reads nothing from cache for that follow-up.
+    pause: timedelta | None = None
 
     @property
     def regular(self) -> bool:
@@ -195,6 +205,22 @@ AGENTS = {
         ),
         Agent("codex-websocket", "openai", _codex_env, _codex, harness.OPENAI_KEY),
         Agent("codex-sse", "openai", _codex_env, _codex, harness.OPENAI_KEY, websocket=False),
+        # Codex again, its follow-up 10 minutes after the turn before it (past the cache's
+        # 5-minute TTL) reading nothing: over WebSocket it chains with previous_response_id
+        # and sends only the tool's output; over HTTP it sends the whole history.
+        *(
+            Agent(
+                f"codex-{mode}-pause",
+                "openai",
+                _codex_env,
+                _codex,
+                harness.OPENAI_KEY,
+                websocket=mode == "websocket",
+                script=lambda: responses.ResponsesScript(cache_hits=False),
+                pause=PAUSE,
+            )
+            for mode in ("websocket", "sse")
+        ),  # fmt: skip
         Agent("gemini", "gemini", _gemini_env, _gemini, harness.GOOGLE_KEY),
         # Node clients add NODE_EXTRA_CA_CERTS to their own roots; Codex (Rust) reads a whole
         # bundle from CODEX_CA_CERTIFICATE (or SSL_CERT_FILE): llmtap's, system CAs + mitmproxy's.
@@ -407,10 +433,38 @@ def _start_proxy(session: Session) -> subprocess.Popen[bytes]:
     return proxy
 
 
+def _pause(session: Session) -> None:
+    """Each run with a `pause`, as if it had paused before its last generation: the times
+    of its exchanges before that one (its key's) moved back by the pause, in the store the
+    proxy wrote (the fact copy follows by its triggers). Only the clock is changed: what
+    Codex sent, what the proxy recorded and how the store linked its turns are the run's."""
+    paused = [run for run in session.runs.values() if run.agent.pause and run.key]
+    if not paused:
+        return
+    times = (exchanges.c.started_at, exchanges.c.first_byte_at, exchanges.c.first_token_at, exchanges.c.ended_at)
+    engine = make_engine(session.db)
+    try:
+        with engine.begin() as connection:
+            for run in paused:
+                mine = exchanges.c.key_fingerprint == session.fingerprint(run.key or "")
+                rows = connection.execute(
+                    select(exchanges.c.id, exchanges.c.protocol, *times).where(mine).order_by(exchanges.c.started_at)
+                ).all()
+                last = max((r.started_at for r in rows if r.protocol == "openai.responses"), default=None)
+                for row in rows:
+                    if last is not None and row.started_at < last:
+                        moved = {c.name: row._mapping[c.name] - run.agent.pause for c in times if row._mapping[c.name]}
+                        connection.execute(update(exchanges).where(exchanges.c.id == row.id).values(**moved))
+    finally:
+        engine.dispose()
+
+
 def _collect(session: Session) -> None:
-    """What the tests read from the store, asked once: the export (split into each run's
-    records: by key fingerprint, and by route for the keyless gateways), the two `--list`
-    reports, and each run's conversation of its first tool call."""
+    """What the tests read from the store, asked once (after the paused runs' pauses):
+    the export (split into each run's records: by key fingerprint, and by route for the
+    keyless gateways), the two `--list` reports, and each run's conversation of its first
+    tool call."""
+    _pause(session)
     done = session.llmtap("export", "--format", "jsonl")
     assert done.code == 0, f"llmtap export failed ({done.code}): {done.err[-2000:]}"
     rows = sorted((json.loads(line) for line in done.out.splitlines() if line.strip()),

@@ -1,7 +1,7 @@
-"""The agent session, made once: the ten runs (Claude Code direct, direct with a cache
+"""The agent session, made once: the twelve runs (Claude Code direct, direct with a cache
 miss, through a Bedrock-shaped and a Vertex-shaped upstream; Codex over WebSocket and over
-HTTP SSE; Gemini CLI; and the three CLIs through the regular proxy) all at once through
-one proxy (agents.py).
+HTTP SSE, and both again with a pause before the follow-up; Gemini CLI; and the three CLIs
+through the regular proxy) all at once through one proxy (agents.py).
 
 The tests of this folder get a longer timeout than the rest of tests/e2e/ (their first
 test waits for every run, about a minute); it is put in front of the e2e one.

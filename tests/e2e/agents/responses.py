@@ -71,10 +71,13 @@ def codex_call_input(tool: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
 
 class ResponsesScript:
     """Codex's upstream: one call of its shell tool, then text; `generate: false` (a
-    warm-up) gets an empty completed response."""
+    warm-up) gets an empty completed response. The follow-up that answers the call reads
+    the prefix from cache, reported over the whole chain as OpenAI does; `cache_hits=False`
+    makes it read nothing, as after the cache's TTL."""
 
-    def __init__(self) -> None:
+    def __init__(self, cache_hits: bool = True) -> None:
         self.ledger = scripts.Ledger()
+        self.cache_hits = cache_hits
 
     def http(self, request: Request) -> Answer:
         path = request.path.split("?", 1)[0]
@@ -103,7 +106,7 @@ class ResponsesScript:
         warmup = body.get("generate") is False
         tool = None if answering or warmup else codex_shell_tool(codex_tools(body))
         turn = "answer" if answering else "tool" if tool else "other"
-        cached = 0 if turn != "answer" else 4096 + n
+        cached = 4096 + n if turn == "answer" and self.cache_hits else 0
         usage: dict[str, Any] = {
             "input_tokens": n if warmup else 6000 + 10 * n + cached,  # a warm-up's input is empty
             "input_tokens_details": {"cached_tokens": cached},

@@ -3,8 +3,10 @@ Codex CLI (WebSocket, and HTTP SSE when the upstream refuses the upgrade) and Ge
 each through a listener of one `llmtap proxy` to a scripted upstream, and each of the three
 once more through the regular proxy (HTTPS_PROXY and mitmproxy's CA), each run doing one
 shell-tool round trip. Every record is checked field by field against what the upstream
-sent (SPEC §2), then the reports a user would read: no tool-call problems, no cache miss,
-one conversation whose turns `show --conversation` lists in order (SPEC §5).
+sent (SPEC §2), then the reports a user would read: no tool-call problems, no cache miss
+but the ones a run was made to have (a follow-up reading nothing; a Codex follow-up after
+a pause, over WebSocket and HTTP), one conversation whose turns `show --conversation`
+lists in order (SPEC §5).
 
 The runs happen once, all at once, in the `agent_session` fixture (conftest.py); a test
 here only reads what a run left behind.
@@ -281,6 +283,8 @@ def test_cache_misses_are_the_traffic(run: Run, session: Session) -> None:
     rows = generations(run)
     assert rows
     items = listed(session, run, "cache")
+    if run.agent.pause:
+        return  # test_a_codex_follow_up_made_a_miss_by_a_pause_is_ttl_expired
     if run.agent.name != "claude-cache-miss":
         assert items == []
         return
@@ -291,6 +295,32 @@ def test_cache_misses_are_the_traffic(run: Run, session: Session) -> None:
     # seconds apart, breakpoints present, a prefix of thousands of tokens. None of SPEC §5's
     # six causes may be named (the SPEC has no seventh; the store says "unexplained").
     assert items[0]["cause"] not in CACHE_CAUSES, items
+
+
+@pytest.mark.parametrize("name", [name for name, agent in agents.AGENTS.items() if agent.pause])
+def test_a_codex_follow_up_made_a_miss_by_a_pause_is_ttl_expired(session: Session, name: str) -> None:
+    """The follow-up answering the shell call, 10 minutes after the turn before it (the
+    store's clock moved back, agents.py `_pause`) and reading nothing: one miss, caused by
+    the TTL. Over WebSocket Codex chains it with previous_response_id and sends only the
+    tool's output (its tools in the chain's `additional_tools` item, its system prompt in the
+    chain's developer messages): neither tools_changed nor system_changed, nor message_edited.
+    Over HTTP it sends the whole history, compared as any other request."""
+    run = session.runs[name]
+    rows, sent = generations(run), run.sent
+    assert len(rows) == len(sent)
+    call, answer = next(s for s in sent if s.turn == "tool"), next(s for s in sent if s.turn == "answer")
+    follow, before = rows[answer.index - 1], rows[call.index - 1]
+    body = answer.request
+    if run.agent.websocket:
+        assert body.get("previous_response_id") and follow["request"]["previous_response_id"]
+        assert not [i for i in body["input"] if i.get("type") == "additional_tools" or i.get("role") == "developer"]
+        assert not body.get("tools") and not body.get("instructions")
+    else:
+        assert not body.get("previous_response_id")
+    items = listed(session, run, "cache")
+    assert [(i["exchange_id"], i["cause"], i["message_index"]) for i in items] == [(follow["id"], "ttl_expired", None)]
+    assert items[0]["previous_exchange_id"] == before["id"] and items[0]["gap_s"] > 300
+    assert items[0]["missed_tokens"] == min(before["usage"]["input_tokens"], follow["usage"]["input_tokens"])
 
 
 def expected_conversations(run: Run) -> list[list[int]]:
@@ -315,7 +345,7 @@ def test_one_conversation_per_session(run: Run) -> None:
 
 
 def test_separate_runs_never_share_a_conversation(session: Session) -> None:
-    """Ten runs with the same task prompt, four of them Claude Code's: each its own."""
+    """Twelve runs with the same task prompt, four of them Claude Code's: each its own."""
     owners: dict[str, str] = {}
     for run in session.runs.values():
         for row in generations(run):
