@@ -217,7 +217,18 @@ def test_configured_hosts_name_and_bill() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["*", "*.com", "*.", "llm.*.example", "api\\.acme\\.internal", "(.*)", "a b", "", "llm.acme.internal/v1", "é.example"],
+    [
+        "*",
+        "*.com",
+        "*.",
+        "llm.*.example",
+        "api\\.acme\\.internal",
+        "(.*)",
+        "a b",
+        "",
+        "llm.acme.internal/v1",
+        "é.example",
+    ],
 )
 def test_configured_host_patterns_are_names_not_regexes(bad: str) -> None:
     with pytest.raises(ValueError, match="must be"):
