@@ -60,6 +60,7 @@ def telemetry_for(
             budgets_table=settings.config.budgets,
             metrics_flag=metrics_flag,
             otlp_flag=otlp_flag,
+            providers=tuple(entry.name for entry in settings.config.providers),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
