@@ -16,10 +16,9 @@ there), went to a configured upstream or a host of a `[[providers]]` entry, or w
 a provider's own API host (storage/hosts.py); any other exchange carries
 `price_reason = unverified_host`. Its `provider` is the reverse listener's when it names
 one, else as storage/providers.py names it (`[[providers]]`, genai-prices' list, the
-route). Its
-`destination` is the server mitmproxy talks to (`scheme://host:port`; in reverse mode the
-listener's upstream, whatever the client's Host said): a follow-up of background work
-continues only a POST with the same one.
+route). Its `destination` is the server mitmproxy talks to (`scheme://host:port`; in
+reverse mode the listener's upstream, whatever the client's Host said): a follow-up of
+background work continues only a POST with the same one.
 
 Not responsible for loading the maps (the CLI or `script_setup` builds them), nor for
 refusing requests (`auth.py`).

@@ -147,9 +147,9 @@ def with_providers(main: PriceFile | None, providers: list[ProviderPrices]) -> P
     for own in providers:
         loaded = load(own.text)
         where = f"[[providers]] {own.name}: {own.text.name}"
-        for entry in [*loaded.prices, *loaded.fees, *loaded.geos]:
-            if entry.naming.provider not in (None, own.name):
-                named = entry.naming.provider
+        for naming in loaded.namings():
+            if naming.provider not in (None, own.name):
+                named = naming.provider
                 raise PriceFileError(f"{where}: an entry names provider {named!r}; every entry is {own.name}'s")
         prices += [replace(e, naming=replace(e.naming, provider=own.name)) for e in loaded.prices]
         fees += [replace(e, naming=replace(e.naming, provider=own.name)) for e in loaded.fees]
