@@ -12,11 +12,13 @@ goes no further.
 
 A destination is trusted to report what it bills when the flow came in on a reverse
 listener (its upstream is fixed by the operator: mitmproxy ignores the client's Host
-there), went to a configured upstream, or went to a provider's own API host
-(storage/hosts.py); any other exchange carries `price_reason = unverified_host`. Its
-`destination` is the server mitmproxy talks to (`scheme://host:port`; in reverse mode the
-listener's upstream, whatever the client's Host said): a follow-up of background work
-continues only a POST with the same one.
+there), went to a configured upstream or a host of a `[[providers]]` entry, or went to
+a provider's own API host (storage/hosts.py); any other exchange carries
+`price_reason = unverified_host`. Its `provider` is the reverse listener's when it names
+one, else as storage/providers.py names it (`[[providers]]`, genai-prices' list, the
+route). Its `destination` is the server mitmproxy talks to (`scheme://host:port`; in
+reverse mode the listener's upstream, whatever the client's Host said): a follow-up of
+background work continues only a POST with the same one.
 
 Not responsible for loading the maps (the CLI or `script_setup` builds them), nor for
 refusing requests (`auth.py`).
@@ -31,8 +33,9 @@ from mitmproxy import connection, http
 from mitmproxy.proxy.mode_specs import ReverseMode
 
 from llmtap.storage.api_keys import request_keys
-from llmtap.storage.hosts import UNVERIFIED_HOST, destination, provider_host
+from llmtap.storage.hosts import UNVERIFIED_HOST, destination
 from llmtap.storage.ingest import TEAM_HEADER, proxy_auth_user
+from llmtap.storage.providers import DEFAULT, ProviderNames
 from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.teams import attribute
 
@@ -70,6 +73,8 @@ class Attribution:
     credentials: Mapping[str, str] | None = None
     # (host, port) of the upstreams the operator configured: billed like a provider's host
     trusted_upstreams: frozenset[tuple[str, int]] = frozenset()
+    # provider names and billable hosts, with the config's [[providers]] entries
+    providers: ProviderNames = DEFAULT
     _connect_users: dict[str, str] = field(default_factory=dict)  # client connection id -> user
 
     def remember_connect(self, flow: http.HTTPFlow) -> None:
@@ -94,7 +99,7 @@ class Attribution:
         if isinstance(flow.client_conn.proxy_mode, ReverseMode):
             return None
         request = flow.request
-        if provider_host(request.host) or (request.host.lower(), request.port) in self.trusted_upstreams:
+        if self.providers.billable(request.host) or (request.host.lower(), request.port) in self.trusted_upstreams:
             return None
         return UNVERIFIED_HOST
 
@@ -137,7 +142,7 @@ class Attribution:
             protocol=protocol,
             host=request.host,
             path=path,
-            provider=self.listener_provider(flow),
+            provider=self.provider(flow, protocol) if protocol else None,
         )
         key = keys[0] if keys else None
         fingerprinter = self.fingerprinter
@@ -163,6 +168,12 @@ class Attribution:
             destination=destination(request.scheme, request.host, request.port),
             key_fingerprints=fingerprints,
         )
+
+    def provider(self, flow: http.HTTPFlow, protocol: str) -> str:
+        """The exchange's `provider`: the reverse listener's, else as its host (or, for
+        a cloud route, its path) names it."""
+        request = flow.request
+        return self.providers.name(protocol, request.host, request.path, self.listener_provider(flow))
 
     def listener_provider(self, flow: http.HTTPFlow) -> str | None:
         sockname = flow.client_conn.sockname

@@ -239,7 +239,7 @@ class Recorder:
             raw_headers=raw_headers,
             started=request.timestamp_start or time.time(),
             protocol=protocol,
-            provider=self.attribution.listener_provider(flow),
+            provider=self.attribution.provider(flow, protocol),
             attribution=who.attribution,
             price_reason=who.price_reason,
             destination=who.destination,
@@ -337,7 +337,7 @@ class Recorder:
         if websocket_protocol(flow.request.path) is not None:
             secrets = flow.metadata.pop(SECRETS_KEY, None) or self._secrets(flow)
             who = flow.metadata.pop(WHO_KEY, None) or self.attribution.identify(flow, PROTOCOL)
-            self.websockets.start(flow, who, secrets, provider=self.attribution.listener_provider(flow))
+            self.websockets.start(flow, who, secrets, provider=self.attribution.provider(flow, PROTOCOL))
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         self.websockets.message(flow)

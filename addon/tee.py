@@ -66,7 +66,7 @@ class ExchangeMeta:
     started: float
     source: str = "proxy"
     protocol: str = ""
-    provider: str | None = None  # the reverse listener's provider, when it names one
+    provider: str | None = None  # the exchange's (addon/attribution.py `provider`)
     status: int | None = None
     first_byte: float | None = None
     first_token: float | None = None

@@ -48,7 +48,7 @@ class _Session:
     host: str
     path: str
     headers: list[tuple[str, str]]
-    provider: str | None = None  # the reverse listener's, when it names one
+    provider: str | None = None  # as the recorder names HTTP exchanges (addon/attribution.py)
     status: int = SWITCHING_PROTOCOLS
     decoder: ExchangeDecoder | None = None
     meta: ExchangeMeta | None = None
@@ -64,7 +64,7 @@ class WebSocketSessions:
     def start(
         self, flow: http.HTTPFlow, who: Who, secrets: Literals | None = None, provider: str | None = None
     ) -> None:
-        """`provider` is the reverse listener's, as the recorder gives HTTP exchanges."""
+        """`provider` is the exchange's, as the recorder names HTTP exchanges."""
         status = flow.response.status_code if flow.response is not None else SWITCHING_PROTOCOLS
         self.sessions[flow.id] = _Session(
             who=who,

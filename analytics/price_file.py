@@ -24,6 +24,11 @@ A `[[fee]]` is used where genai-prices has no fee for that kind and wins where b
 one; a `[[geo]]` replaces the built-in region table's answer for the models it names.
 Every bad entry is a `PriceFileError` of one line that names the entry.
 
+A `[[providers]]` entry of the config names a price file of the same format for its own
+traffic (`ProviderPrices`): every entry of that file is that provider's (one that names
+another provider is refused), and `with_providers` adds them, ahead of the main file's,
+to the one `PriceFile` a pricer uses, so its version and digest cover them too.
+
 Not responsible for pricing rows (see `pricing.py`) or for where the file is kept
 (`storage/store_settings.py` holds a store's copy).
 """
@@ -32,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -119,6 +124,42 @@ class PriceFile:
 
     def names(self, provider: str | None, model: str) -> bool:
         return any(n.names(provider, model) for n in self.namings())
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderPrices:
+    """A `[[providers]]` entry's price file: the prices of `name`'s traffic."""
+
+    name: str
+    text: PriceText
+
+
+def with_providers(main: PriceFile | None, providers: list[ProviderPrices]) -> PriceFile | None:
+    """`main` (or nothing) with each provider's entries ahead of its own, each entry
+    named for its provider; its text names and holds them all, so a change to any of
+    them is a new digest."""
+    if not providers:
+        return main
+    prices: list[PriceEntry] = []
+    fees: list[FeeEntry] = []
+    geos: list[GeoEntry] = []
+    parts = [main.text.content] if main is not None else []
+    for own in providers:
+        loaded = load(own.text)
+        where = f"[[providers]] {own.name}: {own.text.name}"
+        for naming in loaded.namings():
+            if naming.provider not in (None, own.name):
+                named = naming.provider
+                raise PriceFileError(f"{where}: an entry names provider {named!r}; every entry is {own.name}'s")
+        prices += [replace(e, naming=replace(e.naming, provider=own.name)) for e in loaded.prices]
+        fees += [replace(e, naming=replace(e.naming, provider=own.name)) for e in loaded.fees]
+        geos += [replace(e, naming=replace(e.naming, provider=own.name)) for e in loaded.geos]
+        parts.append(f"# [[providers]] {own.name}: {own.text.name}\n{own.text.content}")
+    names = [main.text.name] if main is not None else []
+    text = PriceText("+".join([*names, *(own.name for own in providers)]), "\n".join(parts))
+    if main is not None:
+        prices, fees, geos = prices + main.prices, fees + main.fees, geos + main.geos
+    return PriceFile(text=text, prices=prices, fees=fees, geos=geos)
 
 
 def load(source: Path | PriceText) -> PriceFile:

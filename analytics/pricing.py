@@ -44,8 +44,9 @@ from typing import TYPE_CHECKING, Any
 
 from llmtap.analytics import cloud_names
 from llmtap.analytics import fees as fees_module
-from llmtap.analytics.price_file import PriceFile, PriceFileError, PriceText, load
-from llmtap.storage.hosts import UNVERIFIED_HOST
+from llmtap.analytics.price_file import PriceFile, PriceFileError, PriceText, ProviderPrices, load, with_providers
+from llmtap.storage import provider_list
+from llmtap.storage.hosts import UNVERIFIED_HOST, dns_name
 
 if TYPE_CHECKING:
     from genai_prices import types
@@ -54,13 +55,20 @@ if TYPE_CHECKING:
 # (it brings an HTTP client for its updater), and a report whose rows are all priced
 # already never needs it.
 
-__all__ = ["FILE_MARK", "UNKNOWN_MODEL", "Cost", "PriceFileError", "PriceText", "Pricer", "cost_columns"]
+__all__ = [
+    "FILE_MARK",
+    "UNKNOWN_MODEL",
+    "Cost",
+    "PriceFileError",
+    "PriceText",
+    "Pricer",
+    "ProviderPrices",
+    "cost_columns",
+]
 
 PICO = Decimal(10) ** 12
 FILE_MARK = " + "  # in a price version: priced while a local price file named the model
 _NAME_CHARS = 40  # of the price file's name in the version (the column holds 96)
-# Our provider names (SPEC §1) as genai-prices' provider ids.
-_PROVIDER_IDS = {"anthropic": "anthropic", "openai": "openai", "google": "google", "aws": "aws", "azure": "azure"}
 UNKNOWN_MODEL = "unknown_model"
 PARTS = ("input", "cache_read", "cache_write", "output")
 
@@ -210,13 +218,19 @@ class _ModelCost:
 
 
 class Pricer:
-    def __init__(self, price_file: Path | PriceText | None = None) -> None:
+    """`price_file`: the local price file; `providers`: the price files of `[[providers]]`
+    entries, each the only price list of its provider's traffic (a model its file does
+    not name is unpriced, never priced at someone else's rate)."""
+
+    def __init__(self, price_file: Path | PriceText | None = None, providers: Iterable[ProviderPrices] = ()) -> None:
         self._snapshot: Any = None
+        self._listings: dict[str, Any] | None = None
         self.version = f"genai-prices {package_version()}"
         self.file_version = self.version
-        self.file: PriceFile | None = None
-        if price_file is not None:
-            self.file = load(price_file)
+        own = list(providers)
+        self._own = frozenset(entry.name for entry in own)
+        self.file: PriceFile | None = with_providers(load(price_file) if price_file is not None else None, own)
+        if self.file is not None:
             text = self.file.text
             self.file_version = f"{self.version}{FILE_MARK}{text.name[:_NAME_CHARS]} {text.digest[:12]}"
         self._models: dict[tuple[str | None, str], tuple[Any, Any, bool] | None] = {}
@@ -404,6 +418,8 @@ class Pricer:
                         resolved = _new_resolved(entry.price, missing, entry)
                         self._resolved[key] = resolved
                     return model, resolved, True
+        if provider in self._own:  # a [[providers]] entry's traffic: its own file's prices only
+            return None
         found = self._find(provider, model)
         if found is None:
             return None
@@ -427,27 +443,37 @@ class Pricer:
         return info.id, resolved, named
 
     def _find(self, provider: str | None, model: str) -> tuple[Any, Any, bool] | None:
-        """(genai-prices provider, model, whether the model is the provider's own)."""
+        """(genai-prices provider, model, whether the model is the provider's own). A row's
+        `provider` is genai-prices' provider id where its list knows the host
+        (storage/providers.py); a row stored with a host's name before that names the
+        provider its host names; any other (an OpenAI-compatible host, a gateway) is
+        priced at the model's own maker's list price."""
         key = (provider, model)
         if key not in self._models:
-            provider_id = _PROVIDER_IDS.get(provider or "")
+            listing = self._listing(provider)
             try:
-                if provider_id:
-                    found = self.snapshot.find_provider_model(model, None, provider_id, None)
-                else:  # an OpenAI-compatible host: its name, else the model's own maker
-                    found = self._find_by_host_or_model(provider, model)
+                if listing is not None:
+                    found = self.snapshot.find_provider_model(model, listing, None, None)
+                else:
+                    found = self.snapshot.find_provider_model(model, None, None, None)
                 self._models[key] = (found[0], found[1], any(m is found[1] for m in found[0].models))
             except LookupError:
                 self._models[key] = None
         return self._models[key]
 
-    def _find_by_host_or_model(self, host: str | None, model: str) -> Any:
-        if host:
-            try:
-                return self.snapshot.find_provider_model(model, None, None, f"https://{host}/")
-            except LookupError:
-                pass
-        return self.snapshot.find_provider_model(model, None, None, None)
+    def _listing(self, provider: str | None) -> Any:
+        """genai-prices' provider of this id (exactly: its fuzzy `provider_match` would take
+        a host that merely contains a maker's name), else of the host it names, else None."""
+        if self._listings is None:
+            self._listings = {str(listing.id): listing for listing in self.snapshot.providers}
+        if not provider:
+            return None
+        found = self._listings.get(provider)
+        if found is None:
+            name = dns_name(provider)
+            listed = provider_list.listed(name) if name is not None else None
+            found = self._listings.get(listed.provider) if listed is not None else None
+        return found
 
 
 def _models(subs: list[tuple[str, _ModelCost]]) -> list[str]:
@@ -650,13 +676,17 @@ def cost_columns(cost: Cost) -> dict[str, Any]:
     }
 
 
-def row_pricer(price_file: Path | None = None, store_url: str | None = None) -> Callable[[list[dict[str, Any]]], None]:
+def row_pricer(
+    price_file: Path | None = None, store_url: str | None = None, providers: Iterable[ProviderPrices] = ()
+) -> Callable[[list[dict[str, Any]]], None]:
     """The writer's `enrich` step: prices exchange rows in place as they are stored, with
     `price_file`, else the price file installed in the store at `store_url` (and the one
-    installed later: `StorePricer` looks again now and then). A module-level factory, so
-    a writer in another process can be told to build it."""
+    installed later: `StorePricer` looks again now and then), and the `[[providers]]`
+    entries' own price files. A module-level factory, so a writer in another process can
+    be told to build it."""
+    own = list(providers)
     if price_file is not None or store_url is None:
-        return Pricer(price_file).price_rows
+        return Pricer(price_file, own).price_rows
     from llmtap.analytics.store_prices import StorePricer
 
-    return StorePricer(store_url)
+    return StorePricer(store_url, own)

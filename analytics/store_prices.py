@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from llmtap.analytics.price_file import PriceText, load
+from llmtap.analytics.price_file import PriceText, ProviderPrices, load
 from llmtap.storage import store_settings
 
 log = logging.getLogger("llmtap.analytics")
@@ -48,9 +48,10 @@ class StorePricer:
     the store's file, and looks again every `RECHECK_SECONDS` (rows it priced with a file
     since replaced are caught up by the next report: `reprice.stale`)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, providers: list[ProviderPrices] | None = None) -> None:
         from llmtap.storage.engine import make_engine
 
+        self._providers = list(providers or ())  # `[[providers]]` price files, beside the store's
         self._engine = make_engine(url)
         self._digest: str | None = "?"
         self._checked = 0.0
@@ -77,15 +78,15 @@ class StorePricer:
             level = logging.WARNING if bug else logging.DEBUG
             log.log(level, "llmtap: cannot read the store's price file (%s); pricing as before", exc, exc_info=bug)
             if self._pricer is None:
-                self._pricer = Pricer()
+                self._pricer = Pricer(None, self._providers)
             return
         finally:
             self._engine.dispose()  # one look every RECHECK_SECONDS: hold no connection between
         digest = text.digest if text is not None else None
         if self._pricer is None or digest != self._digest:
             try:
-                self._pricer = Pricer(text)
+                self._pricer = Pricer(text, self._providers)
             except ValueError:
                 log.exception("llmtap: the store's price file is bad; pricing with genai-prices alone")
-                self._pricer = Pricer()
+                self._pricer = Pricer(None, self._providers)
             self._digest = digest

@@ -1,6 +1,6 @@
 """The one schema of the config file (`--config`, `$LLMTAP_CONFIG`, `~/.llmtap/config.toml`).
 
-Every table is a model: the top level, `[teams]`, `[auth]` and `[proxy]` here, and the
+Every table is a model: the top level, `[teams]`, `[auth]`, `[proxy]` and `[[providers]]` here, and the
 tables of the other layers beside the code that reads them (`[metrics]` telemetry/metrics.py,
 `[otlp]` telemetry/otlp.py, `[budgets]` telemetry/budget_config.py, `[lake]`
 lake/settings.py). A file is checked whole before any command acts on it: an unknown
@@ -20,6 +20,10 @@ flag, environment, file, default).
     [auth]                              # team -> proxy password: the proxy refuses (407) any other
     search = "a long random password"   # clients: HTTPS_PROXY=http://search:PASSWORD@host:8080
     [proxy]                             # see cli/proxy.py
+    [[providers]]                       # a self-hosted or private gateway: named, billed, priced
+    name = "acme-gateway"               # its `provider`
+    hosts = ["llm.acme.internal", "*.gw.acme.internal"]   # exact names, IPs, or *.domain
+    prices = "/etc/llmtap/acme-prices.toml"  # optional: its models' prices (a price file)
     [metrics] [otlp] [budgets] [lake]   # see their modules
 
 Not responsible for reading the file, the environment or flags (cli/settings.py), nor for
@@ -37,6 +41,7 @@ from llmtap.cli.errors import UsageError
 from llmtap.config.problems import problem
 from llmtap.config.section import Env, Section
 from llmtap.lake.settings import LakeSection
+from llmtap.storage.providers import host_pattern, provider_name
 from llmtap.telemetry.budget_config import BudgetsSection
 from llmtap.telemetry.metrics import MetricsSection
 from llmtap.telemetry.otlp_config import OtlpSection
@@ -84,6 +89,38 @@ class ProxySection(Section):
     reverse: Annotated[list[ReverseEntry], Env("LLMTAP_REVERSE")] = []
 
 
+def _hosts(values: list[str]) -> list[str]:
+    if not values:
+        raise ValueError("must name at least one host")
+    return [host_pattern(value) for value in values]
+
+
+class ProviderEntry(Section):
+    """One `[[providers]]` entry (storage/providers.py): traffic to its hosts is named
+    `name`, may bill (the operator vouches for them), and is priced from `prices`, a
+    price file (analytics/price_file.py) whose entries are this provider's; without one,
+    at the model maker's list price, as any OpenAI-compatible host."""
+
+    name: Annotated[str, AfterValidator(provider_name)]
+    hosts: Annotated[list[str], AfterValidator(_hosts)]
+    prices: str | None = None
+
+
+def _providers(entries: list[ProviderEntry]) -> list[ProviderEntry]:
+    """No name twice, and no host two entries take (the first would win unseen)."""
+    names: set[str] = set()
+    hosts: set[str] = set()
+    for entry in entries:
+        if entry.name in names:
+            raise ValueError(f"name {entry.name!r} is given twice")
+        names.add(entry.name)
+        for host in entry.hosts:
+            if host in hosts:
+                raise ValueError(f"host {host!r} is in two entries")
+            hosts.add(host)
+    return entries
+
+
 class ConfigFile(Section):
     """The whole file."""
 
@@ -95,6 +132,7 @@ class ConfigFile(Section):
     teams: dict[str, str] = {}
     auth: Annotated[dict[str, SecretStr], AfterValidator(_teams)] | None = None
     proxy: ProxySection = ProxySection()
+    providers: Annotated[list[ProviderEntry], AfterValidator(_providers)] = []
     metrics: MetricsSection | None = None
     otlp: OtlpSection | None = None
     budgets: BudgetsSection | None = None

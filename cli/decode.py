@@ -1,7 +1,9 @@
 """`llmtap decode`: decode one exchange from files and print its canonical JSON (SPEC §3).
 
 A body that cannot be decoded still prints a record with `decode_error` (exit 0); a
-missing file or a bad flag is a one-line error. Not responsible for storing anything.
+missing file or a bad flag is a one-line error. `provider` is named as the proxy names
+it (storage/providers.py: genai-prices' provider list, the config's `[[providers]]`,
+the route), from `--host` and `--path`. Not responsible for storing anything.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 from llmtap.protocols import PROTOCOLS, decode_exchange, route
 from llmtap.protocols.common import tier_word
@@ -32,6 +35,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--content-type", help="response Content-Type")
     parser.add_argument("--content-encoding", help="response Content-Encoding (gzip, br, zstd, deflate)")
     parser.add_argument("--protocol", choices=PROTOCOLS, help="override protocol detection")
+    parser.add_argument("--config", metavar="FILE", help="TOML config file (env LLMTAP_CONFIG): its [[providers]]")
     parser.add_argument(
         "--served-tier",
         type=_tier,
@@ -77,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.path!r} is not a path of a supported LLM API (see --protocol)")
     if args.served_tier is not None and protocol not in SERVED_TIER_PROTOCOLS:
         raise UsageError(f"--served-tier is Gemini's {SERVED_TIER_HEADER} header; {protocol} has no such header")
+    providers = settings_module.load(args).provider_names()
     exchange = decode_exchange(
         protocol,
         response=response,
@@ -87,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         content_type=args.content_type,
         content_encoding=args.content_encoding,
         served_tier=args.served_tier,
+        provider=providers.name(protocol, args.host, args.path),
     )
     json.dump(exchange.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
     sys.stdout.write("\n")

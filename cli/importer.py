@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         # the config's [auth] table (team -> proxy password), as the proxy reads it
         credentials=ProxyCredentials(settings.auth) if settings.auth else None,
         import_team=import_team,
+        providers=settings.provider_names(),  # [[providers]]: named and billed as the proxy does
     )
     counts = Counts()
     err = Console(stderr=True)
@@ -174,6 +175,7 @@ class Rules:
     key_teams: dict[str, str]
     credentials: ProxyCredentials | None
     import_team: str | None
+    providers: Any = None  # storage.providers.ProviderNames: the config's [[providers]] with the list's
 
 
 def _import_team(value: str | None) -> str | None:
@@ -193,9 +195,10 @@ def _submit(item: HttpExchange | Recorded | RowSet | FollowUp, writer: Writer, c
     from llmtap.storage.followups import FollowUp
     from llmtap.storage.imported import retrust
     from llmtap.storage.ingest import HttpExchange, to_follow_up, to_record
+    from llmtap.storage.providers import DEFAULT
 
     if not isinstance(item, HttpExchange):  # a rejected or spool file's line: its id says whether it is stored
-        retrust(item, rules.import_team)
+        retrust(item, rules.import_team, rules.providers or DEFAULT)
         writer.submit(item)
         if isinstance(item, FollowUp):  # no row of its own
             counts.follow_ups += 1
@@ -207,6 +210,7 @@ def _submit(item: HttpExchange | Recorded | RowSet | FollowUp, writer: Writer, c
         "key_teams": rules.key_teams,
         "credentials": rules.credentials,
         "import_team": rules.import_team,
+        "providers": rules.providers or DEFAULT,
     }
     record = to_record(item, **decide)
     if record is not None:

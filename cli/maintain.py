@@ -1,5 +1,6 @@
 """`llmtap prune --older-than AGE` (retention) and `llmtap reprocess` (re-decode stored raw
-bodies with the current translators, in place).
+bodies with the current translators, in place, after renaming the providers of rows their
+hosts name now: storage/renames.py; then price what changed).
 
 A prune that would delete more than CONFIRM_OVER exchanges asks first: `--yes` agrees in
 advance; without it, a terminal is asked y/N and anything else is refused. `--dry-run`
@@ -45,9 +46,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run_prune)
     parser = commands.add_parser(
         "reprocess",
-        help="re-decode stored raw bodies with the current translators",
+        help="re-decode stored raw bodies with the current translators, and rename providers",
         description="Re-decode every exchange whose raw bodies were kept (bodies = full) "
-        "and update its record in place.",
+        "and update its record in place. Every exchange recorded under its host's name (or as "
+        "an unverified host) whose host now names a provider (genai-prices' list, the "
+        "config's [[providers]]) is renamed (and may bill) first; what changed is priced again.",
     )
     settings_module.add_common(parser)
     parser.set_defaults(run=run_reprocess)
@@ -142,13 +145,27 @@ def _agreed(plan: Any) -> int:
 
 
 def run_reprocess(args: argparse.Namespace) -> int:
+    """Rename providers (storage/renames.py), re-decode, then price what either changed."""
+    from llmtap.cli.pricing import catch_up, pricer_for
     from llmtap.cli.store import open_store
     from llmtap.storage.maintenance import reprocess
+    from llmtap.storage.renames import rename_providers
 
-    engine = open_store(settings_module.load(args))
-    result = reprocess(engine)
+    settings = settings_module.load(args)
+    engine = open_store(settings)
+    try:
+        pricer = pricer_for(settings, engine)
+        renamed = rename_providers(engine, settings.provider_names())
+        result = reprocess(engine)
+        priced = catch_up(engine, pricer)
+    finally:
+        engine.dispose()
     print(
         f"reprocessed {result.reprocessed} exchanges ({result.changed} changed); "
         f"{result.without_bodies} have no stored bodies and were left as they are"
+    )
+    print(
+        f"renamed the provider of {renamed.renamed} exchanges, {renamed.trusted} no longer unverified; "
+        f"priced {priced} with {pricer.file_version}"
     )
     return 0

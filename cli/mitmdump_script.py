@@ -7,7 +7,7 @@ It reads the same settings as `llmtap proxy` (cli/settings.py: `llmtap_db`, `llm
 and `llmtap_config` stand for the flags, then the environment, the config file and the
 defaults) and opens the same things (cli/recording.py): the writer pricing rows as they
 are written, `[teams]`, `[auth]` (a proxy request without a team's credentials gets 407),
-`[budgets]` (a team over its limit gets 429), `[metrics]` and `[otlp]`. A bad setting
+`[budgets]` (a team over its limit gets 429), `[[providers]]`, `[metrics]` and `[otlp]`. A bad setting
 stops mitmdump with the one-line error `llmtap` would print (exit status 2).
 Not responsible for hooks: those are the recorder's (llmtap.addon).
 """

@@ -1,7 +1,7 @@
 """`llmtap reprice [--prices FILE | --no-prices]`, and the pricer every other command
 prices with: an explicit price file (`--prices`, `LLMTAP_PRICES`, config `prices`) when
 one is given, else the one `reprice --prices FILE` installed in the store, else
-genai-prices alone.
+genai-prices alone; and beside it the price files of the config's `[[providers]]`.
 
 Not responsible for the prices themselves (analytics/pricing.py) or for which stored rows
 need pricing again (analytics/reprice.py).
@@ -39,9 +39,20 @@ def pricer_for(settings: settings_module.Settings, engine: Any = None) -> Any:
     from llmtap.analytics.store_prices import installed
 
     try:
+        providers = provider_prices(settings)
         if settings.price_file is not None or engine is None:
-            return Pricer(settings.price_file)
-        return Pricer(installed(engine))
+            return Pricer(settings.price_file, providers)
+        return Pricer(installed(engine), providers)
+    except PriceFileError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def provider_prices(settings: settings_module.Settings) -> list[Any]:
+    """The `[[providers]]` entries' price files, read (analytics.price_file.ProviderPrices)."""
+    from llmtap.analytics.price_file import PriceFileError, PriceText, ProviderPrices
+
+    try:
+        return [ProviderPrices(name, PriceText.read(path)) for name, path in settings.provider_files.items()]
     except PriceFileError as exc:
         raise UsageError(str(exc)) from None
 

@@ -1,7 +1,7 @@
 """What a recording proxy runs beside mitmproxy, opened from the settings: the writer's
 process (pricing each row, and the observers `[metrics]`, `[otlp]` and `[budgets]` ask
 for), the proxy's own side of them (`/metrics`, the budget gate) and the attribution maps
-(`[teams]`, `[auth]`, the listeners' teams). `llmtap proxy` and the mitmdump script
+(`[teams]`, `[auth]`, the listeners' teams, `[[providers]]`). `llmtap proxy` and the mitmdump script
 (cli/mitmdump_script.py) both open it here, so both honour the same config the same way.
 
 Not responsible for mitmproxy (addon/proxy.py, addon/script.py) or for reading settings.
@@ -60,6 +60,7 @@ def telemetry_for(
             budgets_table=settings.config.budgets,
             metrics_flag=metrics_flag,
             otlp_flag=otlp_flag,
+            providers=tuple(entry.name for entry in settings.config.providers),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -70,7 +71,7 @@ def start(settings: Settings, url: str, telemetry: Any, listeners: Listeners, fi
     `fingerprinter`: the store's (storage.store_secret.fingerprinter_for)."""
     from llmtap.addon.attribution import Attribution
     from llmtap.analytics.pricing import row_pricer
-    from llmtap.cli.pricing import pricer_for
+    from llmtap.cli.pricing import pricer_for, provider_prices
     from llmtap.storage.engine import make_engine
     from llmtap.storage.writer_process import WriterProcess, WriterSpec
     from llmtap.telemetry import observers, proxy_side
@@ -87,7 +88,7 @@ def start(settings: Settings, url: str, telemetry: Any, listeners: Listeners, fi
             url=url,
             spool_dir=settings.spool_dir,
             body_mode=settings.body_mode,
-            enrich_factory=functools.partial(row_pricer, settings.price_file, url),
+            enrich_factory=functools.partial(row_pricer, settings.price_file, url, provider_prices(settings)),
             observers_factory=functools.partial(observers.build, telemetry) if telemetry.any else None,
             key_secret_id=fingerprinter.secret_id,
         )
@@ -106,6 +107,7 @@ def start(settings: Settings, url: str, telemetry: Any, listeners: Listeners, fi
         listener_providers=dict(listeners.providers),
         credentials=dict(settings.auth) or None,
         trusted_upstreams=listeners.trusted_upstreams,
+        providers=settings.provider_names(),  # [[providers]]: named, and billed, as configured
     )
     return Recording(writer=writer, attribution=attribution, side=side, auth=dict(settings.auth))
 

@@ -76,6 +76,17 @@ class Settings:
     auth: dict[str, str] = field(default_factory=dict, repr=False)  # [auth]: team -> proxy password (a secret)
     config: ConfigFile = field(default_factory=ConfigFile)
     config_path: Path | None = None
+    provider_files: dict[str, Path] = field(default_factory=dict)  # [[providers]] name -> its price file
+
+    def provider_names(self) -> Any:
+        """The provider names and billable hosts with the config's `[[providers]]`
+        (storage.providers.ProviderNames)."""
+        from llmtap.storage.providers import DEFAULT, Configured, ProviderNames
+
+        entries = self.config.providers
+        if not entries:
+            return DEFAULT
+        return ProviderNames([Configured(entry.name, tuple(entry.hosts)) for entry in entries])
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -104,6 +115,7 @@ def load(args: argparse.Namespace) -> Settings:
         key_teams=dict(config.teams),
         auth={team: revealed(password) for team, password in (config.auth or {}).items()},
         price_file=_price_file(prices),
+        provider_files={e.name: path for e in config.providers if (path := _price_file(e.prices)) is not None},
         config=config,
         config_path=path,
         sources=sources,

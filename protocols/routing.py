@@ -2,10 +2,11 @@
 
 Never from the host alone: OpenAI-compatible servers run anywhere, and a known host also
 serves count_tokens, model lists and batches, which are not generations. Also names the
-`provider` of an exchange from its host, or for the cloud routes (Bedrock, Vertex AI's
-Anthropic models, Azure OpenAI) from the path, and the model a cloud path names.
+`provider` of the cloud routes (Bedrock, Vertex AI's Anthropic models, Azure OpenAI)
+from the path, and the model a cloud path names.
 
-Not responsible for decoding: it only tells which translator applies.
+Not responsible for decoding (it only tells which translator applies), nor for which
+hosts name a provider: that is genai-prices' provider list (storage/providers.py).
 """
 
 from __future__ import annotations
@@ -122,17 +123,6 @@ _SHAPES: dict[str, Callable[[dict[str, Any]], bool]] = {
 # What a JSON object's bytes may start with: a byte-order mark, whitespace, `{`.
 _OBJECT_START = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*\{")
 
-_KNOWN_HOSTS = (
-    ("api.anthropic.com", "anthropic"),
-    ("api.openai.com", "openai"),
-    ("googleapis.com", "google"),
-    # Azure OpenAI and Azure AI Foundry resources: RESOURCE.openai.azure.com, …
-    ("openai.azure.com", "azure"),
-    ("cognitiveservices.azure.com", "azure"),
-    ("services.ai.azure.com", "azure"),
-)
-# bedrock-runtime.us-east-1.amazonaws.com, bedrock-runtime-fips.us-gov-west-1.amazonaws.com
-_BEDROCK_HOST = re.compile(r"bedrock-runtime(?:-fips)?\.[a-z0-9-]+\.amazonaws\.com")
 _DEFAULT_PROVIDER = {
     "anthropic.messages": "anthropic",
     "openai.chat": "openai",
@@ -241,17 +231,17 @@ def websocket_protocol(path: str) -> str | None:
 
 
 def provider_for(protocol: str, host: str | None, path: str = "") -> str:
-    """`anthropic`, `openai`, `google`, `aws`, `azure`, or the host's name for compatible
-    servers. A provider's host names it; else a cloud route's path does (a reverse
-    listener or a test upstream on 127.0.0.1 serves Bedrock's paths too)."""
+    """The provider a request names without a provider list: a cloud route's path
+    (`aws`, `google`, `azure`: a reverse listener or a test upstream on 127.0.0.1 serves
+    Bedrock's paths too), else the protocol's maker when there is no host (or any host,
+    for Gemini's protocols), else the host's name.
+
+    Which hosts name a provider (api.anthropic.com, openrouter.ai, …) is genai-prices'
+    provider list's to say, and the config's `[[providers]]`: storage/providers.py asks
+    them first and this only after; the stored `provider` comes from there."""
     name = (host or "").lower().split("@")[-1]
     name = name.rsplit(":", 1)[0] if name.count(":") == 1 else name
     name = name.rstrip(".")
-    if _BEDROCK_HOST.fullmatch(name):
-        return "aws"
-    for suffix, provider in _KNOWN_HOSTS:
-        if name == suffix or name.endswith("." + suffix):
-            return provider
     cloud = _cloud_provider(path, local=_nameless(name))
     if cloud is not None:
         return cloud

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl
 
-from llmtap.protocols.routing import provider_for
+from llmtap.storage.providers import provider_of
 
 QUERY = "?key"  # a key query parameter (`key`, `api_key`, …), as a source beside the headers
 HEADERS = ("x-api-key", "x-goog-api-key", "api-key", "authorization")
@@ -91,11 +91,12 @@ def destination_order(
     protocol: str | None, host: str | None, path: str, provider: str | None = None
 ) -> tuple[str, ...]:
     """The sources the destination reads its credential from, most authoritative first
-    (the table in the module's docstring). `provider`: the reverse listener's, when it
-    names one; else the host or the route names it."""
+    (the table in the module's docstring). `provider`: the exchange's, when the caller
+    knows it (a reverse listener's, a `[[providers]]` entry's); else the host or the
+    route names it (storage/providers.py)."""
     if protocol is None:
         return ANY_ORDER
-    provider = provider or provider_for(protocol, host, path)
+    provider = provider or provider_of(protocol, host, path)
     bare = path.partition("?")[0]
     if provider == "azure":
         return ("api-key", "authorization") if "/openai/deployments/" in bare else ("authorization", "api-key")

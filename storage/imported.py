@@ -19,36 +19,40 @@ from typing import Any
 from llmtap.storage import threads
 from llmtap.storage.followups import FollowUp
 from llmtap.storage.ingest import trusted_host
+from llmtap.storage.providers import DEFAULT, ProviderNames
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import PRICE_COLUMNS, RowSet
 from llmtap.storage.teams import UNATTRIBUTED, clean_team
 
 
-def retrust(line: Recorded | RowSet | FollowUp, import_team: str | None = None) -> None:
-    """Make the line what an import may store (see the module's docstring), in place."""
+def retrust(
+    line: Recorded | RowSet | FollowUp, import_team: str | None = None, providers: ProviderNames = DEFAULT
+) -> None:
+    """Make the line what an import may store (see the module's docstring), in place.
+    `providers`: with the config's `[[providers]]`, whose hosts may bill too."""
     if isinstance(line, FollowUp):
-        _record(line.record, import_team)
+        _record(line.record, import_team, providers)
     elif isinstance(line, Recorded):
-        _record(line, import_team)
+        _record(line, import_team, providers)
     else:
         for row in line.exchanges:
-            _row(row, import_team)
+            _row(row, import_team, providers)
 
 
 def _unnamed(attribution: str | None, team: str | None) -> bool:
     return attribution in (None, "none") and (team or UNATTRIBUTED) == UNATTRIBUTED
 
 
-def _record(record: Recorded, import_team: str | None) -> None:
-    record.price_reason = trusted_host(record.host)
+def _record(record: Recorded, import_team: str | None, providers: ProviderNames) -> None:
+    record.price_reason = trusted_host(record.host, providers)
     team = clean_team(import_team)
     if team and _unnamed(record.attribution, record.team):
         record.team, record.attribution = team, "import"
 
 
-def _row(row: dict[str, Any], import_team: str | None) -> None:
+def _row(row: dict[str, Any], import_team: str | None, providers: ProviderNames) -> None:
     row.update(dict.fromkeys(PRICE_COLUMNS))  # the writer's pricer prices it, or it stays unpriced
-    row["price_reason"] = trusted_host(row.get("host"))
+    row["price_reason"] = trusted_host(row.get("host"), providers)
     team = clean_team(import_team)
     if team and _unnamed(row.get("attribution"), row.get("team")):
         row["team"], row["attribution"] = team, "import"

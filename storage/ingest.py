@@ -9,8 +9,8 @@ Who sent it is decided here as the proxy would decide it, never taken from what 
 claims of itself: with `[auth]` (`credentials`) only a captured `Proxy-Authorization`
 whose password checks names a team and the `X-LLMTap-Team` header names no one; the key
 map applies; `import_team` (`llmtap import --team`) names the team of an entry no rule
-names. Whether its destination may bill is the trusted-host rule of storage/hosts.py on
-the host the entry went to.
+names. Its provider and whether its destination may bill are decided by
+storage/providers.py on the host the entry went to (with the config's `[[providers]]`).
 
 Not responsible for reading files (see `importers/`) nor for writing rows (the writer).
 """
@@ -31,8 +31,9 @@ from llmtap.protocols.followups import CONTINUES, follow_up
 from llmtap.storage.api_keys import request_keys
 from llmtap.storage.credentials import ProxyCredentials
 from llmtap.storage.followups import FollowUp
-from llmtap.storage.hosts import UNVERIFIED_HOST, destination, provider_host
+from llmtap.storage.hosts import UNVERIFIED_HOST, destination
 from llmtap.storage.ids import capture_id
+from llmtap.storage.providers import DEFAULT, ProviderNames
 from llmtap.storage.record import Recorded
 from llmtap.storage.secrets import (
     KeyFingerprinter,
@@ -118,7 +119,9 @@ def retry_after(seconds: str | None, milliseconds: str | None = None) -> float |
     return None
 
 
-def _decoded(http: HttpExchange, protocol: str, request: bytes | dict[str, Any] | None) -> Exchange:
+def _decoded(
+    http: HttpExchange, protocol: str, request: bytes | dict[str, Any] | None, providers: ProviderNames
+) -> Exchange:
     """The response decoded as `protocol` (with `request` as what it answers), as it came
     off the wire: still content-encoded where the file kept it so."""
     exchange = decode_exchange(
@@ -131,6 +134,7 @@ def _decoded(http: HttpExchange, protocol: str, request: bytes | dict[str, Any] 
         content_type=http.header("content-type", "response"),
         content_encoding=http.header("content-encoding", "response") if http.response_encoded else None,
         served_tier=http.header(SERVED_TIER_HEADER, "response"),
+        provider=providers.name(protocol, http.host, http.path),
     )
     if http.interrupted and not exchange.interrupted:
         exchange.interrupted = http.interrupted
@@ -150,10 +154,11 @@ class Sender:
     destination: str | None
 
 
-def trusted_host(host: str | None) -> str | None:
+def trusted_host(host: str | None, providers: ProviderNames = DEFAULT) -> str | None:
     """The `price_reason` an import gives traffic to `host` (SPEC §4): None for a
-    provider's API host, else `unverified_host`, whatever the file says of it."""
-    return None if provider_host(host) else UNVERIFIED_HOST
+    provider's API host or a `[[providers]]` host, else `unverified_host`, whatever the
+    file says of it."""
+    return None if providers.billable(host) else UNVERIFIED_HOST
 
 
 def sender_of(
@@ -165,12 +170,16 @@ def sender_of(
     credentials: ProxyCredentials | None = None,
     import_team: str | None = None,
     protocol: str | None = None,
+    providers: ProviderNames = DEFAULT,
 ) -> Sender:
     """SPEC §4 for an entry of a file (see the module's docstring). The key is the one its
     destination reads (`protocol`: the route's), as the proxy takes it: one key, one
     fingerprint; the key map tries it first, then the other credentials it carries."""
     query = http.path.partition("?")[2]  # any path a client sent: `//[x/…` is no URL, yet recorded
-    keys = request_keys(http.request_headers, query, protocol=protocol, host=http.host, path=http.path)
+    provider = providers.name(protocol, http.host, http.path) if protocol else None
+    keys = request_keys(
+        http.request_headers, query, protocol=protocol, host=http.host, path=http.path, provider=provider
+    )
     key = keys[0] if keys else None
     fingerprints = tuple(fingerprinter.fingerprint(k) for k in keys)
     fingerprint = fingerprints[0] if fingerprints else None
@@ -195,7 +204,7 @@ def sender_of(
         key=key,
         fingerprint=fingerprint,
         last4=fingerprinter.last4(key) if key else None,
-        price_reason=trusted_host(http.host),
+        price_reason=trusted_host(http.host, providers),
         destination=destination(http.scheme, http.host, http.port),
     )
 
@@ -209,13 +218,15 @@ def to_record(
     listener_team: str | None = None,
     credentials: ProxyCredentials | None = None,
     import_team: str | None = None,
+    providers: ProviderNames = DEFAULT,
 ) -> Recorded | None:
-    """The stored record of one HTTP exchange, or None when it is not an LLM generation."""
+    """The stored record of one HTTP exchange, or None when it is not an LLM generation.
+    `providers`: the names and billable hosts with the config's `[[providers]]`."""
     protocol = route(http.method, http.path, http.request_body)
     if protocol is None:
         return None
     content_type = http.header("content-type", "response")
-    exchange = _decoded(http, protocol, http.request_body)
+    exchange = _decoded(http, protocol, http.request_body, providers)
     sender = sender_of(
         http,
         fingerprinter=fingerprinter,
@@ -224,6 +235,7 @@ def to_record(
         credentials=credentials,
         import_team=import_team,
         protocol=protocol,
+        providers=providers,
     )
     path = redact_query(http.path)
     record = Recorded(
@@ -272,6 +284,7 @@ def to_follow_up(
     source: str = "import",
     credentials: ProxyCredentials | None = None,
     import_team: str | None = None,
+    providers: ProviderNames = DEFAULT,
 ) -> FollowUp | None:
     """A poll, resumed stream or cancel of background work (SPEC §1), decoded as the work
     it continues, with who sent it and where it went (decided as for a record: the writer
@@ -280,7 +293,7 @@ def to_follow_up(
     if continued is None:
         return None
     content_type = http.header("content-type", "response")
-    exchange = _decoded(http, continued.protocol, CONTINUES)
+    exchange = _decoded(http, continued.protocol, CONTINUES, providers)
     sender = sender_of(
         http,
         fingerprinter=fingerprinter,
@@ -288,6 +301,7 @@ def to_follow_up(
         credentials=credentials,
         import_team=import_team,
         protocol=continued.protocol,
+        providers=providers,
     )
     record = Recorded(
         exchange=exchange,

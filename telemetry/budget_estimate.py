@@ -34,8 +34,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from llmtap.protocols.exchange import TRANSLATORS
-from llmtap.protocols.routing import path_model, provider_for
+from llmtap.protocols.routing import path_model
 from llmtap.storage.hosts import UNVERIFIED_HOST
+from llmtap.storage.providers import provider_of
 
 BYTES_PER_TOKEN = 4
 # Bytes: a larger body is never parsed on the event loop. json.loads takes about 1 ms for
@@ -104,7 +105,7 @@ class Estimator:
             models = [named] if named else _named_models(raw)
             output = self.default_output_tokens
         row = {
-            "provider": provider or provider_for(protocol, host, path),
+            "provider": provider or provider_of(protocol, host, path),
             "protocol": protocol,
             "started_at": self.clock(),
             "service_tier": module.requested_tier(parsed) if parsed is not None else None,

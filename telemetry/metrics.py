@@ -56,6 +56,7 @@ class MetricsSettings:
     models: int = CAPS["models"]
     unpriced_models: int = CAPS["unpriced_models"]
     series: int = CAPS["series"]
+    providers: tuple[str, ...] = ()  # the config's [[providers]] names: labels beside genai-prices' ids
 
 
 def _listen(value: str) -> str:
@@ -73,8 +74,11 @@ class MetricsSection(Section):
     series: Positive = CAPS["series"]
 
 
-def settings_from(flag: str | None, section: MetricsSection | Mapping[str, Any] | None) -> MetricsSettings | None:
-    """None when metrics are off. Raises ValueError naming the bad value."""
+def settings_from(
+    flag: str | None, section: MetricsSection | Mapping[str, Any] | None, providers: tuple[str, ...] = ()
+) -> MetricsSettings | None:
+    """None when metrics are off. Raises ValueError naming the bad value. `providers`: the
+    names the config's `[[providers]]` give, provider labels as genai-prices' ids are."""
     if flag is None and section is None:
         return None
     table = parse(MetricsSection, section if section is not None else {}, ("metrics",))
@@ -88,7 +92,8 @@ def settings_from(flag: str | None, section: MetricsSection | Mapping[str, Any] 
     else:
         host, port = _address(table.listen)
     caps = {name: getattr(table, name) for name in CAPS}
-    return MetricsSettings(host=host, port=port, run=f"{os.getpid()}-{secrets.token_hex(4)}", **caps)
+    run = f"{os.getpid()}-{secrets.token_hex(4)}"
+    return MetricsSettings(host=host, port=port, run=run, providers=tuple(providers), **caps)
 
 
 def _address(value: str) -> tuple[str, int]:
@@ -113,7 +118,11 @@ def observer(telemetry: Telemetry) -> Observer:
     settings = telemetry.metrics
     assert settings is not None
     labels = Labels(
-        teams=settings.teams, models=settings.models, unpriced_models=settings.unpriced_models, series=settings.series
+        teams=settings.teams,
+        models=settings.models,
+        unpriced_models=settings.unpriced_models,
+        series=settings.series,
+        providers=settings.providers,
     )
     try:
         return Counting(folder(telemetry), labels)

@@ -3,7 +3,8 @@ series without limit (a scrape, and the Prometheus behind it, stay small whateve
 traffic).
 
 How each label is bounded:
-- provider: genai-prices' provider ids (a fixed set of a few dozen), else `other`;
+- provider: genai-prices' provider ids (a fixed set of a few dozen) and the names of the
+  config's `[[providers]]`, else `other`;
 - model: the first `models` distinct models the store priced (known to the price
   catalogue), and the first `unpriced_models` of those it did not, else `other`; no model
   is `unknown`;
@@ -44,9 +45,9 @@ def bounded(value: str) -> str:
 
 
 def _providers() -> frozenset[str]:
-    from genai_prices import data
+    from genai_prices import data_snapshot
 
-    return frozenset(provider.id for provider in data.providers)
+    return frozenset(provider.id for provider in data_snapshot.get_snapshot().providers)
 
 
 def _finish_reasons() -> frozenset[str]:
@@ -64,10 +65,12 @@ def _tool_statuses() -> frozenset[str]:
 class Labels:
     """First come, first kept, up to the caps; then `other`."""
 
-    def __init__(self, *, teams: int, models: int, unpriced_models: int, series: int) -> None:
+    def __init__(
+        self, *, teams: int, models: int, unpriced_models: int, series: int, providers: Iterable[str] = ()
+    ) -> None:
         self.caps = {"team": teams, "model": models, "unpriced": unpriced_models}
         self.series_cap = series
-        self.providers = _providers()
+        self.providers = _providers() | frozenset(bounded(name) for name in providers)
         self.finish_reasons = _finish_reasons()
         self.tool_statuses = _tool_statuses()
         self.teams: set[str] = set()

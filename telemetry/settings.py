@@ -41,12 +41,14 @@ def from_config(
     budgets_table: budget_config.BudgetsSection | None = None,
     metrics_flag: str | None = None,
     otlp_flag: str | None = None,
+    providers: tuple[str, ...] = (),
 ) -> Telemetry:
-    """Raises ValueError naming the bad value."""
+    """Raises ValueError naming the bad value. `providers`: the config's `[[providers]]`
+    names (metric labels beside genai-prices' provider ids)."""
     return Telemetry(
         db_url=db_url,
         spool_dir=spool_dir,
-        metrics=metrics.settings_from(metrics_flag, metrics_table),
+        metrics=metrics.settings_from(metrics_flag, metrics_table, providers),
         otlp=otlp_config.settings_from(otlp_flag, otlp_table),
         budgets=budgets.settings_from(budgets_table),
     )

@@ -25,6 +25,7 @@ from llmtap.analytics.pricing import PICO, Cost, Pricer
 from llmtap.protocols import decode_exchange
 from llmtap.protocols.canonical import Exchange
 from llmtap.protocols.canonical import Usage as Canonical
+from llmtap.storage.providers import provider_of
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import rows_for
 
@@ -357,6 +358,7 @@ def _fixture_row(folder: Path) -> tuple[dict[str, Any], dict[str, Any], bytes, E
         host=case["host"],
         status=case["status"],
         content_type=case["content_type"],
+        provider=provider_of(case["protocol"], case["host"], case["path"]),  # as it is stored
     )
     record = Recorded(exchange=ex, started_at=AT, host=case["host"], path=case["path"])
     return case, rows_for(record).exchanges[0], body, ex

@@ -16,6 +16,7 @@ from typing import Any
 
 from llmtap.protocols import decode_exchange
 from llmtap.storage.ingest import retry_after
+from llmtap.storage.providers import provider_of
 from llmtap.storage.record import Recorded
 from llmtap.storage.secrets import KeyFingerprinter
 
@@ -376,6 +377,7 @@ def record(
         host=host,
         status=status,
         content_type="text/event-stream" if streamed else "application/json",
+        provider=provider_of(protocol, host, path),  # as the proxy names it
     )
     if interrupted:
         exchange.interrupted = interrupted

@@ -53,6 +53,7 @@ WRONG_TYPE = [
         "[budgets.teams] search.usd must be a positive number of dollars, not 'lots'",
     ),
     ("[lake]\nwarehouse = 5\n", "[lake] warehouse must be text, not 5"),
+    ('[[providers]]\nname = "acme"\nhosts = "llm.acme"\n', "[[providers]] #1 hosts must be a list, not 'llm.acme'"),
     ('[lake]\n"s3.region" = ["eu"]\n', '[lake] "s3.region" must be text, not a list'),
 ]
 UNKNOWN_KEY = [
@@ -70,6 +71,10 @@ UNKNOWN_KEY = [
     ),
     ("[budgets.team]\nsearch = { usd = 5 }\n", "[budgets.team] is not a known table (did you mean [budgets.teams]?)"),
     ('[lake]\n"s3.regoin" = "eu-west-1"\n', '[lake] "s3.regoin" is not a known key (did you mean "s3.region"?)'),
+    (
+        '[[providers]]\nname = "acme"\nhosts = ["llm.acme.internal"]\nhost = "x"\n',
+        "[[providers]] #1 host is not a known key (did you mean hosts?)",
+    ),
 ]
 
 

@@ -1,11 +1,12 @@
 """The recorder as a plain mitmdump script (`mitmdump -s …/llmtap/cli/mitmdump_script.py`):
 a user's own mitmdump records, prices and attributes like `llmtap proxy` does, reads the
 same config file the same way (`[auth]` refuses a request without a team's credentials,
-`[budgets]` refuses a team over its limit), and a SIGTERM writes everything before it
-exits."""
+`[budgets]` refuses a team over its limit, `[[providers]]` names, bills and prices its
+hosts), and a SIGTERM writes everything before it exits."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import httpx2
 from sqlalchemy import select
 
 import llmtap.cli.mitmdump_script as script
-from llmtap.simulator.upstream import Upstream
+from llmtap.simulator.upstream import Reply, Upstream
 from llmtap.storage import schema
 from llmtap.storage.engine import make_engine
 from tests.e2e import harness
@@ -115,6 +116,62 @@ def test_mitmdump_honours_auth_and_budgets(tmp_path: Path, routes: harness.Route
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(30) == 0, log.read_text()[-3000:]
     assert "Traceback" not in log.read_text() and secret not in log.read_text()
+
+
+def test_mitmdump_honours_providers(tmp_path: Path, routes: harness.Routes) -> None:
+    """A `[[providers]]` host through a plain mitmdump (upstream mode: the client names the
+    host, a local upstream answers for it): named by the entry, billed, priced from its
+    file; the same answer from a host anyone can stand up stays unpriced."""
+    answer = json.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": "llama-3.3-70b",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 4_000_000, "completion_tokens": 1_000_000},
+        }
+    ).encode()
+    token = routes.add(Reply(200, chunks=[answer]))
+    (tmp_path / "acme.toml").write_text('[[price]]\nmodel = "llama-3.3-70b"\ninput_mtok = 0.25\noutput_mtok = 1\n')
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[[providers]]\nname = "acme"\nhosts = ["llm.acme.internal"]\nprices = "{tmp_path / "acme.toml"}"\n'
+    )
+    db, port = tmp_path / "store.db", free_port()
+    request = b'{"model": "llama-3.3-70b", "messages": [{"role": "user", "content": "hi"}]}'
+    headers = {"content-type": "application/json", harness.CASE_HEADER: token, "authorization": "Bearer sk-x"}
+    with Upstream(routes) as upstream:
+        args = [
+            str(MITMDUMP), "-q", "-s", script.__file__,
+            "--mode", f"upstream:{upstream.url}@127.0.0.1:{port}",
+            "--set", f"confdir={tmp_path / 'mitmproxy'}",
+            "--set", f"llmtap_db=sqlite:///{db}",
+            "--set", f"llmtap_home={tmp_path / 'home'}",
+            "--set", f"llmtap_config={config}",
+        ]  # fmt: skip
+        log = tmp_path / "mitmdump.log"
+        with log.open("wb") as sink:
+            proc = subprocess.Popen(args, env=harness.clean_env(), stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            harness.wait_for_port(port, proc, log)
+            with httpx2.Client(proxy=f"http://127.0.0.1:{port}", timeout=10, trust_env=False) as client:
+                for host in ("llm.acme.internal", "evil.modal.run"):
+                    sent = client.post(f"http://{host}/v1/chat/completions", content=request, headers=headers)
+                    assert sent.content == answer
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0, log.read_text()[-3000:]
+    engine = make_engine(f"sqlite:///{db}")
+    try:
+        with engine.connect() as connection:
+            rows = {row["host"]: row for row in connection.execute(select(schema.exchanges)).mappings()}
+    finally:
+        engine.dispose()
+    acme, modal = rows["llm.acme.internal"], rows["evil.modal.run"]
+    assert (acme["provider"], acme["price_reason"], acme["price_status"]) == ("acme", None, "priced")
+    assert acme["cost_total_pico"] == 2 * 10**12  # 4M at $0.25 and 1M at $1, from acme.toml
+    assert (modal["provider"], modal["price_status"], modal["price_reason"]) == ("modal", "unpriced", "unverified_host")
+    assert "Traceback" not in log.read_text()
 
 
 def _post(url: str, body: bytes, headers: dict[str, str]) -> int:

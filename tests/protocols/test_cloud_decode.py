@@ -13,6 +13,7 @@ import pytest
 
 from llmtap.protocols import ExchangeDecoder, decode_exchange, route
 from llmtap.protocols.bedrock_converse import decode_request
+from llmtap.storage.providers import provider_of
 from tests.protocols.corpus import Case, differences, load_cases
 from tests.protocols.test_eventstream import frame
 
@@ -34,6 +35,7 @@ def _decode(case: Case, pieces: int = 0) -> dict[str, Any]:
         host=meta["host"],
         status=meta["status"],
         content_type=meta.get("content_type"),
+        provider=provider_of(protocol, meta["host"], meta["path"]),  # as it is stored
     )
     body = case.response
     for start in range(0, len(body), pieces or len(body) or 1):

@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from llmtap.protocols import decode_exchange, provider_for, route
+from llmtap.protocols import decode_exchange, route
 from llmtap.protocols.routing import path_model
+from llmtap.storage.providers import provider_of
 
 BEDROCK = "/model/anthropic.claude-3-5-haiku-20241022-v1%3A0"
 VERTEX = "/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-3-7-sonnet@20250219"
@@ -107,8 +108,8 @@ PROVIDERS = [
     ("openai.responses", "127.0.0.1", "/openai/v1/responses", "azure"),
     ("openai.responses", "[::1]:8080", "/openai/responses?api-version=2025-04-01-preview", "azure"),
     # Groq serves /openai/v1/… on its own host: the host names it, not Azure
-    ("openai.responses", "api.groq.com", "/openai/v1/responses", "api.groq.com"),
-    ("openai.chat", "api.groq.com", "/openai/v1/chat/completions", "api.groq.com"),
+    ("openai.responses", "api.groq.com", "/openai/v1/responses", "groq"),
+    ("openai.chat", "api.groq.com", "/openai/v1/chat/completions", "groq"),
     # plain routes on a local host stay the host's
     ("openai.chat", "127.0.0.1:11434", "/v1/chat/completions", "127.0.0.1"),
     ("anthropic.messages", "api.anthropic.com", "/v1/messages", "anthropic"),
@@ -119,7 +120,7 @@ PROVIDERS = [
 
 @pytest.mark.parametrize(("protocol", "host", "path", "provider"), PROVIDERS)
 def test_provider_of_cloud_routes(protocol: str, host: str | None, path: str, provider: str):
-    assert provider_for(protocol, host, path) == provider
+    assert provider_of(protocol, host, path) == provider
 
 
 @pytest.mark.parametrize(
@@ -207,6 +208,7 @@ def test_standalone_compaction_is_a_billed_responses_exchange():
         host="api.openai.com",
         status=200,
         content_type="application/json",
+        provider=provider_of("openai.responses", "api.openai.com", path),
     )
     assert ex.decode_error is None
     assert ex.provider == "openai" and ex.model == "gpt-5.1-codex-max"

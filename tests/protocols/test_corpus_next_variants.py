@@ -17,6 +17,7 @@ import brotli
 import pytest
 
 from llmtap.protocols import ExchangeDecoder, route
+from llmtap.storage.providers import provider_of
 from tests.corpus_tools import CORPUS_NEXT, EVENTSTREAM, cut_inside_a_frame, frame_ends
 from tests.protocols.corpus import Case, differences, load_cases
 
@@ -39,6 +40,7 @@ def decode(case: Case, chunks: list[bytes], encoding: str | None = None) -> dict
         status=meta["status"],
         content_type=meta.get("content_type"),
         content_encoding=encoding,
+        provider=provider_of(meta["protocol"], meta["host"], meta["path"]),  # as it is stored
     )
     for chunk in chunks:
         decoder.feed(chunk)

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from llmtap.protocols import ExchangeDecoder, route
+from llmtap.storage.providers import provider_of
 from tests.corpus_tools import variants_of
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -92,6 +93,7 @@ def decode(fx: Fixture, chunks: list[bytes], meta: dict[str, Any] | None = None)
         status=meta["status"],
         content_type=meta["content_type"],
         content_encoding=meta.get("content_encoding"),
+        provider=provider_of(meta["protocol"], meta["host"], meta["path"]),  # as it is stored
     )
     for chunk in chunks:
         decoder.feed(chunk)
@@ -220,7 +222,12 @@ def _sse_payloads(body: bytes) -> list[Any]:
 def test_responses_websocket_frames_decode_like_sse(fx: Fixture):
     """WebSocket mode carries the same events as the SSE stream, one per frame."""
     decoder = ExchangeDecoder(
-        "openai.responses", request=fx.request, path=fx.meta["path"], host=fx.meta["host"], status=101
+        "openai.responses",
+        request=fx.request,
+        path=fx.meta["path"],
+        host=fx.meta["host"],
+        status=101,
+        provider=provider_of("openai.responses", fx.meta["host"], fx.meta["path"]),
     )
     for payload in _sse_payloads(fx.response):
         decoder.feed_message(payload)

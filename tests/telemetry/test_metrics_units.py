@@ -131,6 +131,18 @@ def test_providers_are_the_price_catalogues_and_finish_reasons_the_canonical_set
     assert [labels.tool_status(s) for s in ("invalid_json", "duplicate_id", None)] == ["invalid_json", OTHER, OTHER]
 
 
+def test_providers_of_genai_prices_list_and_of_the_config_are_labels() -> None:
+    labels = Labels(teams=3, models=2, unpriced_models=1, series=1000, providers=("acme-gw",))
+    assert [labels.provider(p) for p in ("openrouter", "mistral", "x-ai", "acme-gw", "openrouter.ai")] == [
+        "openrouter",
+        "mistral",
+        "x-ai",
+        "acme-gw",
+        OTHER,  # a host's name (rows stored before their host named a provider): not a label
+    ]
+    assert metrics.settings_from("127.0.0.1:9464", None, ("acme-gw",)).providers == ("acme-gw",)  # type: ignore[union-attr]
+
+
 def test_priced_and_unpriced_models_have_caps_of_their_own() -> None:
     labels = _labels()
     got = [
