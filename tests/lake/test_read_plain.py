@@ -20,6 +20,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from llmtap.analytics.duck import extension_path
+from llmtap.protocols.error_kinds import kinds
 from tests.analytics import traffic
 from tests.analytics.conftest import BACKENDS, blank_database, fill, report
 from tests.lake import read_lake
@@ -123,3 +124,16 @@ def test_pyiceberg_alone_gets_the_reports_totals(synced: tuple[str, Path]) -> No
     assert in_dollars == sum(Decimal(str(r["cost_usd"])) for r in cost if r["cost_usd"] is not None)
     tools = report(url, "tools")
     assert tool_calls.num_rows == sum(r["tool_calls"] for r in tools) > 0
+
+
+def test_the_docs_error_lists_are_the_reports() -> None:
+    """The error rate's SQL in docs/lake.md counts the error types and codes that
+    protocols/error_kinds.py says stand for a 429 and for a server error, no more, no fewer."""
+    block = _questions()["error rate by provider"]
+    lists = [
+        set(re.findall(r"'([^']+)'", body)) for body in re.findall(r"list_has_any\(named, \[(.*?)\]\)", block, re.S)
+    ]
+    assert lists == [
+        {kind.lower() for kind in kinds("rate_limited")},
+        {kind.lower() for kind in kinds("server_error", "overloaded")},
+    ]
