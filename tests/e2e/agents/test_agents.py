@@ -197,6 +197,12 @@ def request_differences(row: dict[str, Any], sent: scripts.Sent) -> list[str]:
         if not request.get("system_chars"):
             out.append(f"request.system_chars: {request.get('system_chars')!r} for a request with instructions")
     if sent.protocol == "anthropic.messages":
+        instructions = instruction_chars(body)
+        if request.get("system_chars") != instructions:
+            out.append(
+                f"request.system_chars: {request.get('system_chars')!r}, the request's system and system turns "
+                f"hold {instructions}"
+            )
         marks = keys_named("cache_control", body)
         if request.get("cache_breakpoints") != marks:
             out.append(f"request.cache_breakpoints: {request.get('cache_breakpoints')!r}, the request has {marks}")
@@ -205,6 +211,20 @@ def request_differences(row: dict[str, Any], sent: scripts.Sent) -> list[str]:
             if request.get(name) != body.get(name):
                 out.append(f"request.{name}: {request.get(name)!r}, the request has {body.get(name)!r}")
     return out
+
+
+def instruction_chars(body: dict[str, Any]) -> int:
+    """The characters of an Anthropic request's instructions: its `system` and every
+    `role: "system"` turn in `messages` (Claude Code sends one), text blocks or strings."""
+
+    def text(content: Any) -> int:
+        if isinstance(content, str):
+            return len(content)
+        blocks = content if isinstance(content, list) else []
+        return sum(len(b.get("text") or "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+
+    turns = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "system"]
+    return text(body.get("system")) + sum(text(m.get("content")) for m in turns)
 
 
 def keys_named(name: str, value: Any) -> int:
