@@ -124,7 +124,7 @@ def plan_from(args: argparse.Namespace, settings: Any) -> Any:
     if (
         args.no_regular
         or port is False
-        or ((args.reverse or args.mode) and not args.port and "port" not in section.model_fields_set)
+        or ((args.reverse or args.mode) and args.port is None and "port" not in section.model_fields_set)
     ):
         port = None
     plan = ProxyPlan(

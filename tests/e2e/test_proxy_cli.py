@@ -4,7 +4,9 @@ which the regular-mode tests could not reach their self-signed upstream.)"""
 
 from __future__ import annotations
 
+import re
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -61,3 +63,32 @@ def test_a_repeated_sigterm_does_not_cut_the_hand_over_short(tmp_path: Path) -> 
         time.sleep(0.05)
     status = proc.wait(30)
     assert status == 0, f"exit {status}: {log.read_text()[-3000:]}"
+
+
+@pytest.mark.parametrize("beside", [False, True], ids=["alone", "beside_a_listener"])
+def test_port_0_listens_on_a_free_port_it_names(tmp_path: Path, beside: bool) -> None:
+    """`--port 0` is a port the kernel picks, not "no port given": the regular proxy listens
+    (beside a reverse listener too, which alone would leave it off) and the banner names the
+    port it really has."""
+    reverse = ["--reverse", f"anthropic={free_port()}"] if beside else []
+    log = tmp_path / "proxy.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [str(harness.LLMTAP), "proxy", "--port", "0", *reverse,
+             "--db", f"sqlite:///{tmp_path / 'x.db'}", "--confdir", str(tmp_path / "mitm")],
+            env=harness.clean_env(LLMTAP_HOME=str(tmp_path / "home")), stdout=subprocess.DEVNULL, stderr=sink,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        found = None
+        while found is None and proc.poll() is None and time.monotonic() < deadline:
+            found = re.search(r"Regular proxy listening on 127\.0\.0\.1:(\d+)", log.read_text())
+            time.sleep(0.1)
+        assert found is not None, log.read_text()[-3000:]
+        port = int(found.group(1))
+        assert port not in (0, 8080)
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
