@@ -173,6 +173,7 @@ def test_served_pages_per_exchange_and_conversation(filled_store, browser):
         with pytest.raises(urllib.error.HTTPError) as missing:
             served.fetch("exchange/nope", timeout=30)
         assert missing.value.code == 404
+        missing.value.close()  # its socket, else a ResourceWarning lands in whichever test runs the GC next
         assert problems == [] and dialogs == []
         page.close()
 
