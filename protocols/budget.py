@@ -22,7 +22,9 @@ checks may take together, `CHECK_BASE_SECONDS` plus `CHECK_SECONDS_PER_MIB` per 
 exchange, at most `CHECK_MAX_SECONDS`. A check that would overrun it (a regex whose worst
 case does not fit in what is left, Earley past the deadline, a schema whose evaluation does
 not end) stops, and its call is `unchecked`; the checks after it in the same exchange find
-the clock spent and are `unchecked` at once.
+the clock spent and are `unchecked` at once. The garbage collector's passes are not
+charged to it: a full collection walks the whole process's heap, whatever the exchange is
+(`check_time` is this thread's CPU time less its collections).
 
 Not responsible for what a fold keeps or a check concludes (the translators, toolcheck.py):
 only for how much of it there may be.
@@ -30,6 +32,8 @@ only for how much of it there may be.
 
 from __future__ import annotations
 
+import gc
+import threading
 import time
 from collections.abc import Callable
 
@@ -79,6 +83,34 @@ def new_budget() -> ExchangeBudget:
     return ExchangeBudget()
 
 
+class _Collections(threading.local):
+    """This thread's CPU seconds spent in the garbage collector, and when its pass began."""
+
+    spent = 0.0
+    began = 0.0
+
+
+_collections = _Collections()
+
+
+def _on_collection(phase: str, _info: dict[str, int]) -> None:
+    # The collector runs on the thread whose allocation set it off, so its passes are
+    # measured on that thread's clock.
+    if phase == "start":
+        _collections.began = time.thread_time()
+    else:
+        _collections.spent += time.thread_time() - _collections.began
+
+
+if _on_collection not in gc.callbacks:
+    gc.callbacks.append(_on_collection)
+
+
+def check_time() -> float:
+    """This thread's CPU seconds, less those the garbage collector took on it."""
+    return time.thread_time() - _collections.spent
+
+
 class Overrun(Exception):
     """A check ran past what its exchange's clock allows."""
 
@@ -90,7 +122,7 @@ class CheckClock:
     __slots__ = ("deadline",)
 
     def __init__(self, seconds: float) -> None:
-        self.deadline = time.thread_time() + seconds
+        self.deadline = check_time() + seconds
 
     @classmethod
     def for_size(cls, size: int) -> CheckClock:
@@ -99,19 +131,22 @@ class CheckClock:
         return cls(min(seconds, CHECK_MAX_SECONDS))
 
     def left(self) -> float:
-        return self.deadline - time.thread_time()
+        return self.deadline - check_time()
+
+    def spent(self) -> bool:
+        return check_time() > self.deadline
 
     def check(self) -> None:
         """Raise `Overrun` once the clock is spent."""
-        if time.thread_time() > self.deadline:
+        if check_time() > self.deadline:
             raise Overrun("the exchange's checks used their time")
 
     def excluding(self, step: Callable[[], object]) -> None:
         """Run `step` (a module's first import, a cache's first fill: work no exchange
         causes) without spending the clock on it: the deadline moves by what it took."""
-        start = time.thread_time()
+        start = check_time()
         step()
-        self.deadline += time.thread_time() - start
+        self.deadline += check_time() - start
 
     def admit(self, seconds: float) -> None:
         """Raise `Overrun` unless a step that may take `seconds` fits in what is left."""

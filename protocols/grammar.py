@@ -28,7 +28,6 @@ import os
 import re
 import sys
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -159,7 +158,7 @@ def _within(clock: CheckClock, parser: Any, text: str) -> str | None:
     that raises, where nobody would catch it."""
 
     def tracer(frame: Any, event: str, arg: Any) -> None:
-        if time.thread_time() > clock.deadline and _LARK_FILES in frame.f_code.co_filename:
+        if clock.spent() and _LARK_FILES in frame.f_code.co_filename:
             raise Overrun("the grammar's parse did not finish in the time the exchange's checks have")
         return None
 

@@ -12,11 +12,13 @@ the bounds on what decoding assembles (test_decode_bounds.py).
 
 from __future__ import annotations
 
+import gc
 import http.server
 import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -188,6 +190,31 @@ def test_unique_items_of_many_objects_is_checked_in_linear_time() -> None:
     assert status_of(tool, function({"xs": [*items, {"i": 7}]})) == "schema_violation"
     assert status_of(tool, function({"xs": [1, True, 1.0]})) == "schema_violation"  # 1 == 1.0
     assert status_of(tool, function({"xs": [1, True, [1], [True], {"a": 0}, {"a": False}]})) == "valid"
+
+
+def test_the_garbage_collectors_passes_are_not_charged_to_a_check() -> None:
+    """A full collection walks the whole heap, whatever the exchange: a busy process (CI's
+    test worker) once made the check above `unchecked`. Each pass here takes 50 ms more of
+    this thread's CPU; the checks' clock (0.1 s and 2 s per MiB) must not count them."""
+    burned = 0.0
+
+    def slow_pass(phase: str, _info: dict[str, int]) -> None:
+        nonlocal burned
+        if phase == "start" and burned < 3.0:
+            until = time.thread_time() + 0.05
+            while time.thread_time() < until:
+                pass
+            burned += 0.05
+
+    tool = schema_tool({"properties": {"xs": {"type": "array", "uniqueItems": True}}})
+    call = function({"xs": [*({"i": i} for i in range(20_000)), {"i": 7}]})
+    gc.callbacks.append(slow_pass)
+    try:
+        status = status_of(tool, call)
+    finally:
+        gc.callbacks.remove(slow_pass)
+    assert burned > 1.0  # more than the clock allows this exchange: the passes did run
+    assert status == "schema_violation", (status, burned)
 
 
 class _Counting(http.server.BaseHTTPRequestHandler):
