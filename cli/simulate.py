@@ -101,7 +101,7 @@ def proxy_command(url: str) -> list[str]:
 
 def instructions(url: str) -> str:
     anthropic, openai, gemini = (f"http://127.0.0.1:{port}" for port in PROXY_PORTS.values())
-    body = '{"model": "claude-sonnet-4-5", "max_tokens": 200, "messages": [{"role": "user", "content": "Hello"}]}'
+    body = '{"model": "claude-sonnet-4-6", "max_tokens": 200, "messages": [{"role": "user", "content": "Hello"}]}'
     curl = (
         f"curl {anthropic}/v1/messages -H 'x-api-key: sk-ant-test' -H 'anthropic-version: 2023-06-01' "
         f"-H 'content-type: application/json' -d '{body}'"
