@@ -17,8 +17,8 @@ import shlex
 import signal
 import threading
 import time
-from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 from llmtap.cli.errors import UsageError
 
@@ -80,15 +80,15 @@ def _wait_for_a_signal() -> None:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous: dict[int, Callable[[int, FrameType | None], object] | int | None] = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        previous[signum] = signal.signal(signum, on_signal)
+    previous: dict[signal.Signals, Any] = {}
+    for number in (signal.SIGINT, signal.SIGTERM):
+        previous[number] = signal.signal(number, on_signal)
     try:
         while not stop.wait(0.5):
             pass
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        for number, handler in previous.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
 
 
 def proxy_command(url: str) -> list[str]:
@@ -115,11 +115,17 @@ def instructions(url: str) -> str:
             "  " + shlex.join(proxy_command(url)),
             "",
             "then point clients at the proxy (any key is accepted):",
-            f"  curl:                 {curl}",
-            f"  Anthropic SDK:        ANTHROPIC_BASE_URL={anthropic} ANTHROPIC_API_KEY=sk-ant-test",
-            f"  Claude Code:          ANTHROPIC_BASE_URL={anthropic} ANTHROPIC_API_KEY=sk-ant-test claude",
-            f"  OpenAI SDK (Codex):   OPENAI_BASE_URL={openai}/v1 OPENAI_API_KEY=sk-test",
-            f"  Gemini (google-genai): GOOGLE_GEMINI_BASE_URL={gemini} GEMINI_API_KEY=test",
+            *(
+                f"  {label + ':':<26}{text}"
+                for label, text in (
+                    ("curl", curl),
+                    ("Anthropic SDK", f"ANTHROPIC_BASE_URL={anthropic} ANTHROPIC_API_KEY=sk-ant-test"),
+                    ("Claude Code", f"ANTHROPIC_BASE_URL={anthropic} ANTHROPIC_API_KEY=sk-ant-test claude"),
+                    ("OpenAI SDK", f"OPENAI_BASE_URL={openai}/v1 OPENAI_API_KEY=sk-test"),
+                    ("Codex CLI", f"CODEX_API_KEY=sk-test codex exec -c 'openai_base_url=\"{openai}/v1\"' …"),
+                    ("Google GenAI, Gemini CLI", f"GOOGLE_GEMINI_BASE_URL={gemini} GEMINI_API_KEY=test"),
+                )
+            ),
             "and see it: llmtap log; llmtap report cost; llmtap report cache",
             "",
             f"Markers in the last user message steer the answer: {MARKERS}.",
