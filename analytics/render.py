@@ -1,4 +1,4 @@
-"""Report tables as text (rich), JSON (an array of row objects, SPEC §3) or CSV, and the
+"""Report tables as text (rich), JSON (an array of row objects, SPEC §3), JSONL or CSV, and the
 two rules every command's output of stored data follows (SPEC §3, §6): in a terminal a
 value is text, never markup or terminal control (`shown`); in CSV a text cell never
 starts a formula (`csv_cell`).
@@ -8,8 +8,9 @@ one money format (`money`); ratios are exact numbers in JSON and CSV, percentage
 tables (`percent`). A terminal table ends with a totals row (`totals`: sums, ratios
 recomputed from the summed parts); JSON and CSV stay row-only. Ids, models and money are
 never cut in a table (they do not wrap and keep their full width; the other columns wrap).
-Times are shown in the zone asked for, and the header says which. Not responsible for
-computing a report, nor for what a command chooses to show.
+Times are shown in the zone asked for, and the header says which; JSON, JSONL and CSV write
+each with its offset (timestamps.iso). Not responsible for computing a report, nor for
+what a command chooses to show.
 """
 
 from __future__ import annotations

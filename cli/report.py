@@ -1,12 +1,16 @@
-"""`llmtap report KIND`: usage, cost, cache, finish, tools, errors, latency and
-conversations (SPEC §3).
+"""`llmtap report KIND`: usage, cost, cache, finish, tools, errors, latency,
+conversations, budgets and whatif (SPEC §3), each KIND an argparse subparser of its own so
+that `report KIND --help` lists the options of that kind only; an option of another kind
+is refused in one line that says why (`_Refusals`), not ignored.
 
 Before a report that reads prices (cost, cache), exchanges stored without a price
 (imported, or recorded while no pricer ran) or under another price file are priced at
-their own dates. `--list` lists single items (cache misses, tool-call
-problems) as JSON objects. An empty store says so. A table ends with a totals row, and
-`cost`'s names the price versions used and the unpriced models; times, `--by day` and `--by hour` are
-in `--tz` (UTC unless asked).
+their own dates. `--list` lists single items (cache misses, tool-call problems): a table
+in a terminal, the SPEC's objects in JSON. Every report takes `--format
+table|json|jsonl|csv` (cli/output.py). An empty store says so. A table ends with a totals
+row, and `cost`'s names the price versions used and the unpriced models; times, `--by day`
+and `--by hour` are in `--tz` (UTC unless asked), and so are the offsets of the times in
+JSON, JSONL and CSV.
 """
 
 from __future__ import annotations
