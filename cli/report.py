@@ -280,7 +280,7 @@ LIST_TABLES = {
     "cache": (
         ("exchange_id", "team", "model", "started_at", "cause", "message_index", "missed_tokens", "extra_cost_usd",
          "gap_s", "previous_exchange_id"),
-        ("previous_exchange_id", "gap_s", "message_index", "started_at"),
+        ("previous_exchange_id", "gap_s", "message_index", "started_at", "missed_tokens"),
     ),
     "tools": (
         ("exchange_id", "team", "tool", "call_id", "status", "detail", "started_at"),
