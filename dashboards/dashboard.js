@@ -55,7 +55,7 @@
     }
     // Plotly keeps its own nodes inside `node`: clearing them under a drawn chart leaves
     // Plotly.react diffing against a plot that is no longer there, and it draws nothing
-    // (every chart blank after the first refresh). Only the "No data yet." text goes.
+    // (every chart blank after the first refresh). Only the empty text goes.
     if (node.getAttribute("data-drawn") !== "chart") {
       node.textContent = "";
       node.classList.remove("empty");

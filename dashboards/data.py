@@ -174,7 +174,7 @@ def _window(
     key = str(getattr(zone, "key", "UTC"))
     start, end = shown(since) or shown(first), shown(until) or shown(last)
     if since is None and until is None:
-        text = f"all exchanges, {start} to {end}" if first is not None else "all exchanges"
+        text = "all exchanges" if first is None else f"all exchanges, {start}" + ("" if start == end else f" to {end}")
     else:
         text = f"{shown(since) or 'the first exchange'} to {shown(until) or 'now'}"
     return {

@@ -49,6 +49,7 @@ var LlmtapExchanges = (function () {
     if (typeof value === "number" || /usd|tokens$|_ms$|^turns$|^requests$|^unpriced$|^message_index$/.test(key)) { out.push("num"); }
     if (WRAPPED.indexOf(key) >= 0) { out.push("wrap"); } else if (WHOLE.test(key)) { out.push("whole"); }
     if (/(^id$|_id$)/.test(key)) { out.push("id"); }
+    if (/^(team|model|tool)$/.test(key)) { out.push("name"); }
     return out;
   }
 
@@ -99,12 +100,14 @@ var LlmtapExchanges = (function () {
   }
 
   // Fold the less needed columns (fold2 first, then fold1) while the table is wider than
-  // its section: what folds depends on what the cells hold, not only on the window.
+  // its section: what folds depends on what the cells hold, not only on the window. Last,
+  // a name too long for what is left (a team, a model) may wrap: better than a table that
+  // scrolls sideways and hides its money.
   function fit(table) {
     var wrap = table.closest(".table-wrap");
     if (!wrap || !wrap.clientWidth) { return; }
-    table.classList.remove("fold-1", "fold-2");
-    ["fold-2", "fold-1"].forEach(function (level) {
+    table.classList.remove("fold-1", "fold-2", "squeeze");
+    ["fold-2", "fold-1", "squeeze"].forEach(function (level) {
       if (wrap.scrollWidth > wrap.clientWidth) { table.classList.add(level); }
     });
   }

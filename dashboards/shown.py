@@ -117,9 +117,11 @@ def _who(who: dict[str, Any]) -> Section:
 def _when(times: dict[str, Any], zone: tzinfo) -> Section:
     section = Section("When")
     section.add("times in", zone_label(zone))
+    spans = {"ttfb_ms": "to first byte", "ttft_ms": "to first token", "duration_ms": "duration"}
     for key, value in times.items():
         if key.endswith("_ms"):
-            section.add(key.removesuffix("_ms").replace("_", " "), f"{words(value)} ms" if value is not None else "")
+            label = spans.get(key, key.removesuffix("_ms").replace("_", " "))
+            section.add(label, f"{words(value)} ms" if value is not None else "", "num")
         else:
             section.add(_label(key), when(value, zone) if value is not None else "")
     return section

@@ -97,7 +97,8 @@ def test_empty_store_draws_empty_charts_without_errors(browser, tmp_path: Path):
     page, problems, _ = open_page(browser, output.as_uri())
     assert problems == []
     assert page.locator(".chart[data-drawn=empty]").count() == 10
-    assert "No exchanges recorded yet." in page.locator("#table-exchanges").text_content()
+    assert "No exchanges in this period." in page.locator("#table-exchanges").text_content()
+    assert page.locator("#empty-state").text_content().startswith("No exchanges recorded yet")
     page.close()
 
 

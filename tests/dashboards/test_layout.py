@@ -98,10 +98,10 @@ def test_one_colour_per_category_on_every_chart(shown):
         .map(id => [id, document.getElementById(id).data.map(t => [t.name, t.marker.color])]))"""
     )
     finish = dict(colours["chart-finish"])
-    red = ("#d92d20", "#b42318", "#f04438", "#7a271a", "#f97066")
+    red = ("#d92d20", "#f63d68", "#fea3b4", "#c4320a", "#772917")  # errors: finish `error`, HTTP 4xx and 5xx
     if "error" in finish:
         assert finish["error"] in red
-    assert finish.get("tool_use", "#0e9384") not in red and finish.get("end_turn", "#5b7bb8") not in red
+    assert finish.get("tool_use", "#1849a9") not in red and finish.get("end_turn", "#2e90fa") not in red
     assert all(colour in red for _, colour in colours["chart-errors"])  # 4xx and 5xx: shades of red
     teams_cost, teams_hit = dict(colours["chart-cost-day"]), dict(colours["chart-hit-rate"])
     assert len(teams_hit) > 1  # one line per team
@@ -121,7 +121,7 @@ def test_every_cost_has_its_dollar(shown):
         column = page.locator(f"#{table} thead th").all_text_contents().index(heading) + 1
         cells = page.locator(f"#{table} tbody td:nth-child({column})").all_text_contents()
         assert cells, table
-        assert all(c.startswith("$") or c in ("unpriced", "usage_missing", "") for c in cells), (table, cells[:5])
+        assert all(c.startswith("$") or c in ("unpriced", "no usage", "") for c in cells), (table, cells[:5])
     ticks = page.locator("#chart-cost-team .ytick text").all_text_contents()
     assert ticks and all(t.startswith("$") for t in ticks)
 
