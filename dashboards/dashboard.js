@@ -239,8 +239,10 @@
   // Misses by cause, and beside them the requests that were not cacheable (a prefix under
   // the model's minimum: counted apart, never a miss, as `report cache` counts them).
   function cacheVerdicts(d) {
+    var ranked = d.miss_causes.map(function (r) { return r.cause; });  // most misses first
     var causes = series(d.miss_causes, "cause", "cause", "misses", "cause", {
-      trace: { hovertemplate: "miss, %{x}: %{y:,d}<extra></extra>" } });
+      trace: { hovertemplate: "miss, %{x}: %{y:,d}<extra></extra>" },
+      order: function (name) { return ranked.indexOf(name); } });
     if (d.not_cacheable) {
       causes.push({ type: "bar", name: "not cacheable", x: ["not cacheable"], y: [d.not_cacheable], customdata: [""],
         marker: { color: F.color("cause", "not_cacheable"), pattern: { shape: "/", fgcolor: "#667085", size: 6 },

@@ -83,7 +83,7 @@ def collect(
             return _rows(table, zone)
 
         first, last, latest = _span(connection, since, until)
-        hourly = first is not None and last - first <= HOURS_UP_TO
+        hourly = first is not None and last is not None and last - first <= HOURS_UP_TO
 
         def over_time(kind: str, *by: str) -> list[dict[str, Any]]:
             """Rows of `kind` per day (or per hour), their period in `day` either way."""

@@ -9,7 +9,10 @@ var LlmtapExchanges = (function () {
   "use strict";
 
   var F = LlmtapFormat;
-  var PAGE = 100;  // rows a table shows at once
+  var PAGE = 25;  // rows a table shows at once, unless its reader picks another of SIZES
+  var SIZES = [25, 100, 500];
+
+  function size(table) { return table.llmtapSize || PAGE; }
   var NOT_CACHEABLE = "below_minimum";  // the listing's cause of a not-cacheable turn: no miss
 
   function fmt(value, column, row) {
@@ -68,7 +71,10 @@ var LlmtapExchanges = (function () {
       head.appendChild(th);
     });
     var body = table.createTBody();
-    pager(table, rows, columns, page || 0);
+    // the page the reader was on stays across a live refresh (never past the last)
+    page = Math.max(0, Math.min(page === undefined ? table.llmtapPage || 0 : page, Math.ceil(rows.length / size(table)) - 1));
+    table.llmtapPage = page;
+    pager(table, rows, columns, page);
     if (!rows.length) {
       var row = body.insertRow();
       row.className = "empty";
@@ -77,8 +83,8 @@ var LlmtapExchanges = (function () {
       cell.textContent = table.getAttribute("data-empty") || "None in this period.";
       return;
     }
-    var first = (page || 0) * PAGE;
-    rows.slice(first, first + PAGE).forEach(function (r) {
+    var first = page * size(table);
+    rows.slice(first, first + size(table)).forEach(function (r) {
       var tr = body.insertRow();
       columns.forEach(function (c) {
         var td = tr.insertCell();
@@ -126,25 +132,42 @@ var LlmtapExchanges = (function () {
       wrap.parentNode.insertBefore(node, wrap.nextSibling);
     }
     node.textContent = "";
-    var pages = Math.ceil(rows.length / PAGE);
-    node.hidden = pages <= 1;
-    if (pages <= 1) { return; }
+    var per = size(table);
+    var pages = Math.ceil(rows.length / per);
+    node.hidden = rows.length <= PAGE;
+    if (node.hidden) { return; }
+    function turn(to) {
+      table.dispatchEvent(new CustomEvent("llmtap-page", { detail: to }));
+      fill(table.id, rows, columns, to);
+    }
     function button(text, to, name) {
       var b = document.createElement("button");
       b.type = "button"; b.textContent = text; b.setAttribute("data-page", name);
       b.disabled = to < 0 || to >= pages || to === page;
-      b.addEventListener("click", function () { table.dispatchEvent(new CustomEvent("llmtap-page", { detail: to })); fill(table.id, rows, columns, to); });
+      b.addEventListener("click", function () { turn(to); });
       node.appendChild(b);
     }
     button("« first", 0, "first");
     button("‹ newer", page - 1, "previous");
     var where = document.createElement("span");
     where.className = "where";
-    where.textContent = "rows " + F.count(page * PAGE + 1) + "–" + F.count(Math.min(rows.length, (page + 1) * PAGE)) +
-      " of " + F.count(rows.length) + " · page " + (page + 1) + " of " + pages;
+    where.textContent = "rows " + F.count(page * per + 1) + "–" + F.count(Math.min(rows.length, (page + 1) * per)) +
+      " of " + F.count(rows.length) + " · page " + F.count(page + 1) + " of " + F.count(pages);
     node.appendChild(where);
     button("older ›", page + 1, "next");
     button("last »", pages - 1, "last");
+    var choose = document.createElement("label");
+    choose.textContent = "rows per page ";
+    var select = document.createElement("select");
+    select.name = "page-size";
+    SIZES.forEach(function (n) {
+      var option = document.createElement("option");
+      option.value = String(n); option.textContent = String(n); option.selected = n === per;
+      select.appendChild(option);
+    });
+    select.addEventListener("change", function () { table.llmtapSize = Number(select.value); turn(0); });
+    choose.appendChild(select);
+    node.appendChild(choose);
   }
 
   function conversationLink(r) {
@@ -281,7 +304,7 @@ var LlmtapExchanges = (function () {
     function hook(page) {
       var body = node.tBodies[0];
       Array.from(body.rows).forEach(function (tr, i) {
-        var r = rows[page * PAGE + i];
+        var r = rows[page * size(node) + i];
         if (!r || tr.className === "empty") { return; }
         tr.setAttribute("data-id", r.id);
         tr.addEventListener("click", function () { detail(r); });
@@ -291,7 +314,7 @@ var LlmtapExchanges = (function () {
     node.llmtapHook = function (e) { setTimeout(function () { hook(e.detail); }, 0); };
     node.addEventListener("llmtap-page", node.llmtapHook);
     fill("table-exchanges", rows, exchangeColumns());
-    hook(0);
+    hook(node.llmtapPage);
     var count = F.count(rows.length) + (filtered ? " match" : " exchanges");
     if (!filtered && total > rows.length) {
       count += " shown: the newest " + F.count(kept) + " of " + F.count(total) + " in this period (`llmtap log` lists all)";
@@ -413,7 +436,10 @@ var LlmtapExchanges = (function () {
       ["cache", "cache"], ["id", "id"]]);
   }
 
-  document.getElementById("filters").addEventListener("input", applyFilters);
+  document.getElementById("filters").addEventListener("input", function () {
+    document.getElementById("table-exchanges").llmtapPage = 0;  // a new filter starts at its newest
+    applyFilters();
+  });
   document.getElementById("detail-close").addEventListener("click", function () {
     document.getElementById("detail").hidden = true;
   });

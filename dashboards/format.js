@@ -107,8 +107,8 @@ var LlmtapFormat = (function () {
     latency: {
       ttft_p50_ms: "#a6ef67", ttft_p95_ms: "#4ca30d", total_p50_ms: "#cdd5df", total_p95_ms: "#344054",
     },
-    status: {  // HTTP status: 429 rose, other 4xx pale rose, 5xx rust, 503/529 (overloaded) dark
-      429: "#f63d68", "4xx": "#fea3b4", "5xx": "#c4320a", overloaded: "#772917", other: "#b9c0d4",
+    status: {  // HTTP status: 429 rose, other 4xx pale rose, 5xx rust, 503 and 529 (overloaded) darker
+      429: "#f63d68", "4xx": "#fea3b4", "5xx": "#c4320a", 503: "#9e2a12", 529: "#5c1a0b", other: "#b9c0d4",
     },
   };
   // teams, busiest first: eight hues none of the above takes, and one for the rest together
@@ -130,7 +130,7 @@ var LlmtapFormat = (function () {
 
   function statusGroup(name) {
     var code = Number(name);
-    if (code === 529 || code === 503) { return "overloaded"; }
+    if (code === 529 || code === 503) { return String(code); }  // overloaded, unavailable: dark rust
     if (code >= 500) { return "5xx"; }
     if (code === 429) { return "429"; }
     return code >= 400 ? "4xx" : "other";

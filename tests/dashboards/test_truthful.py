@@ -13,6 +13,7 @@ answers (test_serve_access.py).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -28,22 +29,34 @@ UNPRICED_TEAM = "research-lab"
 
 
 @pytest.fixture(scope="module")
-def unpriced_store(synthetic_store, tmp_path_factory):
-    """The 30-day synthetic store (25 teams) with one more team whose every exchange is
-    of the model that has no price."""
-    url, env = synthetic_store(30)
-    folder = tmp_path_factory.mktemp("unpriced")
-    path = folder / "store.db"
-    shutil.copy(url.removeprefix("sqlite:///"), path)
-    with sqlite3.connect(path) as db:
-        (model,) = db.execute(
-            "SELECT model FROM exchanges WHERE price_status = 'unpriced' GROUP BY model ORDER BY count(*) DESC"
-        ).fetchone()
-        ids = "SELECT id FROM exchanges WHERE model = ?"
-        db.execute(f"UPDATE exchange_facts SET team = ? WHERE id IN ({ids})", (UNPRICED_TEAM, model))
-        db.execute("UPDATE exchanges SET team = ? WHERE model = ?", (UNPRICED_TEAM, model))
-    path.chmod(0o600)
-    return f"sqlite:///{path}", env
+def with_unpriced_team(synthetic_store, tmp_path_factory):
+    """make(days) -> (url, env): the synthetic store over `days` (25 teams) with one more
+    team whose every exchange is of the model that has no price."""
+    made: dict[int, tuple[str, dict[str, str]]] = {}
+
+    def make(days: int) -> tuple[str, dict[str, str]]:
+        if days in made:
+            return made[days]
+        url, env = synthetic_store(days)
+        path = tmp_path_factory.mktemp(f"unpriced-{days}d") / "store.db"
+        shutil.copy(url.removeprefix("sqlite:///"), path)
+        with sqlite3.connect(path) as db:
+            (model,) = db.execute(
+                "SELECT model FROM exchanges WHERE price_status = 'unpriced' GROUP BY model ORDER BY count(*) DESC"
+            ).fetchone()
+            ids = "SELECT id FROM exchanges WHERE model = ?"
+            db.execute(f"UPDATE exchange_facts SET team = ? WHERE id IN ({ids})", (UNPRICED_TEAM, model))
+            db.execute("UPDATE exchanges SET team = ? WHERE model = ?", (UNPRICED_TEAM, model))
+        path.chmod(0o600)
+        made[days] = (f"sqlite:///{path}", env)
+        return made[days]
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def unpriced_store(with_unpriced_team):
+    return with_unpriced_team(30)
 
 
 def written(url: str, env: dict[str, str], folder: Path, *args: str) -> Path:
@@ -131,16 +144,23 @@ def test_not_cacheable_is_counted_apart_from_misses(unpriced_store, unpriced_pag
 def test_tables_page_past_five_hundred_rows(unpriced_page):
     page = unpriced_page
     rows = page.locator("#table-exchanges tbody tr")
-    assert rows.count() == 100
+    assert rows.count() == 25
     pager = page.locator("#exchanges .pager .where")
-    assert pager.text_content() == "rows 1–100 of 2,000 · page 1 of 20"
+    assert pager.text_content() == "rows 1–25 of 2,000 · page 1 of 80"
     assert "the newest 2,000 of 3,000" in page.locator("#exchange-count").text_content()
     first = rows.first.get_attribute("data-id")
+    page.select_option("#exchanges .pager select[name=page-size]", "500")
+    assert rows.count() == 500 and rows.first.get_attribute("data-id") == first
+    page.click("#exchanges .pager button[data-page=next]")
+    assert pager.text_content() == "rows 501–1,000 of 2,000 · page 2 of 4"
     page.click("#exchanges .pager button[data-page=last]")
-    assert pager.text_content() == "rows 1,901–2,000 of 2,000 · page 20 of 20"
-    assert rows.count() == 100 and rows.first.get_attribute("data-id") != first
-    rows.first.click()  # a row of a later page still opens its detail
+    assert pager.text_content() == "rows 1,501–2,000 of 2,000 · page 4 of 4"
+    assert rows.count() == 500 and rows.first.get_attribute("data-id") != first
+    shown = set(rows.evaluate_all("rows => rows.map(r => r.getAttribute('data-id'))"))
+    assert len(shown) == 500
+    rows.first.click()  # a row of a later page still opens its own detail
     assert page.locator("#detail").is_visible()
+    assert page.locator("#detail-title").text_content() == rows.first.get_attribute("data-id")
     page.click("#detail-close")
     page.click("#exchanges .pager button[data-page=first]")
     assert rows.first.get_attribute("data-id") == first
@@ -236,3 +256,34 @@ def test_served_exchange_page_reads_as_show_not_json(unpriced_store, browser):
         assert page.evaluate("document.scrollingElement.scrollWidth <= innerWidth")
         assert problems == []
         page.close()
+
+
+@pytest.mark.skipif(not os.environ.get("LLMTAP_SCREENSHOTS"), reason="LLMTAP_SCREENSHOTS=DIR makes docs/'s pictures")
+@pytest.mark.parametrize("days", [1, 30, 365])
+def test_screenshots(with_unpriced_team, browser, tmp_path, days):
+    """`LLMTAP_SCREENSHOTS=docs pytest tests/dashboards/test_truthful.py -k screenshots`:
+    the file at 1, 30 and 365 days (26 teams, one of them unpriced) whole, the served one
+    as a browser opens it, and at 30 days a served exchange page; and the demo's page."""
+    folder = Path(os.environ["LLMTAP_SCREENSHOTS"])
+    url, env = with_unpriced_team(days)
+    output = written(url, env, tmp_path)
+    viewport = {"width": 1440, "height": 900}
+    page, problems, _ = open_page(browser, output.as_uri(), viewport=viewport)
+    page.screenshot(path=str(folder / f"dashboard-{days}d.png"), full_page=True)
+    page.close()
+    with serving(url, env) as served:
+        page, more, _ = open_page(browser, served.first, viewport=viewport)
+        page.screenshot(path=str(folder / f"dashboard-served-{days}d.png"))
+        if days == 30:
+            rows = json.loads(served.fetch("log.json?tool_problem=any"))
+            page.goto(served.base + "exchange/" + rows[0]["id"])
+            page.screenshot(path=str(folder / "dashboard-exchange.png"), full_page=True)
+        page.close()
+    if days == 1:
+        demo = tmp_path / "demo"
+        assert llmtap("demo", "--dir", str(demo), env=env, process=True).code == 0
+        page, demo_problems, _ = open_page(browser, (demo / "llmtap-dashboard.html").as_uri(), viewport=viewport)
+        page.screenshot(path=str(folder / "dashboard.png"))
+        page.close()
+        problems += demo_problems
+    assert problems == [] and more == []
