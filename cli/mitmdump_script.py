@@ -55,7 +55,8 @@ def open_from_options(options: Any) -> recording.Recording:
         engine.dispose()
         telemetry = recording.telemetry_for(settings, url)
         listeners = recording.Listeners(teams=listener_teams(list(options.llmtap_listener_teams)))
-        return recording.start(settings, url, telemetry, listeners, fingerprinter)
+        access = settings.config.proxy.access_log  # [proxy] access_log: the line per exchange here too
+        return recording.start(settings, url, telemetry, listeners, fingerprinter, access_log=access, say_left=False)
     except (UsageError, StoreError, ProxyOptionError) as exc:
         _stop(str(exc))
 
