@@ -22,8 +22,13 @@ with nothing sent. So each HTTP layer mitmproxy picks is made an `AnsweringHttpL
 The connection must be made in the HTTP layer for a flow to exist when it fails: with
 mitmproxy's default `connection_strategy=eager`, a reverse listener connects upstream as
 the client connects and closes the client's connection when that fails, before any
-request is read. `llmtap proxy` sets `lazy` (addon/proxy.py); a plain mitmdump needs
-`--set connection_strategy=lazy` for its reverse listeners' failures to be answered.
+request is read. So an HTTP(S) reverse listener's connections connect when a request
+needs it (`LazyReverseProxy`, swapped in at `client_connected` through the proxyserver's
+`connections`, as mitmproxy's own `inject` commands find a connection). The global option
+stays as it is: `lazy` everywhere would also stop the regular proxy from mirroring the
+upstream's TLS ALPN to its clients (an HTTP/1.1-only upstream would be HTTP/2 to curl).
+A regular proxy's HTTPS request whose CONNECT cannot reach the upstream gets mitmproxy's
+502 to the CONNECT, as before: no LLM request was read to shape an answer for.
 
 Not responsible for what the answer says or whether there is one (the recorder's `error`
 hook decides, with upstream_failure.py).
@@ -36,6 +41,7 @@ from typing import Any
 
 from mitmproxy import ctx
 from mitmproxy import flow as mflow
+from mitmproxy.connection import Client
 from mitmproxy.proxy import commands, events, layer
 from mitmproxy.proxy.layers.http import DropStream, HttpErrorHook, HttpLayer, HttpStream, SendHttp
 from mitmproxy.proxy.layers.http._events import (
@@ -45,6 +51,8 @@ from mitmproxy.proxy.layers.http._events import (
     ResponseHeaders,
     ResponseProtocolError,
 )
+from mitmproxy.proxy.layers.modes import ReverseProxy
+from mitmproxy.proxy.mode_specs import ReverseMode
 
 from llmtap.addon.upstream_failure import failure, timed_out
 
@@ -141,9 +149,32 @@ class AnsweringHttpLayer(HttpLayer):
         yield from self.event_to_child(self.streams[stream_id], events.Start())
 
 
+class LazyReverseProxy(ReverseProxy):
+    """A reverse listener's connection that connects upstream when a request needs it
+    (what `connection_strategy=lazy` does), for the HTTP schemes: a `tcp` or `tls`
+    listener may wait for a server's greeting, and stays eager."""
+
+    def finish_start(self) -> layer.CommandGenerator[str | None]:
+        spec = self.context.client.proxy_mode
+        if not (isinstance(spec, ReverseMode) and spec.scheme in ("http", "https")):
+            return (yield from super().finish_start())
+        self._handle_event = self.child_layer.handle_event
+        yield from self.child_layer.handle_event(events.Start())
+        return None
+
+
 class UpstreamAnswers:
     """The addon that makes mitmproxy's HTTP layers ours (the recorder declares
     `llmtap_upstream_timeout`: a plain mitmdump knows it from the script's first addon)."""
+
+    def client_connected(self, client: Client) -> None:
+        if not isinstance(client.proxy_mode, ReverseMode):
+            return
+        server = ctx.master.addons.get("proxyserver")
+        handler = getattr(server, "connections", {}).get(client.id)
+        top = getattr(handler, "layer", None)
+        if type(top) is ReverseProxy:
+            top.__class__ = LazyReverseProxy  # not started yet: it starts after this hook
 
     def next_layer(self, nextlayer: layer.NextLayer) -> None:
         if nextlayer.layer is None:

@@ -10,8 +10,8 @@ not on every interface as mitmproxy would. SIGINT and SIGTERM shut mitmproxy dow
 
 An upstream that is unreachable, refuses, or gives no response headers within
 `upstream_timeout` seconds gets the client a 502 or 504 in its protocol's error shape
-(addon/answering.py: mitmproxy connects lazily here, so that a failure has a request to
-answer).
+(addon/answering.py: a reverse listener connects when a request needs it, so that a
+failure has a request to answer).
 
 Not responsible for reading settings (the CLI does) or for recording (the recorder).
 """
@@ -286,10 +286,6 @@ async def _main(
         listen_host=plan.listen_host,  # a mode with no address of its own: not every interface
         confdir=str(plan.confdir),
         termlog_verbosity="warn",
-        # connect upstream when a request needs it, in the HTTP layer, so that a failure has a
-        # request to answer (a reverse listener's eager connect closes the client's connection
-        # unanswered: addon/answering.py)
-        connection_strategy="lazy",
         llmtap_upstream_timeout=plan.upstream_timeout,
         # mitmproxy closes a connection idle this long: past the upstream timeout, so that a
         # request waiting for its response gets the 504 first

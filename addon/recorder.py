@@ -112,7 +112,7 @@ class Recorder:
         self.hold_limit = HOLD_LIMIT
         # `follow_ups`: polls, resumed streams and cancels of background work, which change
         # the exchange they continue and are never recorded as generations
-        self.counts = {"recorded": 0, "other": 0, "interrupted": 0, "follow_ups": 0, "upstream_failed": 0}
+        self.counts = {"recorded": 0, "other": 0, "interrupted": 0, "follow_ups": 0}
         self.in_flight: dict[str, http.HTTPFlow] = {}  # LLM flows whose record is not handed over yet
         self._connect_auth: dict[str, str] = {}  # client connection id -> its CONNECT's Proxy-Authorization
 
@@ -327,7 +327,6 @@ class Recorder:
         meta.record_id = new_id(int(meta.started * 1000))
         if self._keep_bodies():
             meta.raw_chunks = [body]
-        self.counts["upstream_failed"] += 1
         continued: FollowUpRoute | None = flow.metadata.get(FOLLOW_KEY)
         if continued is None:
             self._submit(PendingExchange(None, meta, None, body=body))

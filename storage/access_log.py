@@ -17,7 +17,6 @@ Not responsible for the records (storage.rows) or their prices (analytics.pricin
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -77,4 +76,4 @@ def _count(value: Any) -> str:
 
 def _shown(value: Any) -> str:
     text = str(value).translate(_CONTROLS)
-    return json.dumps(text, ensure_ascii=False) if (" " in text or '"' in text) else text
+    return '"' + text.replace('"', '\\"') + '"' if (" " in text or '"' in text) else text
