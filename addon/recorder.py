@@ -310,10 +310,17 @@ class Recorder:
         self.in_flight.pop(flow.id, None)
         failed: Failure | None = flow.metadata.get(FAILURE_KEY)
         meta: ExchangeMeta | None = flow.metadata.get(META_KEY)
-        if failed is not None and meta is not None and flow.response is None:
+        # (the body's shape is checked here, on the loop: a rare event, and an answer in an
+        # LLM API's shape to a request of another API sharing the path would mislead)
+        if failed is not None and meta is not None and flow.response is None and self._generation(meta):
             self._answer_failure(flow, meta, failed)
             return
         self._finish_cut(flow, flow.error.msg if flow.error else "connection closed")
+
+    @staticmethod
+    def _generation(meta: ExchangeMeta) -> bool:
+        body = meta.request_body
+        return body is None or body is CONTINUES or route(meta.method, meta.path, body) is not None
 
     def _answer_failure(self, flow: http.HTTPFlow, meta: ExchangeMeta, failed: Failure) -> None:
         """The client's 502 or 504, the exchange recorded with it, and one line on stderr."""

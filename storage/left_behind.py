@@ -8,7 +8,8 @@ own stats, `WriterStats.in_spool` and `lost` counted as it closed):
 
 (one line). `written` counts the records the store took in this run, including spooled
 ones it replayed; `lost` what neither the database nor the disk took, and what was not
-handed over when the writer stopped.
+handed over when the writer stopped; `left out`, when there are any, the records the writer
+found to be no generation after all (SPEC §1).
 
 Not responsible for the counting (storage.writer) or for printing it (the proxy's CLI).
 """
@@ -28,6 +29,8 @@ def line(stats: Any, spool_dir: Path, *, not_handed: int = 0) -> str:
         f"{stats.rejected:,} rejected"
         + (f" (kept in {spool_dir / 'rejected.jsonl'}, which `llmtap import` takes back)" if stats.rejected else ""),
     ]
+    if stats.skipped:  # the writer found them no generation (another API on an LLM path)
+        parts.append(f"{stats.skipped:,} left out (not LLM generations)")
     lost = stats.lost + not_handed
     if lost:
         parts.append(f"{lost:,} lost")

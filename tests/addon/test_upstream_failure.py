@@ -75,8 +75,11 @@ def test_the_answer_and_its_record(rig, capsys, protocol: str, timeout: bool) ->
     assert err == [f"{message} -> {found.status} to the client, recorded as {row['id']}"]
 
 
-def test_a_request_that_is_no_llm_exchange_is_left_to_mitmproxy(rig) -> None:
-    flow = request_flow(path="/v1/models", method="GET", body=b"")
+@pytest.mark.parametrize(
+    ("method", "body"), [("GET", b""), ("POST", b'{"text": "another API on the same path"}')], ids=["get", "other_api"]
+)
+def test_a_request_that_is_no_llm_exchange_is_left_to_mitmproxy(rig, method: str, body: bytes) -> None:
+    flow = request_flow(path="/v1/models" if method == "GET" else "/v1/messages", method=method, body=body)
     rig.recorder.request(flow)
     flow.metadata[FAILURE_KEY] = failure("api.example", 443, "[Errno 111] Connect call failed")
     flow.error = mflow.Error("[Errno 111] Connect call failed")

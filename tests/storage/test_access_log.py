@@ -81,11 +81,11 @@ def test_the_last_line_counts(tmp_path: Path) -> None:
     assert left_behind.line(quiet, tmp_path) == (
         f"llmtap: stopped: 12 records written to the store this run, 0 in the spool at {tmp_path}, 0 rejected"
     )
-    busy = WriterStats(written=1, in_spool=1234, rejected=1, lost=2)
+    busy = WriterStats(written=1, in_spool=1234, rejected=1, lost=2, skipped=5)
     assert left_behind.line(busy, tmp_path, not_handed=1) == (
         f"llmtap: stopped: 1 record written to the store this run, 1,234 in the spool at {tmp_path} "
         f"(written when the database is back), 1 rejected (kept in {tmp_path / 'rejected.jsonl'}, "
-        "which `llmtap import` takes back), 3 lost"
+        "which `llmtap import` takes back), 5 left out (not LLM generations), 3 lost"
     )
 
 
