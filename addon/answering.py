@@ -59,12 +59,15 @@ from llmtap.addon.upstream_failure import failure, timed_out
 FAILURE_KEY = "llmtap_upstream_failure"  # flow.metadata: the Failure, once the upstream failed
 WATCH_KEY = "llmtap_watch"  # flow.metadata: True for a flow the upstream timeout applies to
 TIMEOUT_OPTION = "llmtap_upstream_timeout"
+TICK = 5.0  # seconds: the longest single wakeup of the upstream timeout (see `_arm`)
 
 
 class AnsweringStream(HttpStream):
     """An `HttpStream` whose server-side failures the `error` hook may answer."""
 
-    _deadline: commands.RequestWakeup | None = None
+    _deadline: commands.RequestWakeup | None = None  # the wakeup this stream waits for
+    _timeout: float = 0.0  # seconds, as the option said when the request went upstream
+    _give_up_at: float = 0.0  # time.monotonic() past which no response headers is a timeout
 
     def handle_event(self, event: events.Event) -> layer.CommandGenerator[None]:
         upgraded = self._handle_event == self.passthrough  # a WebSocket: the response came
@@ -75,22 +78,32 @@ class AnsweringStream(HttpStream):
     def _handle_event(self, event: events.Event) -> layer.CommandGenerator[None]:
         if isinstance(event, events.Wakeup) and event.command is self._deadline:
             self._deadline = None
-            yield from self._deadline_passed(event.command.delay)
+            yield from self._tick()
             return
         yield from super()._handle_event(event)
 
     def make_server_connection(self) -> layer.CommandGenerator[bool]:
         seconds = float(getattr(self.context.options, TIMEOUT_OPTION, 0) or 0)
         if seconds > 0 and self.flow.metadata.get(WATCH_KEY):
-            self._deadline = commands.RequestWakeup(seconds)
-            yield self._deadline
+            self._timeout, self._give_up_at = seconds, time.monotonic() + seconds
+            yield from self._arm()
         return (yield from super().make_server_connection())
 
-    def _deadline_passed(self, seconds: float) -> layer.CommandGenerator[None]:
+    def _arm(self) -> layer.CommandGenerator[None]:
+        # mitmproxy cannot cancel a wakeup: each is a task until it fires. In steps of at most
+        # TICK seconds, one that is no longer needed ends soon after the response came, so a
+        # busy keep-alive connection holds a few, not one per request of the last 10 minutes.
+        self._deadline = commands.RequestWakeup(max(min(self._give_up_at - time.monotonic(), TICK), 0.001))
+        yield self._deadline
+
+    def _tick(self) -> layer.CommandGenerator[None]:
         if self.flow.response is not None or self.server_state != self.state_wait_for_response_headers:
             return  # answered, or failed already
+        if time.monotonic() < self._give_up_at:
+            yield from self._arm()
+            return
         request = self.flow.request
-        self.flow.metadata[FAILURE_KEY] = found = timed_out(request.host, request.port, seconds)
+        self.flow.metadata[FAILURE_KEY] = found = timed_out(request.host, request.port, self._timeout)
         yield from self.handle_protocol_error(
             ResponseProtocolError(self.stream_id, found.message(), ErrorCode.GENERIC_SERVER_ERROR)
         )
