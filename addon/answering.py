@@ -69,14 +69,13 @@ class AnsweringStream(HttpStream):
     _timeout: float = 0.0  # seconds, as the option said when the request went upstream
     _give_up_at: float = 0.0  # time.monotonic() past which no response headers is a timeout
 
-    def handle_event(self, event: events.Event) -> layer.CommandGenerator[None]:
-        upgraded = self._handle_event == self.passthrough  # a WebSocket: the response came
-        if upgraded and isinstance(event, events.Wakeup) and event.command is self._deadline:
-            return
-        yield from super().handle_event(event)
+    def passthrough(self, event: events.Event) -> layer.CommandGenerator[None]:
+        if isinstance(event, events.Wakeup) and event.command is self._deadline:
+            return  # upgraded (a WebSocket): the response came
+        yield from super().passthrough(event)
 
     def _handle_event(self, event: events.Event) -> layer.CommandGenerator[None]:
-        if isinstance(event, events.Wakeup) and event.command is self._deadline:
+        if self._deadline is not None and isinstance(event, events.Wakeup) and event.command is self._deadline:
             self._deadline = None
             yield from self._tick()
             return
