@@ -8,6 +8,11 @@ Modes that name no address of their own listen on `listen_host` (127.0.0.1 by de
 not on every interface as mitmproxy would. SIGINT and SIGTERM shut mitmproxy down, which calls the recorder's
 `done`, which flushes the writer.
 
+An upstream that is unreachable, refuses, or gives no response headers within
+`upstream_timeout` seconds gets the client a 502 or 504 in its protocol's error shape
+(addon/answering.py: a reverse listener connects when a request needs it, so that a
+failure has a request to answer).
+
 Not responsible for reading settings (the CLI does) or for recording (the recorder).
 """
 
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import math
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -63,6 +69,7 @@ class ProxyPlan:
     quiet: bool = False
     settings: list[str] = field(default_factory=list)  # mitmproxy `KEY=VALUE` options (`--set`)
     auth: dict[str, str] = field(default_factory=dict, repr=False)  # [auth]: team -> proxy password
+    upstream_timeout: float = 600.0  # seconds for an LLM request's response headers (0: none)
 
     def modes(self) -> list[str]:
         modes = []
@@ -77,7 +84,11 @@ class ProxyOptionError(ValueError):
 
 
 # Options `llmtap proxy` owns through its own flags.
-OWN_OPTIONS = {"mode": "--mode/--reverse/--port", "confdir": "--confdir"}
+OWN_OPTIONS = {
+    "mode": "--mode/--reverse/--port",
+    "confdir": "--confdir",
+    "llmtap_upstream_timeout": "--upstream-timeout",
+}
 
 
 def check_settings(specs: list[str]) -> None:
@@ -275,6 +286,10 @@ async def _main(
         listen_host=plan.listen_host,  # a mode with no address of its own: not every interface
         confdir=str(plan.confdir),
         termlog_verbosity="warn",
+        llmtap_upstream_timeout=plan.upstream_timeout,
+        # mitmproxy closes a connection idle this long: past the upstream timeout, so that a
+        # request waiting for its response gets the 504 first
+        tcp_timeout=max(600, math.ceil(plan.upstream_timeout) + 60),
     )
     apply_settings(opts, plan.settings)  # after the defaults above, so the user's win
     loop = asyncio.get_running_loop()
