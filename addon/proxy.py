@@ -23,8 +23,9 @@ import ipaddress
 import logging
 import math
 import signal
+import socket
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +117,38 @@ def apply_settings(opts: options.Options, specs: list[str]) -> None:
             raise ProxyOptionError(f"--set {name}: one of {', '.join(option.choices)}, not {value!r}")
 
 
-def check_modes(specs: list[str]) -> None:
-    """Raise ValueError with mitmproxy's own words for a bad `--mode` spec."""
+def check_modes(specs: list[str], listen_host: str = "127.0.0.1") -> None:
+    """Raise ValueError with mitmproxy's own words for a bad `--mode` spec, and for two
+    listeners given one address (mitmproxy would refuse it only once it starts)."""
+    taken: dict[tuple[str, int], str] = {}
     for spec in specs:
-        ProxyMode.parse(spec)
+        mode = ProxyMode.parse(spec)
+        address = (mode.listen_host(listen_host), mode.listen_port() or 0)
+        if address[1] and address in taken:
+            raise ValueError(f"{taken[address]} and {spec} both listen on {address[0]}:{address[1]}")
+        taken[address] = spec
+
+
+def with_free_ports(plan: ProxyPlan) -> ProxyPlan:
+    """`plan` with a free port of its own for each listener given port 0, when there are
+    several: mitmproxy takes one address once, and 0 twice is one address to it. The ports
+    are reserved together, so they differ, and let go just before mitmproxy binds them."""
+    zeros = int(plan.regular_port == 0) + sum(listener.port == 0 for listener in plan.reverse)
+    if zeros < 2:
+        return plan
+    sockets = []
+    try:
+        for _ in range(zeros):
+            held = socket.socket(socket.AF_INET6 if ":" in plan.listen_host else socket.AF_INET)
+            held.bind((plan.listen_host, 0))
+            sockets.append(held)
+        ports = iter([held.getsockname()[1] for held in sockets])
+    finally:
+        for held in sockets:
+            held.close()
+    regular = next(ports) if plan.regular_port == 0 else plan.regular_port
+    reverse = [replace(listener, port=next(ports)) if listener.port == 0 else listener for listener in plan.reverse]
+    return replace(plan, regular_port=regular, reverse=reverse)
 
 
 # Modes whose clients can send proxy credentials; with [auth] only these and reverse
@@ -221,14 +250,17 @@ def client_settings(plan: ProxyPlan, db_label: str, listening: Listening | None 
     ports = {listener.port for listener in plan.reverse}
     for spec, addresses in reverse.items():
         if addresses and addresses[0][1] not in ports:
-            lines.append(f"  {ProxyMode.parse(spec).data} listening on {' and '.join(_shown(*a) for a in addresses)}")
+            shown = " and ".join(dict.fromkeys(_shown(*a) for a in addresses))
+            lines.append(f"  {ProxyMode.parse(spec).data} listening on {shown}")
     for listener in plan.reverse:
         found = next((a for a in reverse.values() if a and a[0][1] == listener.port), [])
         host = found[0][0] if found else plan.listen_host
         base = f"http://{_connectable(host)}:{listener.port}"
         team = f"   # team {listener.team}" if listener.team else ""
         if found:
-            lines.append(f"  {listener.provider} listening on {' and '.join(_shown(*a) for a in found)}:")
+            # a reverse listener has a TCP and a UDP socket on one address: name it once
+            shown = " and ".join(dict.fromkeys(_shown(*a) for a in found))
+            lines.append(f"  {listener.provider} listening on {shown}:")
         if listener.provider == "anthropic":
             lines.append(f"  export ANTHROPIC_BASE_URL={base}{team}")
         elif listener.provider == "openai":

@@ -140,7 +140,14 @@ def _upstreams(entries: list[str]) -> dict[str, str]:
 
 
 def plan_from(args: argparse.Namespace, settings: Any) -> Any:
-    from llmtap.addon.proxy import ProxyOptionError, ProxyPlan, check_auth_modes, check_modes, check_settings
+    from llmtap.addon.proxy import (
+        ProxyOptionError,
+        ProxyPlan,
+        check_auth_modes,
+        check_modes,
+        check_settings,
+        with_free_ports,
+    )
 
     section = settings.config.proxy
     env_reverse = [e for e in os.environ.get("LLMTAP_REVERSE", "").split(";") if e.strip()]
@@ -168,7 +175,10 @@ def plan_from(args: argparse.Namespace, settings: Any) -> Any:
     except ProxyOptionError as exc:
         raise UsageError(str(exc)) from None
     try:
-        check_modes(plan.modes())
+        plan = with_free_ports(plan)
+        check_modes(plan.modes(), plan.listen_host)
+    except OSError as exc:
+        raise UsageError(f"cannot find free ports on {plan.listen_host}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise UsageError(f"bad proxy mode: {exc}") from None
     if plan.auth:
