@@ -1,8 +1,8 @@
 """`llmtap report budgets`: spend against each `[budgets]` limit of the config file in
 its current UTC period, with the forecast to the period's end (telemetry/budget_report.py).
-Table, JSON or CSV as the other reports; money in the one money format in a table, exact
-in JSON and CSV. `--since`, `--until`, `--by` and `--tz` do not apply: a budget's period is
-the calendar period (UTC) that holds now.
+Table, JSON or CSV as the other reports; money in the one money format in a table (a
+number to the fitter, never wrapped), exact in JSON and CSV. `--since`, `--until`, `--by`
+and `--tz` do not apply: a budget's period is the calendar period (UTC) that holds now.
 
 Not responsible for computing spend (llmtap.telemetry) or for the config's checks
 (telemetry/budget_config.py, with the rest of the file's).
@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from typing import Any
 
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 
-_MONEY = ("limit_usd", "spent_usd", "forecast_usd")
+# what a narrow terminal leaves out first (render.ranks): the rest are the standing itself
+_LESS_NEEDED = ("alerted", "crossed", "period_end", "period_start", "forecast_usd")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,15 +48,18 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         sys.stdout.write(render.as_csv(table))
     else:
-        shown = Table(columns=table.columns, rows=[_readable(row, render) for row in found])
+        shown = Table(columns=table.columns, rows=[_readable(row) for row in found], dimensions=["scope", "name"])
         title = "llmtap report budgets (periods in UTC; forecast: linear on the elapsed part)"
-        render.as_rich(shown, title, render.make_console(), total=False)
+        render.as_rich(shown, title, render.make_console(), total=False, optional=_LESS_NEEDED)
     return 0
 
 
-def _readable(row: dict[str, Any], render: Any) -> dict[str, Any]:
+def _readable(row: dict[str, Any]) -> dict[str, Any]:
+    """A period's bounds as the days they are (each starts at 00:00 UTC; the end is the
+    next period's start); money and the percentage stay numbers, for render to format."""
     out = dict(row)
-    for column in _MONEY:
-        out[column] = render.money(row[column])
-    out["percent"] = render.percent(row["percent"])
+    for column in ("period_start", "period_end"):
+        moment = row[column]
+        if isinstance(moment, datetime) and moment.time() == time(0):
+            out[column] = moment.date().isoformat()
     return out
