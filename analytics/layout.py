@@ -122,6 +122,7 @@ def fit(columns: Sequence[Column], width: int) -> Fitted:
         kept = trial
         gone.pop()
     left_out = [c.header for c in sorted(gone, key=lambda c: -c.drop)]
+    _label_first(kept, columns[0].total if columns else None)
     gap = GAP if _floor(kept) <= width else 1
     widths = [c.widths[0] for c in kept]
     spare = width - sum(widths) - _chrome(len(kept), gap)
@@ -134,6 +135,24 @@ def fit(columns: Sequence[Column], width: int) -> Fitted:
         widths[index] += 1
         spare -= 1
     return Fitted(kept, widths, gap, left_out)
+
+
+def _label_first(kept: list[Column], label: Text | None) -> None:
+    """The totals row starts with its label (`total`): where the first column went under
+    another, the label moves to the column now first, if that one has no total."""
+    if not kept or label is None or not label.plain:
+        return
+    first = kept[0]
+    if first.total is not None and first.total.plain:
+        return
+    for column in kept[1:]:
+        if column.total is not None and label.plain in column.total.plain.split("\n"):
+            lines = [line for line in column.total.plain.split("\n") if line != label.plain]
+            column.total = Text("\n".join(lines))
+            first.total = label
+            first.measure()
+            column.measure()
+            return
 
 
 def draw(title: Text | None, fitted: Fitted) -> RichTable:

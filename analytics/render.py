@@ -235,7 +235,9 @@ def print_fitted(console: Console, title: str, columns: list[layout.Column], *, 
     the lines: nothing is cropped). Into a pipe or a file, no line ends in spaces."""
     fitted = layout.fit(columns, console.width)
     if title:
-        console.print(shown(title), style="bold")
+        heading = shown(title)
+        heading.stylize("bold")
+        emit(console, heading)
     width = console.width
     console.width = max(width, fitted.width)
     try:
@@ -243,7 +245,9 @@ def print_fitted(console: Console, title: str, columns: list[layout.Column], *, 
     finally:
         console.width = width
     if fitted.left_out:
-        console.print(shown(left_out_line(fitted.left_out, width, formats)), style="dim")
+        line = shown(left_out_line(fitted.left_out, width, formats))
+        line.stylize("dim")
+        emit(console, line)
 
 
 def emit(console: Console, renderable: Any) -> None:

@@ -260,7 +260,7 @@ def _log_table(rows: list[dict[str, Any]], zone: Any) -> None:
     render.print_fitted(console, "", columns)
     if priced and unpriced:
         noun = "exchange" if unpriced == 1 else "exchanges"
-        console.print(render.shown(f"cost total: {sums['cost']} + {unpriced:,} unpriced {noun} (not in the total)"))
+        render.emit(console, render.shown(f"cost total: {sums['cost']} + {unpriced:,} unpriced {noun} (not in the total)"))
 
 
 def _int(value: Any) -> str:
@@ -524,4 +524,4 @@ def _print_conversation(data: dict[str, Any], zone: Any) -> None:
     console = render.make_console()
     render.print_fitted(console, title, columns, formats="--format json")
     if priced and len(priced) < len(turns):
-        console.print(render.shown(f"cost total: {totals['cost_shown']} (the unpriced not in the total)"))
+        render.emit(console, render.shown(f"cost total: {totals['cost_shown']} (the unpriced not in the total)"))
