@@ -1,4 +1,4 @@
-"""Report tables as text (rich), JSON (an array of row objects, SPEC §3) or CSV, and the
+"""Report tables as text (rich), JSON (an array of row objects, SPEC §3), JSONL or CSV, and the
 two rules every command's output of stored data follows (SPEC §3, §6): in a terminal a
 value is text, never markup or terminal control (`shown`); in CSV a text cell never
 starts a formula (`csv_cell`).
@@ -8,8 +8,9 @@ one money format (`money`); ratios are exact numbers in JSON and CSV, percentage
 tables (`percent`). A terminal table ends with a totals row (`totals`: sums, ratios
 recomputed from the summed parts); JSON and CSV stay row-only. Ids, models and money are
 never cut in a table (they do not wrap and keep their full width; the other columns wrap).
-Times are shown in the zone asked for, and the header says which. Not responsible for
-computing a report, nor for what a command chooses to show.
+Times are shown in the zone asked for, and the header says which; JSON, JSONL and CSV write
+each with its offset (timestamps.iso). Not responsible for computing a report, nor for
+what a command chooses to show.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from llmtap.analytics import layout
+from llmtap.analytics import layout, timestamps
 from llmtap.analytics.reports import MONEY, Table
 
 PERCENT = ("hit_rate", "share", "error_rate", "percent")
@@ -37,11 +38,14 @@ MAXED = ("retry_after_max_s",)  # a total that is the largest, not the sum
 NOT_TOTALLED = ("share", "retry_after_avg_s", "price_version", "first_prompt")  # and every *_ms, *_at
 
 
-def _json_value(value: Any) -> str:
-    """JSON text of one value; money (`Decimal`) as a number with its exact digits."""
+def _json_value(value: Any, zone: tzinfo = UTC) -> str:
+    """JSON text of one value; money (`Decimal`) as a number with its exact digits, a
+    moment with its offset in `zone` (timestamps.iso)."""
     if isinstance(value, Decimal):
         return _decimal_text(value)
-    if isinstance(value, (datetime, date)):
+    if isinstance(value, datetime):
+        return json.dumps(timestamps.iso(value, zone))
+    if isinstance(value, date):
         return json.dumps(value.isoformat())
     return json.dumps(value, ensure_ascii=False, default=str)
 
@@ -50,15 +54,21 @@ def _decimal_text(value: Decimal) -> str:
     return format(value.normalize(), "f") if value else "0"
 
 
-def as_json(table: Table) -> str:
-    """A JSON array of row objects, one row per line (SPEC §3)."""
+def _json_row(row: dict[str, Any], zone: tzinfo) -> str:
+    return "{" + ", ".join(f"{json.dumps(key)}: {_json_value(value, zone)}" for key, value in row.items()) + "}"
+
+
+def as_json(table: Table, zone: tzinfo = UTC) -> str:
+    """A JSON array of row objects, one row per line (SPEC §3); times in `zone`."""
     if not table.rows:
         return "[]"
-    lines = [
-        "  {" + ", ".join(f"{json.dumps(key)}: {_json_value(value)}" for key, value in row.items()) + "}"
-        for row in table.rows
-    ]
+    lines = ["  " + _json_row(row, zone) for row in table.rows]
     return json_c1_escaped("[\n" + ",\n".join(lines) + "\n]")
+
+
+def as_jsonl(table: Table, zone: tzinfo = UTC) -> str:
+    """The row objects of `as_json`, one JSON object a line (nothing for no rows)."""
+    return json_c1_escaped("".join(_json_row(row, zone) + "\n" for row in table.rows))
 
 
 def json_c1_escaped(text: str) -> str:
@@ -68,12 +78,15 @@ def json_c1_escaped(text: str) -> str:
     return text.translate(_JSON_C1)
 
 
-def as_csv(table: Table) -> str:
+def as_csv(table: Table, zone: tzinfo = UTC) -> str:
+    """A header and a line per row; times with their offset in `zone` (timestamps.iso)."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=table.columns, lineterminator="\n")
     writer.writeheader()
     for row in table.rows:
-        writer.writerow({k: csv_cell(_text(v)) for k, v in row.items()})
+        writer.writerow(
+            {k: csv_cell(timestamps.iso(v, zone) if isinstance(v, datetime) else _text(v)) for k, v in row.items()}
+        )
     return out.getvalue()
 
 

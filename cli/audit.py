@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import secrets
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from llmtap.cli import audit_machine, output
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
-from llmtap.cli.timeargs import moment
+from llmtap.cli.timeargs import add_tz, moment
+from llmtap.cli.timeargs import zone as zone_named
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -49,10 +49,15 @@ TERMINAL_BODY = 4000  # characters of a raw body a terminal shows; --format json
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("log", help="recorded exchanges, newest first, with filters")
-    parser.add_argument("--team")
-    parser.add_argument("--model")
-    parser.add_argument("--provider")
+    parser = commands.add_parser(
+        "log",
+        help="recorded exchanges, newest first, with filters",
+        description="The audit trail: recorded exchanges, newest first (or by cost or tokens), "
+        "filtered by team, model, provider, time, status, finish reason, tool-call problem, cache miss or text.",
+    )
+    parser.add_argument("--team", help="only this team's exchanges")
+    parser.add_argument("--model", help="only this model's (as served, or as requested)")
+    parser.add_argument("--provider", help="only this provider's (anthropic, openai, google, …)")
     parser.add_argument("--since", help="ISO date/time or age (7d)")
     parser.add_argument("--until", help="ISO date/time or age")
     parser.add_argument("--status", help="an HTTP status (429), or 'error' for any failure")
@@ -72,23 +77,35 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="only cache misses (with this cause)",
     )
     parser.add_argument("--search", metavar="TEXT", help="text in answers and, where bodies were kept, prompts")
-    parser.add_argument("--limit", type=_positive, default=50)
+    parser.add_argument("--limit", type=_positive, default=50, metavar="N", help="at most N exchanges (default 50)")
     parser.add_argument(
         "--sort",
         choices=("started", "cost", "tokens"),
         default="started",
         help="started: newest first (default); cost: costliest first, unpriced last; tokens: input + output",
     )
-    parser.add_argument("--tz", metavar="ZONE", help="IANA time zone the times are shown in (default UTC)")
-    parser.add_argument("--format", choices=("table", "json", "jsonl"), default="table")
+    add_tz(parser, "the times shown")
+    output.add_format(parser)
     settings_module.add_common(parser)
     parser.set_defaults(run=run_log)
 
-    parser = commands.add_parser("show", help="one exchange in full, or its conversation")
+    parser = commands.add_parser(
+        "show",
+        help="one exchange in full, or its conversation",
+        description="One exchange in full (who, when, where, request, answer, tool calls, usage, cost, cache, "
+        "bodies kept), or with --conversation the turns of its conversation.",
+    )
     parser.add_argument("id", help="an exchange id (or an unambiguous prefix of at least 6 characters)")
     parser.add_argument("--conversation", action="store_true", help="the conversation it belongs to, turn by turn")
-    parser.add_argument("--tz", metavar="ZONE", help="IANA time zone the times are shown in (default UTC)")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    add_tz(parser, "the times shown")
+    parser.add_argument(
+        "--format",
+        choices=output.FORMATS,
+        type=lambda value: "table" if value == "text" else value,  # `text`: its name before
+        default="table",
+        help="table: the text view (default); json: the object; jsonl: it on one line, "
+        "with --conversation a turn a line; csv: with --conversation, a turn a row",
+    )
     settings_module.add_common(parser)
     parser.set_defaults(run=run_show)
 
@@ -105,29 +122,6 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def _json(value: Any, indent: int | None = None) -> str:
-    """JSON text of `value`, money (`Decimal`) as a number with its exact digits: each
-    Decimal goes in as a string with an unguessable mark and comes out as its bare digits
-    (json.dumps has no hook for a number it does not know)."""
-    from llmtap.analytics.render import json_c1_escaped
-
-    mark = f"\x00{secrets.token_hex(8)}:"
-    text = json.dumps(_marked(value, mark), default=_json_default, ensure_ascii=False, indent=indent)
-    quoted = json.dumps(mark)[1:-1]
-    text = re.sub(re.escape('"' + quoted) + r'(-?[0-9.E+-]+)"', r"\1", text)
-    return json_c1_escaped(text)
-
-
-def _marked(value: Any, mark: str) -> Any:
-    if isinstance(value, Decimal):
-        return mark + format(value.normalize(), "f") if value else mark + "0"
-    if isinstance(value, dict):
-        return {key: _marked(item, mark) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_marked(item, mark) for item in value]
-    return value
-
-
 def _shown(value: Any, *, lines: bool = False, style: str = "") -> Text:
     from llmtap.analytics.render import shown
 
@@ -137,12 +131,7 @@ def _shown(value: Any, *, lines: bool = False, style: str = "") -> Text:
 
 
 def _zone(args: argparse.Namespace) -> Any:
-    from llmtap.analytics.reports import ReportError, zone
-
-    try:
-        return zone(args.tz)
-    except ReportError as exc:
-        raise UsageError(str(exc)) from None
+    return zone_named(args.tz)
 
 
 def _open(args: argparse.Namespace) -> tuple[str, Any]:
@@ -176,11 +165,8 @@ def run_log(args: argparse.Namespace) -> int:
     zone = _zone(args)
     url, engine = _open(args)
     rows = audit.log(url, engine, filters, limit=args.limit)
-    if args.format == "json":
-        print(_json(rows, indent=2))
-    elif args.format == "jsonl":
-        for row in rows:
-            print(_json(row))
+    if args.format in output.MACHINE:
+        audit_machine.log(rows, args.format, zone)
     elif not rows:
         chosen = {k: v for k, v in vars(filters).items() if k != "sort"}
         print("no exchanges match" if any(chosen.values()) else "no exchanges recorded yet")
@@ -260,7 +246,9 @@ def _log_table(rows: list[dict[str, Any]], zone: Any) -> None:
     render.print_fitted(console, "", columns)
     if priced and unpriced:
         noun = "exchange" if unpriced == 1 else "exchanges"
-        render.emit(console, render.shown(f"cost total: {sums['cost']} + {unpriced:,} unpriced {noun} (not in the total)"))
+        render.emit(
+            console, render.shown(f"cost total: {sums['cost']} + {unpriced:,} unpriced {noun} (not in the total)")
+        )
 
 
 def _int(value: Any) -> str:
@@ -276,8 +264,8 @@ def run_show(args: argparse.Namespace) -> int:
         data = audit.conversation(url, engine, args.id) if args.conversation else audit.show(url, engine, args.id)
     except audit.NotFound as exc:
         raise UsageError(str(exc)) from None
-    if args.format == "json":
-        print(_json(data, indent=2))
+    if args.format in output.MACHINE:
+        audit_machine.show(data, args.format, zone, conversation=args.conversation)
     elif args.conversation:
         _print_conversation(data, zone)
     else:

@@ -38,7 +38,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         "fingerprint, host, path, timings and the money (cost_usd and its parts in exact dollars, "
         "price_status, price_version). Stale prices are brought up to date first.",
     )
-    parser.add_argument("--format", choices=("jsonl", "csv", "parquet", "otlp"), default="jsonl")
+    parser.add_argument(
+        "--format",
+        choices=("jsonl", "csv", "parquet", "otlp"),
+        default="jsonl",
+        help="jsonl (default), csv, parquet (needs --output) or otlp (spans sent to --endpoint)",
+    )
     parser.add_argument("--since", help="ISO date/time or age (7d) — exchanges started at or after")
     parser.add_argument("--until", help="ISO date/time or age — exchanges started before")
     parser.add_argument("-o", "--output", metavar="FILE", help="file to write (default stdout; required for parquet)")

@@ -60,7 +60,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "map applies either way. Only traffic to a provider's API host is priced, whatever "
         "the file says (a rejected file's lines too).",
     )
-    parser.add_argument("files", nargs="+", metavar="FILE")
+    parser.add_argument("files", nargs="+", metavar="FILE", help="HAR files and mitmproxy flow files")
     parser.add_argument(
         "--bodies", choices=("none", "metadata", "full"), help="what to keep of the bodies (default metadata)"
     )

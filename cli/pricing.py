@@ -20,6 +20,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "reprice",
         help="price every stored exchange again (after a price file or price data change)",
+        description="Price every stored exchange again at its own date, with the store's price file (or the one "
+        "given, which is then installed in the store) over genai-prices; every later report and `show` "
+        "uses the new prices.",
     )
     group = parser.add_mutually_exclusive_group()
     group.add_argument(

@@ -40,7 +40,7 @@ def test_cache_list_names_each_miss_and_its_cause(store, known):
         assert item["message_index"] == index, name
         assert item["missed_tokens"] == missed, name
         assert item["team"] == rec.team and item["model"] == rec.exchange.model
-        assert datetime.fromisoformat(item["started_at"]) == rec.started_at.replace(tzinfo=None)
+        assert datetime.fromisoformat(item["started_at"]) == rec.started_at  # zoned (SPEC §3)
         if cause == "below_minimum":  # not cacheable: no miss that costs money
             assert item["extra_cost_usd"] == 0, name
         elif known[name].provider_id:

@@ -153,8 +153,8 @@ def test_conversations_ranked_by_cost_unpriced_last(store, convs):
     for row, name in zip(rows, [*priced, "beta"], strict=True):
         for key, value in want[name].items():
             assert row[key] == value, (name, key)
-        assert datetime.fromisoformat(row["started_at"]) == convs[name][0].started_at.replace(tzinfo=None)
-        assert datetime.fromisoformat(row["ended_at"]) == convs[name][-1].ended_at.replace(tzinfo=None)
+        assert datetime.fromisoformat(row["started_at"]) == convs[name][0].started_at  # zoned (SPEC §3)
+        assert datetime.fromisoformat(row["ended_at"]) == convs[name][-1].ended_at
     by_name = dict(zip([*priced, "beta"], rows, strict=True))
     assert by_name["beta"]["cost_usd"] is None and by_name["beta"]["unpriced"] == 2
     assert by_name["delta"]["unpriced"] == 0 and by_name["delta"]["usage_missing"] == 1

@@ -33,6 +33,8 @@ COMMANDS = {
     "errors-provider-model": ("report", "errors", "--by", "provider,model"),
     "latency": ("report", "latency"),
     "conversations": ("report", "conversations"),
+    "cache-list": ("report", "cache", "--list"),
+    "tools-list": ("report", "tools", "--list"),
     "whatif": ("report", "whatif", "--model", "gemini-2.5-pro", "--by", "team"),
     "budgets": ("report", "budgets"),
     "log": ("log", "--limit", "30"),
@@ -171,7 +173,12 @@ def test_show_has_separators_and_words(wide):
     for columns in WIDTHS:
         out = run(wide, "show", big["id"], columns=columns)
         assert all(len(line) <= columns and line == line.rstrip() for line in out.splitlines()), out
-        for value in (big["id"], big["team"], big["model"], *(money(v) for v in data["cost"].values() if isinstance(v, Decimal))):
+        for value in (
+            big["id"],
+            big["team"],
+            big["model"],
+            *(money(v) for v in data["cost"].values() if isinstance(v, Decimal)),
+        ):
             assert on_a_line(value, out), f"{value!r} at {columns}:\n{out}"
         tokens = data["usage"]["input_tokens"]
         assert f"{tokens:,}" in out and str(tokens) not in out
