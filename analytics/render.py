@@ -179,27 +179,23 @@ Steps = dict[str, tuple[int, str | None]]
 def ranks(columns: list[str], dimensions: list[str], optional: tuple[str, ...] = ()) -> Steps:
     """The fitting steps of a report's columns: column -> (rank, neighbour it folds under
     or None); the highest rank goes first. The cost's parts go first, then the report's
-    `optional` columns in their order, then `LESS_NEEDED`, then the others from the right; the columns
-    always kept (`KEPT`, the --by keys) are never left out: the text ones fold under
-    their left neighbour, the rightmost first, when nothing else is left to give."""
+    `optional` columns in their order, then `LESS_NEEDED`; then the columns always kept
+    (`KEPT`, the --by keys), which are never left out, fold their text ones under their
+    left neighbour, the rightmost first (a value on a line of its own loses nothing);
+    only then do the other columns go, from the right."""
     kept = set(KEPT) | set(dimensions)
-    order = [c for c in COST_PARTS if c in columns]
-    for column in [*optional, *LESS_NEEDED, *reversed(columns)]:
+    order: list[str] = []
+    for column in [*COST_PARTS, *optional, *LESS_NEEDED]:
         # the cache writes go with the cache reads (with_cost_parts adds them beside them)
         for one in ("cache_write_tokens", column) if column == "cache_read_tokens" else (column,):
             if one in columns and one not in kept and one not in order:
                 order.append(one)
-    steps: Steps = {}
-    rank = len(columns) * 2
-    for column in order:
-        steps[column] = (rank, None)
-        rank -= 1
     texts = [c for c in columns if c in kept and not is_money(c)]
-    for column in reversed(texts[1:]):
-        left = columns[columns.index(column) - 1]
-        if left in texts:
-            steps[column] = (rank, left)
-            rank -= 1
+    folds = [c for c in reversed(texts[1:]) if columns[columns.index(c) - 1] in texts]
+    rest = [c for c in reversed(columns) if c not in kept and c not in order]
+    steps: Steps = {}
+    for rank, column in enumerate(reversed([*order, *folds, *rest]), start=1):
+        steps[column] = (rank, columns[columns.index(column) - 1] if column in folds else None)
     return steps
 
 
