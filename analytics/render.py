@@ -6,8 +6,10 @@ starts a formula (`csv_cell`).
 Money is an exact `Decimal`: JSON and CSV write it with its exact digits, tables in the
 one money format (`money`); ratios are exact numbers in JSON and CSV, percentages in
 tables (`percent`). A terminal table ends with a totals row (`totals`: sums, ratios
-recomputed from the summed parts); JSON and CSV stay row-only. Ids, models and money are
-never cut in a table (they do not wrap and keep their full width; the other columns wrap).
+recomputed from the summed parts); JSON and CSV stay row-only. The one table-fitting rule
+(issue 26) is layout.fit's; here, for reports: which columns are whole and which free text
+(`FREE_TEXT`), what a narrow terminal gives up first (`ranks`), the cost's parts beside the
+cost (`with_cost_parts`), headers in words (`header`), no padding into a pipe (`emit`).
 Times are shown in the zone asked for, and the header says which; JSON, JSONL and CSV write
 each with its offset (timestamps.iso). Not responsible for computing a report, nor for
 what a command chooses to show.
