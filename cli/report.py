@@ -308,7 +308,7 @@ def _show(args: argparse.Namespace, table, empty: bool, label: str, zone, footer
         render.as_rich(table, title, console, columns, zone=zone, optional=reports.REPORTS[args.kind].optional)
         if footer is not None:
             for line in render.price_footer_lines(footer):
-                console.print(render.shown(line))
+                render.emit(console, render.shown(line))
     if not table.rows and args.format != "table":
         print(f"llmtap: {args.kind}: nothing to report in {label}", file=sys.stderr)
 

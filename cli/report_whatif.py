@@ -82,7 +82,7 @@ def _show(args: argparse.Namespace, table: Any, empty: bool, label: str, zone: A
         shown = _for_terminal(table)
         render.as_rich(shown, title, console, shown.compact(TABLE), zone=zone, optional=OPTIONAL)
         for line in footer_lines(table, target):
-            console.print(render.shown(line))
+            render.emit(console, render.shown(line))
     if not table.rows and args.format != "table":
         print(f"llmtap: whatif: nothing to report in {label}", file=sys.stderr)
 

@@ -129,7 +129,7 @@ def test_list_in_a_terminal_is_a_table(store, kind):
     items = json.loads(run(store, "report", kind, "--list", "--format", "json").out)
     table = run(store, "report", kind, "--list").out
     assert not table.lstrip().startswith(("[", "{"))
-    assert "exchange_id" in table and "team" in table
+    assert "exchange id" in table and "team" in table  # headers in words (issue 26)
     assert all(item["exchange_id"] in table for item in items)
 
 
