@@ -56,6 +56,7 @@ def lake_settings(settings: Any, warehouse: str | None) -> tuple[str, dict[str, 
 
 
 def run_sync(args: argparse.Namespace) -> int:
+    from llmtap.cli.progress import Meter
     from llmtap.cli.store import open_store
     from llmtap.lake.catalog import LakeError, open_catalog
     from llmtap.lake.sync import sync
@@ -65,7 +66,14 @@ def run_sync(args: argparse.Namespace) -> int:
     engine = open_store(settings)
     try:
         catalog = open_catalog(engine.url.render_as_string(hide_password=False), warehouse, properties)
-        done = sync(engine, catalog)
+        written: dict[str, int] = {}
+        with Meter("syncing the lake", unit="rows written") as meter:
+
+            def committed(table: str, rows: int) -> None:
+                written[table] = rows
+                meter.update(sum(written.values()))
+
+            done = sync(engine, catalog, progress=committed)
     except LakeError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:  # a folder it cannot write, a file gone, an S3 endpoint that does not answer
