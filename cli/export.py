@@ -5,8 +5,12 @@ the ones `llmtap proxy --otlp-endpoint` sends live.
 
 Rows whose price is stale (stored unpriced, or under another price file) are priced first,
 as `report cost` prices them, so an export's `cost_usd` adds up to that report's total for
-the same period. Not responsible for which rows and columns there are
-(`storage/export.py`, `analytics/export_rows.py`).
+the same period (and, with `--team`, `--model` or `--provider`, to its row for that name
+under `--by team`, `model` or `provider`). Each flag repeats; a name is never split at
+commas, as a team name may hold one. Progress is drawn on standard error when it is a
+terminal (cli/progress.py), and the count line goes there too: standard output may be
+the data. Not responsible for which rows and columns there are (`storage/export.py`,
+`analytics/export_rows.py`).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ def register(commands: argparse._SubParsersAction) -> None:
             action="append",
             default=[],
             metavar=flag.removeprefix("--").upper(),
-            help=f"{what}; repeats (any of them); the exact name, commas included",
+            help=f"{what}; repeat it for several (a name is taken whole, commas and all)",
         )
     parser.add_argument("-o", "--output", metavar="FILE", help="file to write (default stdout; required for parquet)")
     parser.add_argument("--prices", metavar="FILE", help="local price file (TOML) overriding or adding models")

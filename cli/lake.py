@@ -13,6 +13,9 @@ is not given) and pyiceberg FileIO properties for S3, e.g.
 S3 credentials come from `s3.access-key-id` / `s3.secret-access-key` there or from the
 usual AWS environment; they are never printed.
 
+Progress (rows written so far, after each commit) is drawn on a terminal; each table's
+counts end the command.
+
 Not responsible for the sync itself or for reading the lake in reports.
 """
 

@@ -5,6 +5,10 @@ hosts name now: storage/renames.py; then price what changed).
 A prune that would delete more than CONFIRM_OVER exchanges asks first: `--yes` agrees in
 advance; without it, a terminal is asked y/N and anything else is refused. `--dry-run`
 says what would go and deletes nothing.
+
+Both draw progress on a terminal (cli/progress.py: a spinner for a prune, whose deletes are
+a few set-wise statements in one transaction; a bar for reprocess, page by page) and end
+with their counts on standard output, which carries nothing else.
 """
 
 from __future__ import annotations

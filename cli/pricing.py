@@ -3,6 +3,10 @@ prices with: an explicit price file (`--prices`, `LLMTAP_PRICES`, config `prices
 one is given, else the one `reprice --prices FILE` installed in the store, else
 genai-prices alone; and beside it the price files of the config's `[[providers]]`.
 
+`reprice` draws a bar on a terminal (cli/progress.py) and ends with how many it priced and
+how many of those changed in money (pricedness or a cost part; a new price version alone
+is no change).
+
 Not responsible for the prices themselves (analytics/pricing.py) or for which stored rows
 need pricing again (analytics/reprice.py).
 """
