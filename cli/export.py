@@ -24,6 +24,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -102,7 +103,10 @@ def run(args: argparse.Namespace) -> int:
         duck = connect(engine.url.render_as_string(hide_password=False))
         try:
             pricing.catch_up(engine, pricer, duck, meter=True)
-            with Meter("exporting", total=lambda: count_exchanges(engine, since, until, only)) as meter:
+            # rows written to a terminal are their own progress: a bar would be drawn among them
+            on_screen = args.output is None and args.format != "otlp" and sys.stdout.isatty()
+            total = partial(count_exchanges, engine, since, until, only)  # counted only for a bar
+            with Meter("exporting", total=total, show=not on_screen) as meter:
                 rows = _metered(export_rows(engine, duck, since, until, only=only), meter)
                 if otlp is not None:
                     return _otlp(engine, duck, rows, otlp, since, until)

@@ -38,10 +38,13 @@ class Meter:
     """`with Meter("exporting", total=…) as meter: meter.advance(n)`. `total` is a count,
     a function that counts (called only when the bar is shown), or None for work whose
     size is unknown (a spinner and a running count; no count when `unit` is empty: one
-    statement that says nothing until it is done). `done` is the count so far, bar or not."""
+    statement that says nothing until it is done). `show=False`: never a bar (the data
+    itself is scrolling past on the same terminal). `done` is the count so far, bar or not."""
 
-    def __init__(self, label: str, total: int | Callable[[], int] | None = None, unit: str = "exchanges") -> None:
-        self.label, self.unit = label, unit
+    def __init__(
+        self, label: str, total: int | Callable[[], int] | None = None, unit: str = "exchanges", *, show: bool = True
+    ) -> None:
+        self.label, self.unit, self.show = label, unit, show
         self.done = 0
         self._total = total
         self._progress: Progress | None = None
@@ -49,7 +52,7 @@ class Meter:
         self._handed = 0.0  # monotonic time of the last hand-over
 
     def __enter__(self) -> Meter:
-        if shown():
+        if self.show and shown():
             self._start()
         return self
 

@@ -211,14 +211,14 @@ def test_lake_sync_tells_its_progress_after_each_commit(tmp_path: Path, har: Pat
     assert len(exchanges) == done[0].commits > 1
 
 
-def _on_a_terminal(*args: str, stdout: Path) -> tuple[int, str]:
+def _on_a_terminal(*args: str, stdout: Path | None) -> tuple[int, str]:
     """`llmtap ARGS…` with standard error on a pty (a terminal) and standard output to a
-    file; what the terminal got, escape codes and all."""
+    file (None: on the pty too); what the terminal got, escape codes and all."""
     master, slave = pty.openpty()
-    with stdout.open("wb") as out:
+    with stdout.open("wb") if stdout else open(os.devnull, "wb") as out:
         child = subprocess.Popen(
             [str(CONSOLE_SCRIPT), *args],
-            stdout=out,
+            stdout=out if stdout else slave,
             stderr=slave,
             stdin=subprocess.DEVNULL,
             env={**os.environ, "COLUMNS": "100", "TERM": "xterm"},
@@ -248,6 +248,11 @@ def test_progress_is_drawn_on_a_terminal_and_never_into_the_data(store: str, tmp
     piped = llmtap("export", "--db", store, process=True)
     assert piped.out == data.read_text()  # stdout the same bytes, bar or not
     assert "exporting" not in piped.err and "\x1b" not in piped.err and len(piped.err.splitlines()) == 1
+
+    # rows scrolling past on the terminal are their own progress: no bar among them
+    code, terminal = _on_a_terminal("export", "--team", "alpha", "--db", store, stdout=None)
+    assert code == 0 and '"team": "alpha"' in terminal and "exporting" not in terminal, terminal[-500:]
+    assert terminal.rstrip().endswith("exchanges to stdout")
 
     code, terminal = _on_a_terminal("reprice", "--db", store, stdout=tmp_path / "reprice.txt")
     assert code == 0 and "repricing" in terminal, terminal
