@@ -214,7 +214,9 @@ def _log_table(rows: list[dict[str, Any]], zone: Any) -> None:
         if name == "ms":
             return f"{value:,.0f}" if value is not None else ""
         if name == "problems":
-            miss = row["cache_miss"] and f"cache miss: {row['cache_miss']}"
+            miss = row["cache_miss"] and (
+                "not cacheable" if row["cache_miss"] == "below_minimum" else f"cache miss: {row['cache_miss']}"
+            )
             return ", ".join(filter(None, [value, miss]))
         if name in ("input", "cached", "output"):
             return _int(value)

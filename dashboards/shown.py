@@ -86,7 +86,7 @@ def _label(key: str) -> str:
 
 def cache_words(cache: dict[str, Any]) -> str:
     """A cache verdict in words: `hit`, `miss: tools_changed`, `not cacheable (…)`."""
-    if cache.get("verdict") == "miss":
+    if cache.get("verdict") in ("miss", "not_cacheable"):
         if cache.get("cause") == NOT_CACHEABLE:
             return "not cacheable (prefix under the model's minimum)"
         return f"miss: {cache.get('cause')}"
