@@ -8,6 +8,11 @@ Modes that name no address of their own listen on `listen_host` (127.0.0.1 by de
 not on every interface as mitmproxy would. SIGINT and SIGTERM shut mitmproxy down, which calls the recorder's
 `done`, which flushes the writer.
 
+An upstream that is unreachable, refuses, or gives no response headers within
+`upstream_timeout` seconds gets the client a 502 or 504 in its protocol's error shape
+(addon/answering.py: a reverse listener connects when a request needs it, so that a
+failure has a request to answer).
+
 Not responsible for reading settings (the CLI does) or for recording (the recorder).
 """
 
@@ -16,9 +21,11 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import math
 import signal
+import socket
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +70,7 @@ class ProxyPlan:
     quiet: bool = False
     settings: list[str] = field(default_factory=list)  # mitmproxy `KEY=VALUE` options (`--set`)
     auth: dict[str, str] = field(default_factory=dict, repr=False)  # [auth]: team -> proxy password
+    upstream_timeout: float = 600.0  # seconds for an LLM request's response headers (0: none)
 
     def modes(self) -> list[str]:
         modes = []
@@ -77,7 +85,11 @@ class ProxyOptionError(ValueError):
 
 
 # Options `llmtap proxy` owns through its own flags.
-OWN_OPTIONS = {"mode": "--mode/--reverse/--port", "confdir": "--confdir"}
+OWN_OPTIONS = {
+    "mode": "--mode/--reverse/--port",
+    "confdir": "--confdir",
+    "llmtap_upstream_timeout": "--upstream-timeout",
+}
 
 
 def check_settings(specs: list[str]) -> None:
@@ -105,10 +117,38 @@ def apply_settings(opts: options.Options, specs: list[str]) -> None:
             raise ProxyOptionError(f"--set {name}: one of {', '.join(option.choices)}, not {value!r}")
 
 
-def check_modes(specs: list[str]) -> None:
-    """Raise ValueError with mitmproxy's own words for a bad `--mode` spec."""
+def check_modes(specs: list[str], listen_host: str = "127.0.0.1") -> None:
+    """Raise ValueError with mitmproxy's own words for a bad `--mode` spec, and for two
+    listeners given one address (mitmproxy would refuse it only once it starts)."""
+    taken: dict[tuple[str, int], str] = {}
     for spec in specs:
-        ProxyMode.parse(spec)
+        mode = ProxyMode.parse(spec)
+        address = (mode.listen_host(listen_host), mode.listen_port() or 0)
+        if address[1] and address in taken:
+            raise ValueError(f"{taken[address]} and {spec} both listen on {address[0]}:{address[1]}")
+        taken[address] = spec
+
+
+def with_free_ports(plan: ProxyPlan) -> ProxyPlan:
+    """`plan` with a free port of its own for each listener given port 0, when there are
+    several: mitmproxy takes one address once, and 0 twice is one address to it. The ports
+    are reserved together, so they differ, and let go just before mitmproxy binds them."""
+    zeros = int(plan.regular_port == 0) + sum(listener.port == 0 for listener in plan.reverse)
+    if zeros < 2:
+        return plan
+    sockets = []
+    try:
+        for _ in range(zeros):
+            held = socket.socket(socket.AF_INET6 if ":" in plan.listen_host else socket.AF_INET)
+            held.bind((plan.listen_host, 0))
+            sockets.append(held)
+        ports = iter([held.getsockname()[1] for held in sockets])
+    finally:
+        for held in sockets:
+            held.close()
+    regular = next(ports) if plan.regular_port == 0 else plan.regular_port
+    reverse = [replace(listener, port=next(ports)) if listener.port == 0 else listener for listener in plan.reverse]
+    return replace(plan, regular_port=regular, reverse=reverse)
 
 
 # Modes whose clients can send proxy credentials; with [auth] only these and reverse
@@ -210,14 +250,17 @@ def client_settings(plan: ProxyPlan, db_label: str, listening: Listening | None 
     ports = {listener.port for listener in plan.reverse}
     for spec, addresses in reverse.items():
         if addresses and addresses[0][1] not in ports:
-            lines.append(f"  {ProxyMode.parse(spec).data} listening on {' and '.join(_shown(*a) for a in addresses)}")
+            shown = " and ".join(dict.fromkeys(_shown(*a) for a in addresses))
+            lines.append(f"  {ProxyMode.parse(spec).data} listening on {shown}")
     for listener in plan.reverse:
         found = next((a for a in reverse.values() if a and a[0][1] == listener.port), [])
         host = found[0][0] if found else plan.listen_host
         base = f"http://{_connectable(host)}:{listener.port}"
         team = f"   # team {listener.team}" if listener.team else ""
         if found:
-            lines.append(f"  {listener.provider} listening on {' and '.join(_shown(*a) for a in found)}:")
+            # a reverse listener has a TCP and a UDP socket on one address: name it once
+            shown = " and ".join(dict.fromkeys(_shown(*a) for a in found))
+            lines.append(f"  {listener.provider} listening on {shown}:")
         if listener.provider == "anthropic":
             lines.append(f"  export ANTHROPIC_BASE_URL={base}{team}")
         elif listener.provider == "openai":
@@ -275,6 +318,10 @@ async def _main(
         listen_host=plan.listen_host,  # a mode with no address of its own: not every interface
         confdir=str(plan.confdir),
         termlog_verbosity="warn",
+        llmtap_upstream_timeout=plan.upstream_timeout,
+        # mitmproxy closes a connection idle this long: past the upstream timeout, so that a
+        # request waiting for its response gets the 504 first
+        tcp_timeout=max(600, math.ceil(plan.upstream_timeout) + 60),
     )
     apply_settings(opts, plan.settings)  # after the defaults above, so the user's win
     loop = asyncio.get_running_loop()

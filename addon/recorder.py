@@ -24,14 +24,17 @@ from typing import Any
 
 from mitmproxy import ctx, http
 
+from llmtap.addon.answering import FAILURE_KEY, TIMEOUT_OPTION, WATCH_KEY
 from llmtap.addon.attribution import REFUSED_KEY, Attribution
 from llmtap.addon.followups import PendingFollowUp
 from llmtap.addon.tee import ExchangeMeta, PendingExchange, StreamTee
+from llmtap.addon.upstream_failure import Failure, answer
 from llmtap.addon.websocket import PROTOCOL, WebSocketSessions
 from llmtap.protocols import route
 from llmtap.protocols.exchange import SERVED_TIER_HEADER
 from llmtap.protocols.followups import CONTINUES, FollowUpRoute, follow_up
 from llmtap.protocols.routing import may_be_json_object, websocket_protocol
+from llmtap.storage.ids import new_id
 from llmtap.storage.ingest import retry_after
 from llmtap.storage.secrets import Literals, request_secrets
 from llmtap.storage.threads import session_headers
@@ -127,6 +130,13 @@ class Recorder:
         loader.add_option("llmtap_config", str, "", "llmtap TOML config file, as `llmtap proxy --config` takes it")
         loader.add_option(
             "llmtap_listener_teams", Sequence[str], [], "PORT=TEAM: the team of a reverse listener's traffic"
+        )
+        loader.add_option(
+            TIMEOUT_OPTION,
+            float,
+            0.0,
+            "seconds an LLM request waits for the upstream's response headers before its client gets a 504 "
+            "(0: no limit; addon/answering.py)",
         )
 
     def configure(self, updated: set[str]) -> None:
@@ -246,6 +256,7 @@ class Recorder:
             secrets=secrets,
         )
         self.in_flight[flow.id] = flow
+        flow.metadata[WATCH_KEY] = True  # the upstream timeout applies (addon/answering.py)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         """Tee the response, unless mitmproxy may hold it: a small body whose length is
@@ -293,9 +304,44 @@ class Recorder:
         self._sink(flow)(PendingExchange(None, meta, None, body=body))
 
     def error(self, flow: http.HTTPFlow) -> None:
-        """A client or server disconnect skips the `b""` call: finish the partial record."""
+        """A client or server disconnect skips the `b""` call: finish the partial record.
+        An upstream that gave no response at all (addon/answering.py named the failure)
+        is answered instead, in the protocol's error shape, and recorded with it."""
         self.in_flight.pop(flow.id, None)
+        failed: Failure | None = flow.metadata.get(FAILURE_KEY)
+        meta: ExchangeMeta | None = flow.metadata.get(META_KEY)
+        # (the body's shape is checked here, on the loop: a rare event, and an answer in an
+        # LLM API's shape to a request of another API sharing the path would mislead)
+        if failed is not None and meta is not None and flow.response is None and self._generation(meta):
+            self._answer_failure(flow, meta, failed)
+            return
         self._finish_cut(flow, flow.error.msg if flow.error else "connection closed")
+
+    @staticmethod
+    def _generation(meta: ExchangeMeta) -> bool:
+        body = meta.request_body
+        return body is None or body is CONTINUES or route(meta.method, meta.path, body) is not None
+
+    def _answer_failure(self, flow: http.HTTPFlow, meta: ExchangeMeta, failed: Failure) -> None:
+        """The client's 502 or 504, the exchange recorded with it, and one line on stderr."""
+        status, body, headers = answer(meta.protocol, failed)
+        flow.response = http.Response.make(status, body, headers)
+        flow.metadata.pop(META_KEY, None)
+        meta.status = status
+        meta.content_type = headers["content-type"]
+        meta.ended = time.time()
+        meta.upstream_failure = failed.detail
+        meta.record_id = new_id(int(meta.started * 1000))
+        if self._keep_bodies():
+            meta.raw_chunks = [body]
+        continued: FollowUpRoute | None = flow.metadata.get(FOLLOW_KEY)
+        if continued is None:
+            self._submit(PendingExchange(None, meta, None, body=body))
+            recorded = f"recorded as {meta.record_id}" if self.writer is not None else "not recorded (no writer)"
+        else:  # a poll that reached nobody changes nothing of the work it continues
+            recorded = "not recorded (a follow-up of background work)"
+        # on stderr, as the proxy's other words for a person (mitmproxy's log goes to stdout)
+        print(f"{failed.message()} -> {status} to the client, {recorded}", file=sys.stderr, flush=True)
 
     def _finish_cut(self, flow: http.HTTPFlow, message: str) -> None:
         tee = self._tee(flow)

@@ -30,6 +30,8 @@ class Opened(Protocol):
 
     def close(self) -> None: ...
 
+    def say_left(self) -> None: ...
+
 
 class Script:
     """Add as the script's only addon; `opener` makes everything from mitmproxy's options."""
@@ -60,3 +62,4 @@ class _Closing:
 
     def done(self) -> None:
         self.opened.close()
+        self.opened.say_left()  # what the run wrote, and what waits (the writer is closed by now)

@@ -21,7 +21,7 @@ from operator import attrgetter
 from typing import Any
 
 from llmtap.protocols import ExchangeDecoder, route
-from llmtap.protocols.canonical import Exchange
+from llmtap.protocols.canonical import ApiError, Exchange
 from llmtap.protocols.common import parse_json
 from llmtap.protocols.content import ContentDecoder
 from llmtap.protocols.errors import DecodeError
@@ -89,6 +89,11 @@ class ExchangeMeta:
     # them all: addon/budget_gate.py); and the budget reservation its gate made, if any
     key_fingerprints: tuple[str, ...] = ()
     reservation: int | None = None
+    # The upstream gave no response: the proxy answered (addon/upstream_failure.py), and this
+    # detail (`upstream_unreachable`, `upstream_timeout`) is the record's error code. The
+    # record's id is then made early, for the log line that names it.
+    upstream_failure: str | None = None
+    record_id: str = ""
 
     def new_decoder(self, request: bytes | dict[str, Any] | None) -> ExchangeDecoder:
         """The incremental decoder for this exchange's response, as the headers describe it."""
@@ -148,6 +153,8 @@ class PendingExchange:
         if meta.source == "proxy" and request is not None and route(meta.method, meta.path, request) is None:
             return None  # same path, another API's body: not a generation
         exchange = self._decoder(request).finish(self.interrupted)
+        if meta.upstream_failure is not None:
+            _name_failure(exchange, meta.upstream_failure)
         headers = meta.request_headers
         if meta.raw_headers is not None:
             headers = redact_headers((_text(name), _text(value)) for name, value in meta.raw_headers)
@@ -187,6 +194,7 @@ class PendingExchange:
         meta = self.meta
         record = Recorded(
             exchange=exchange,
+            id=meta.record_id,
             started_at=_moment(meta.started) or datetime.now(UTC),
             first_byte_at=_moment(meta.first_byte),
             first_token_at=_moment(meta.first_token),
@@ -225,6 +233,15 @@ class PendingExchange:
             return decoder.decode(raw) + decoder.flush()
         except DecodeError:
             return None  # the record already says why it could not be decoded
+
+
+def _name_failure(exchange: Exchange, detail: str) -> None:
+    """The proxy's own answer to an upstream failure: its detail is the error's code, in
+    whichever protocol's shape the answer went."""
+    if exchange.error is None:
+        exchange.error = ApiError(type=None, code=detail, message=None)
+    else:
+        exchange.error.code = detail
 
 
 class StreamTee:

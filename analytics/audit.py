@@ -326,7 +326,8 @@ def miss_verdicts(rows: Iterable[tuple[Any, ...]]) -> dict[str, dict[str, Any]]:
     out = {}
     for exchange_id, cause, index, missed, extra, previous in rows:
         out[exchange_id] = {
-            "verdict": "miss",
+            # under the model's minimum: counted apart, never a miss (SPEC §5)
+            "verdict": "not_cacheable" if cause == "below_minimum" else "miss",
             "cause": cause,
             "message_index": index,
             "missed_tokens": missed,

@@ -26,7 +26,7 @@ from sqlalchemy import Engine
 
 from llmtap.analytics.render import json_c1_escaped
 from llmtap.analytics.reports import sql
-from llmtap.storage.export import TIMINGS, USAGE_COLUMNS, exchange_pages
+from llmtap.storage.export import TIMINGS, USAGE_COLUMNS, Only, exchange_pages
 
 # (export column, stored pico-dollar part); cost_usd is the sum of the others
 MONEY = (
@@ -92,12 +92,18 @@ _C1 = re.compile("[\x7f-\x9f]")
 
 
 def export_rows(
-    engine: Engine, duck: duckdb.DuckDBPyConnection, since: datetime | None = None, until: datetime | None = None
+    engine: Engine,
+    duck: duckdb.DuckDBPyConnection,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    *,
+    only: Only | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Nested export rows of the exchanges started in [since, until), oldest first, a page
-    of the store at a time. `duck` is a connection to the same store (analytics/duck.py)."""
+    """Nested export rows of the exchanges started in [since, until) (and of `only`'s
+    teams, models and providers), oldest first, a page of the store at a time. `duck` is a
+    connection to the same store (analytics/duck.py)."""
     _conversations(duck)
-    for page in exchange_pages(engine, since, until, price=True):
+    for page in exchange_pages(engine, since, until, price=True, only=only):
         ids = [row["id"] for row in page]
         # The ids as one text, split by DuckDB: a Python list is converted value by value,
         # and each value costs a failed `import numpy` where numpy is not installed.

@@ -1,4 +1,4 @@
-"""Report tables as text (rich), JSON (an array of row objects, SPEC §3) or CSV, and the
+"""Report tables as text (rich), JSON (an array of row objects, SPEC §3), JSONL or CSV, and the
 two rules every command's output of stored data follows (SPEC §3, §6): in a terminal a
 value is text, never markup or terminal control (`shown`); in CSV a text cell never
 starts a formula (`csv_cell`).
@@ -6,10 +6,13 @@ starts a formula (`csv_cell`).
 Money is an exact `Decimal`: JSON and CSV write it with its exact digits, tables in the
 one money format (`money`); ratios are exact numbers in JSON and CSV, percentages in
 tables (`percent`). A terminal table ends with a totals row (`totals`: sums, ratios
-recomputed from the summed parts); JSON and CSV stay row-only. Ids, models and money are
-never cut in a table (they do not wrap and keep their full width; the other columns wrap).
-Times are shown in the zone asked for, and the header says which. Not responsible for
-computing a report, nor for what a command chooses to show.
+recomputed from the summed parts); JSON and CSV stay row-only. The one table-fitting rule
+(issue 26) is layout.fit's; here, for reports: which columns are whole and which free text
+(`FREE_TEXT`), what a narrow terminal gives up first (`ranks`), the cost's parts beside the
+cost (`with_cost_parts`), headers in words (`header`), no padding into a pipe (`emit`).
+Times are shown in the zone asked for, and the header says which; JSON, JSONL and CSV write
+each with its offset (timestamps.iso). Not responsible for computing a report, nor for
+what a command chooses to show.
 """
 
 from __future__ import annotations
@@ -27,22 +30,24 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from llmtap.analytics import layout
+from llmtap.analytics import layout, timestamps
 from llmtap.analytics.reports import MONEY, Table
 
-PERCENT = ("hit_rate", "share", "error_rate")
+PERCENT = ("hit_rate", "share", "error_rate", "percent")
 # Ratios whose total is recomputed from the summed parts: column -> (numerator, denominator).
 RATIOS = {"hit_rate": ("cache_read_tokens", "input_tokens"), "error_rate": ("errors", "requests")}
 MAXED = ("retry_after_max_s",)  # a total that is the largest, not the sum
 NOT_TOTALLED = ("share", "retry_after_avg_s", "price_version", "first_prompt")  # and every *_ms, *_at
-WHOLE = ("id", "exchange_id", "conversation_id", "previous_exchange_id", "model", *MONEY)  # never cut
 
 
-def _json_value(value: Any) -> str:
-    """JSON text of one value; money (`Decimal`) as a number with its exact digits."""
+def _json_value(value: Any, zone: tzinfo = UTC) -> str:
+    """JSON text of one value; money (`Decimal`) as a number with its exact digits, a
+    moment with its offset in `zone` (timestamps.iso)."""
     if isinstance(value, Decimal):
         return _decimal_text(value)
-    if isinstance(value, (datetime, date)):
+    if isinstance(value, datetime):
+        return json.dumps(timestamps.iso(value, zone))
+    if isinstance(value, date):
         return json.dumps(value.isoformat())
     return json.dumps(value, ensure_ascii=False, default=str)
 
@@ -51,15 +56,21 @@ def _decimal_text(value: Decimal) -> str:
     return format(value.normalize(), "f") if value else "0"
 
 
-def as_json(table: Table) -> str:
-    """A JSON array of row objects, one row per line (SPEC §3)."""
+def _json_row(row: dict[str, Any], zone: tzinfo) -> str:
+    return "{" + ", ".join(f"{json.dumps(key)}: {_json_value(value, zone)}" for key, value in row.items()) + "}"
+
+
+def as_json(table: Table, zone: tzinfo = UTC) -> str:
+    """A JSON array of row objects, one row per line (SPEC §3); times in `zone`."""
     if not table.rows:
         return "[]"
-    lines = [
-        "  {" + ", ".join(f"{json.dumps(key)}: {_json_value(value)}" for key, value in row.items()) + "}"
-        for row in table.rows
-    ]
+    lines = ["  " + _json_row(row, zone) for row in table.rows]
     return json_c1_escaped("[\n" + ",\n".join(lines) + "\n]")
+
+
+def as_jsonl(table: Table, zone: tzinfo = UTC) -> str:
+    """The row objects of `as_json`, one JSON object a line (nothing for no rows)."""
+    return json_c1_escaped("".join(_json_row(row, zone) + "\n" for row in table.rows))
 
 
 def json_c1_escaped(text: str) -> str:
@@ -69,12 +80,15 @@ def json_c1_escaped(text: str) -> str:
     return text.translate(_JSON_C1)
 
 
-def as_csv(table: Table) -> str:
+def as_csv(table: Table, zone: tzinfo = UTC) -> str:
+    """A header and a line per row; times with their offset in `zone` (timestamps.iso)."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=table.columns, lineterminator="\n")
     writer.writeheader()
     for row in table.rows:
-        writer.writerow({k: csv_cell(_text(v)) for k, v in row.items()})
+        writer.writerow(
+            {k: csv_cell(timestamps.iso(v, zone) if isinstance(v, datetime) else _text(v)) for k, v in row.items()}
+        )
     return out.getvalue()
 
 
@@ -115,6 +129,78 @@ def make_console(fallback_width: int = 200) -> Console:
     return Console(width=fallback_width, highlight=False)
 
 
+# What a terminal table keeps in any case (never left out; folded under a neighbour at
+# most): the --by keys besides these.
+KEPT = ("id", "exchange_id", "conversation_id", "team", "model", "name", "setting", "cost_usd")
+# Free text: wraps at its words (and folds a longer word); every other cell is whole.
+FREE_TEXT = ("first_prompt", "detail", "value", "price_version", "crossed", "alerted", "whatif_prices")
+# A cost's parts, shown beside it when the rows have them and they are not all zero;
+# a narrow terminal leaves them out first, in this order.
+COST_PARTS = ("fee_cost_usd", "input_cost_usd", "output_cost_usd", "cache_read_cost_usd", "cache_write_cost_usd")
+_PARTS_SHOWN = ("input_cost_usd", "cache_read_cost_usd", "cache_write_cost_usd", "output_cost_usd", "fee_cost_usd")
+# Metrics a narrow terminal leaves out before the others (after a report's own `optional`).
+LESS_NEEDED = ("usage_missing", "reasoning_tokens", "cache_write_tokens", "cache_read_tokens")
+HEADERS = {"cost_usd": "cost", "fee_cost_usd": "fees"}
+FORMATS = "--format json/csv"
+
+
+def header(column: str, zone: tzinfo = UTC) -> str:
+    """A column's header in words (`cache_read_tokens` is "cache read tokens", money
+    loses its `_usd`, a time says its zone); JSON and CSV keep the names."""
+    if column in HEADERS:
+        return HEADERS[column]
+    if column.endswith("_at"):
+        return f"{column.removesuffix('_at').replace('_', ' ')} ({zone_label(zone)})"
+    return column.removesuffix("_usd").replace("_", " ")
+
+
+def is_money(column: str) -> bool:
+    return column in MONEY or column.endswith("_usd")
+
+
+def with_cost_parts(columns: list[str], table: Table) -> list[str]:
+    """`columns` with the cost's parts before the cost (and the cache writes after the
+    cache reads), where the table has them and some shown row is not zero in them."""
+
+    def some(column: str) -> bool:
+        return column in table.columns and column not in columns and any(row.get(column) for row in table.rows)
+
+    out = list(columns)
+    if "cache_read_tokens" in out and some("cache_write_tokens"):
+        out.insert(out.index("cache_read_tokens") + 1, "cache_write_tokens")
+    if "cost_usd" in out:
+        parts = [c for c in _PARTS_SHOWN if some(c)]
+        at = out.index("cost_usd")
+        out[at:at] = parts
+    return out
+
+
+Steps = dict[str, tuple[int, str | None]]
+
+
+def ranks(columns: list[str], dimensions: list[str], optional: tuple[str, ...] = ()) -> Steps:
+    """The fitting steps of a report's columns: column -> (rank, neighbour it folds under
+    or None); the highest rank goes first. The cost's parts go first, then the report's
+    `optional` columns in their order, then `LESS_NEEDED`; then the columns always kept
+    (`KEPT`, the --by keys), which are never left out, fold their text ones under their
+    left neighbour, the rightmost first (a value on a line of its own loses nothing);
+    only then do the other columns go, from the right."""
+    kept = set(KEPT) | set(dimensions)
+    order: list[str] = []
+    for column in [*COST_PARTS, *optional, *LESS_NEEDED]:
+        # the cache writes go with the cache reads (with_cost_parts adds them beside them)
+        for one in ("cache_write_tokens", column) if column == "cache_read_tokens" else (column,):
+            if one in columns and one not in kept and one not in order:
+                order.append(one)
+    texts = [c for c in columns if c in kept and not is_money(c)]
+    folds = [c for c in reversed(texts[1:]) if columns[columns.index(c) - 1] in texts]
+    rest = [c for c in reversed(columns) if c not in kept and c not in order]
+    steps: Steps = {}
+    for rank, column in enumerate(reversed([*order, *folds, *rest]), start=1):
+        steps[column] = (rank, columns[columns.index(column) - 1] if column in folds else None)
+    return steps
+
+
 def as_rich(
     table: Table,
     title: str,
@@ -125,47 +211,77 @@ def as_rich(
     total: bool = True,
     optional: tuple[str, ...] = (),
 ) -> None:
-    """The table fitted to the console (`layout`), with a totals row under the rows
-    (`total`), times in `zone` (the header says which); the `optional` columns are left
-    out, first first, when the rest would not fit."""
-    columns = columns or table.columns
-    label = zone_label(zone)
+    """The table fitted to the console (`print_fitted`), with a totals row under the rows
+    (`total`), headers in words, times in `zone` (the header says which), the cost's parts
+    beside it (`with_cost_parts`); `ranks` says what a narrow terminal gives up first."""
+    columns = with_cost_parts(list(columns or table.columns), table)
     sums = totals(table) if total and table.rows else {}
+    steps = ranks(columns, table.dimensions, optional)
+    headers = {column: header(column, zone) for column in columns}
     drawn = []
     for column in columns:
         values = [row.get(column) for row in table.rows]
         numeric = bool(values) and all(
             isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) or v is None for v in values
         )
-        if column in WHOLE:
-            kind = layout.WHOLE
-        elif column.endswith("_at"):
-            kind = layout.TIME
-        else:
-            kind = layout.NUMBER if numeric else layout.TEXT
+        rank, under = steps.get(column, (0, None))
         drawn.append(
             layout.Column(
-                f"{column} ({label})" if kind == layout.TIME else column,
+                headers[column],
                 [shown(_cell(column, value, zone)) for value in values],
-                kind,
-                justify="right" if numeric else "left",
-                drop=len(optional) - optional.index(column) if column in optional else 0,
+                layout.FREE if column in FREE_TEXT and not numeric else layout.WHOLE,
+                justify="right" if numeric or is_money(column) else "left",
+                drop=rank,
+                fold=headers[under] if under else None,
                 total=shown(_cell(column, sums.get(column), zone)) if sums else None,
             )
         )
     print_fitted(console, title, drawn)
 
 
-def print_fitted(console: Console, title: str, columns: list[layout.Column]) -> None:
-    """`columns` as a table fitted to the console (`layout.draw`); wider than the console
-    only when even their narrowest does not fit, and then the terminal wraps the lines:
-    nothing is cropped."""
-    width, wide = console.width, layout.needed(columns, console.width)
-    console.width = wide
+def print_fitted(console: Console, title: str, columns: list[layout.Column], *, formats: str = FORMATS) -> None:
+    """`title` on a line of its own, then `columns` as a table fitted to the console
+    (`layout.fit`), then one line naming the columns left out, if any. Wider than the
+    console only when even the columns always kept do not fit (the terminal then wraps
+    the lines: nothing is cropped). Into a pipe or a file, no line ends in spaces."""
+    fitted = layout.fit(columns, console.width)
+    if title:
+        heading = shown(title)
+        heading.stylize("bold")
+        emit(console, heading)
+    width = console.width
+    console.width = max(width, fitted.width)
     try:
-        console.print(layout.draw(shown(title), columns, wide), crop=False)
+        emit(console, layout.draw(None, fitted))
     finally:
         console.width = width
+    if fitted.left_out:
+        line = shown(left_out_line(fitted.left_out, width, formats))
+        line.stylize("dim")
+        emit(console, line)
+
+
+def emit(console: Console, renderable: Any) -> None:
+    """`renderable` printed, uncropped; into a pipe or a file without the spaces rich pads
+    each line with to the table's width."""
+    if console.is_terminal:
+        console.print(renderable, crop=False)
+        return
+    with console.capture() as captured:
+        console.print(renderable, crop=False)
+    console.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+
+
+def left_out_line(headers: list[str], width: int, formats: str = FORMATS) -> str:
+    """One line, at most `width` wide where it can be, naming the columns a table left out."""
+    names = [h.replace("\n", " and ") for h in headers]
+    tail = f" (all columns: {formats})"
+    for count in range(len(names), 0, -1):
+        rest = f" and {len(names) - count} more" if count < len(names) else ""
+        line = f"left out: {', '.join(names[:count])}{rest}{tail}"
+        if len(line) <= width:
+            return line
+    return f"left out: {len(names)} columns{tail}"
 
 
 def zone_label(zone: tzinfo) -> str:
@@ -218,14 +334,14 @@ def money(value: Decimal | int | None, *, missing: str = "") -> str:
 
 
 def percent(ratio: float | Decimal | None, *, missing: str = "") -> str:
-    """A ratio (0.7467) as a percentage with one decimal (`74.7%`)."""
+    """A ratio (0.7467) as a percentage with one decimal (`74.7%`, `3,435.1%`)."""
     if ratio is None:
         return missing
-    return f"{float(ratio) * 100:.1f}%"
+    return f"{float(ratio) * 100:,.1f}%"
 
 
 def _cell(column: str, value: Any, zone: tzinfo = UTC) -> str:
-    if column in MONEY and isinstance(value, (Decimal, int)) and not isinstance(value, bool):
+    if is_money(column) and isinstance(value, (Decimal, int)) and not isinstance(value, bool):
         return money(value)
     if column in PERCENT and isinstance(value, (Decimal, float, int)) and not isinstance(value, bool):
         return percent(value)

@@ -9,6 +9,7 @@ Not responsible for the prices themselves (see `pricing.py`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, and_, bindparam, or_, select, true, update
@@ -41,6 +42,18 @@ _INPUT = (
     "service_speed",
     "server_tool_uses",
 )
+# What a price changes when it changes: whether the row is priced, and its money (a new
+# price version, or new working in `cost_detail`, with the same money is no change).
+_MONEY = (
+    "price_status",
+    "cost_input_pico",
+    "cost_cache_read_pico",
+    "cost_cache_write_pico",
+    "cost_output_pico",
+    "cost_fee_pico",
+    "cost_total_pico",
+)
+Progress = Callable[[int, int], None]  # (rows priced, of them whose money changed), a page at a time
 
 
 def stale(pricer: Pricer) -> ColumnElement[bool]:
@@ -90,27 +103,40 @@ def stale_ids(duck: Any, pricer: Pricer) -> list[str]:
     return [row[0] for row in duck.execute(query, params).fetchall()]
 
 
-def reprice(engine: Engine, pricer: Pricer, *, everything: bool = False, ids: list[str] | None = None) -> int:
+def reprice(
+    engine: Engine,
+    pricer: Pricer,
+    *,
+    everything: bool = False,
+    ids: list[str] | None = None,
+    progress: Progress | None = None,
+) -> int:
     """Price the stale rows (see `stale`), every row, or the rows `ids` names; returns how
-    many were priced."""
-    columns = [exchanges.c[name] for name in _INPUT]
+    many were priced. `progress` is told after each page how many it priced and of those
+    how many changed in money (only then is the old price read to compare)."""
+    columns: list[Any] = [exchanges.c[name] for name in _INPUT]
+    if progress is not None:
+        columns += [exchanges.c[name].label(f"old_{name}") for name in _MONEY]
     if ids is not None:
-        pages = (ids[start : start + PAGE] for start in range(0, len(ids), PAGE))
-        return sum(len(_price(engine, pricer, select(*columns).where(exchanges.c.id.in_(page)))) for page in pages)
+        done = 0
+        for start in range(0, len(ids), PAGE):
+            query = select(*columns).where(exchanges.c.id.in_(ids[start : start + PAGE]))
+            done += len(_price(engine, pricer, query, progress))
+        return done
     done = 0
     last_id = ""
     while True:  # pages in id order: a priced row may still match (everything), so seek past it
         query = select(*columns).where(exchanges.c.id > last_id).order_by(exchanges.c.id).limit(PAGE)
         if not everything:
             query = query.where(stale(pricer))
-        priced = _price(engine, pricer, query)
+        priced = _price(engine, pricer, query, progress)
         if not priced:
             return done
         done += len(priced)
         last_id = priced[-1]
 
 
-def _price(engine: Engine, pricer: Pricer, query: Any) -> list[str]:
+def _price(engine: Engine, pricer: Pricer, query: Any, progress: Progress | None = None) -> list[str]:
     """Price the rows the query selects, in one transaction; returns their ids."""
     statement = (
         update(exchanges)
@@ -122,8 +148,13 @@ def _price(engine: Engine, pricer: Pricer, query: Any) -> list[str]:
         if not rows:
             return []
         updates = []
+        changed = 0
         for row in rows:
-            cost = pricer.price_row({**row, "started_at": utc(row["started_at"])})
-            updates.append({"row_id": row["id"], **cost_columns(cost)})
+            cost = cost_columns(pricer.price_row({**row, "started_at": utc(row["started_at"])}))
+            updates.append({"row_id": row["id"], **cost})
+            if progress is not None:
+                changed += any(row[f"old_{name}"] != cost[name] for name in _MONEY)
         connection.execute(statement, updates)
+    if progress is not None:
+        progress(len(rows), changed)
     return [row["id"] for row in rows]

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import secrets
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from llmtap.cli import audit_machine, output
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
-from llmtap.cli.timeargs import moment
+from llmtap.cli.timeargs import add_tz, moment
+from llmtap.cli.timeargs import zone as zone_named
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -49,10 +49,15 @@ TERMINAL_BODY = 4000  # characters of a raw body a terminal shows; --format json
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("log", help="recorded exchanges, newest first, with filters")
-    parser.add_argument("--team")
-    parser.add_argument("--model")
-    parser.add_argument("--provider")
+    parser = commands.add_parser(
+        "log",
+        help="recorded exchanges, newest first, with filters",
+        description="The audit trail: recorded exchanges, newest first (or by cost or tokens), "
+        "filtered by team, model, provider, time, status, finish reason, tool-call problem, cache miss or text.",
+    )
+    parser.add_argument("--team", help="only this team's exchanges")
+    parser.add_argument("--model", help="only this model's (as served, or as requested)")
+    parser.add_argument("--provider", help="only this provider's (anthropic, openai, google, …)")
     parser.add_argument("--since", help="ISO date/time or age (7d)")
     parser.add_argument("--until", help="ISO date/time or age")
     parser.add_argument("--status", help="an HTTP status (429), or 'error' for any failure")
@@ -72,23 +77,35 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="only cache misses (with this cause)",
     )
     parser.add_argument("--search", metavar="TEXT", help="text in answers and, where bodies were kept, prompts")
-    parser.add_argument("--limit", type=_positive, default=50)
+    parser.add_argument("--limit", type=_positive, default=50, metavar="N", help="at most N exchanges (default 50)")
     parser.add_argument(
         "--sort",
         choices=("started", "cost", "tokens"),
         default="started",
         help="started: newest first (default); cost: costliest first, unpriced last; tokens: input + output",
     )
-    parser.add_argument("--tz", metavar="ZONE", help="IANA time zone the times are shown in (default UTC)")
-    parser.add_argument("--format", choices=("table", "json", "jsonl"), default="table")
+    add_tz(parser, "the times shown")
+    output.add_format(parser)
     settings_module.add_common(parser)
     parser.set_defaults(run=run_log)
 
-    parser = commands.add_parser("show", help="one exchange in full, or its conversation")
+    parser = commands.add_parser(
+        "show",
+        help="one exchange in full, or its conversation",
+        description="One exchange in full (who, when, where, request, answer, tool calls, usage, cost, cache, "
+        "bodies kept), or with --conversation the turns of its conversation.",
+    )
     parser.add_argument("id", help="an exchange id (or an unambiguous prefix of at least 6 characters)")
     parser.add_argument("--conversation", action="store_true", help="the conversation it belongs to, turn by turn")
-    parser.add_argument("--tz", metavar="ZONE", help="IANA time zone the times are shown in (default UTC)")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    add_tz(parser, "the times shown")
+    parser.add_argument(
+        "--format",
+        choices=output.FORMATS,
+        type=lambda value: "table" if value == "text" else value,  # `text`: its name before
+        default="table",
+        help="table: the text view (default); json: the object; jsonl: it on one line, "
+        "with --conversation a turn a line; csv: with --conversation, a turn a row",
+    )
     settings_module.add_common(parser)
     parser.set_defaults(run=run_show)
 
@@ -105,29 +122,6 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def _json(value: Any, indent: int | None = None) -> str:
-    """JSON text of `value`, money (`Decimal`) as a number with its exact digits: each
-    Decimal goes in as a string with an unguessable mark and comes out as its bare digits
-    (json.dumps has no hook for a number it does not know)."""
-    from llmtap.analytics.render import json_c1_escaped
-
-    mark = f"\x00{secrets.token_hex(8)}:"
-    text = json.dumps(_marked(value, mark), default=_json_default, ensure_ascii=False, indent=indent)
-    quoted = json.dumps(mark)[1:-1]
-    text = re.sub(re.escape('"' + quoted) + r'(-?[0-9.E+-]+)"', r"\1", text)
-    return json_c1_escaped(text)
-
-
-def _marked(value: Any, mark: str) -> Any:
-    if isinstance(value, Decimal):
-        return mark + format(value.normalize(), "f") if value else mark + "0"
-    if isinstance(value, dict):
-        return {key: _marked(item, mark) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_marked(item, mark) for item in value]
-    return value
-
-
 def _shown(value: Any, *, lines: bool = False, style: str = "") -> Text:
     from llmtap.analytics.render import shown
 
@@ -137,12 +131,7 @@ def _shown(value: Any, *, lines: bool = False, style: str = "") -> Text:
 
 
 def _zone(args: argparse.Namespace) -> Any:
-    from llmtap.analytics.reports import ReportError, zone
-
-    try:
-        return zone(args.tz)
-    except ReportError as exc:
-        raise UsageError(str(exc)) from None
+    return zone_named(args.tz)
 
 
 def _open(args: argparse.Namespace) -> tuple[str, Any]:
@@ -176,11 +165,8 @@ def run_log(args: argparse.Namespace) -> int:
     zone = _zone(args)
     url, engine = _open(args)
     rows = audit.log(url, engine, filters, limit=args.limit)
-    if args.format == "json":
-        print(_json(rows, indent=2))
-    elif args.format == "jsonl":
-        for row in rows:
-            print(_json(row))
+    if args.format in output.MACHINE:
+        audit_machine.log(rows, args.format, zone)
     elif not rows:
         chosen = {k: v for k, v in vars(filters).items() if k != "sort"}
         print("no exchanges match" if any(chosen.values()) else "no exchanges recorded yet")
@@ -189,66 +175,82 @@ def run_log(args: argparse.Namespace) -> int:
     return 0
 
 
-# The log's columns: (name, stored key or None, kind, justify, drop rank: > 0 may be left
-# out at a narrow width, the highest first). An id, a model and a cost are never cut.
-_LOG_COLUMNS: tuple[tuple[str, str, str, str, int], ...] = (
-    ("time", "started_at", "time", "left", 0),
-    ("team", "team", "text", "left", 0),
-    ("key", "key_last4", "text", "left", 6),
-    ("protocol", "protocol", "text", "left", 7),
-    ("model", "model", "whole", "left", 0),
-    ("status", "status", "number", "right", 4),
-    ("finish", "finish_reason", "text", "left", 3),
-    ("in", "input_tokens", "number", "right", 0),
-    ("cached", "cached_tokens", "number", "right", 2),
-    ("out", "output_tokens", "number", "right", 0),
-    ("cost", "cost_usd", "whole", "right", 0),
-    ("ms", "duration_ms", "number", "right", 5),
-    ("problems", "tool_problem_kinds", "text", "left", 1),
-    ("id", "id", "whole", "left", 0),
+# The log's columns: (header, stored key, free text?, justify, step, folds under). A step
+# > 0 is what a narrow terminal gives up, the highest first: the column goes, or with a
+# neighbour named, it folds under that neighbour (its value on a line of its own). An id,
+# a team, a model, a time and a cost are never left out, cut or wrapped.
+_LOG_COLUMNS: tuple[tuple[str, str, bool, str, int, str | None], ...] = (
+    ("time", "started_at", False, "left", 6, "id"),
+    ("team", "team", False, "left", 0, None),
+    ("key", "key_last4", False, "left", 12, None),
+    ("protocol", "protocol", False, "left", 13, None),
+    ("model", "model", False, "left", 7, "team"),
+    ("status", "status", False, "right", 10, None),
+    ("finish", "finish_reason", False, "left", 9, None),
+    ("input", "input_tokens", False, "right", 4, None),
+    ("cached", "cached_tokens", False, "right", 8, None),
+    ("output", "output_tokens", False, "right", 5, None),
+    ("cost", "cost_usd", False, "right", 0, None),
+    ("ms", "duration_ms", False, "right", 11, None),
+    ("problems", "tool_problem_kinds", True, "left", 14, None),
+    ("id", "id", False, "left", 0, None),
 )
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"  # every time of a table: one format, its zone in the header
 
 
 def _log_table(rows: list[dict[str, Any]], zone: Any) -> None:
-    from llmtap.analytics import audit, layout, render
+    from llmtap.analytics import layout, render
+
+    keys = {c[0]: c[1] for c in _LOG_COLUMNS}
 
     def cell(name: str, row: dict[str, Any]) -> str:
-        value = row.get(dict((c[0], c[1]) for c in _LOG_COLUMNS)[name])
+        value = row.get(keys[name])
         if name == "time":
-            return f"{render.local(value, zone):%Y-%m-%d %H:%M:%S}" if value is not None else ""
+            return f"{render.local(value, zone):{TIME_FORMAT}}" if value is not None else ""
         if name == "key":
             return f"…{value}" if value else ""
         if name == "cost":
             return render.money(value) if value is not None else (row["price_status"] or "")
         if name == "ms":
-            return f"{value:.0f}" if value is not None else ""
+            return f"{value:,.0f}" if value is not None else ""
         if name == "problems":
-            miss = row["cache_miss"] and f"cache miss: {row['cache_miss']}"
+            miss = row["cache_miss"] and (
+                "not cacheable" if row["cache_miss"] == "below_minimum" else f"cache miss: {row['cache_miss']}"
+            )
             return ", ".join(filter(None, [value, miss]))
-        if name in ("in", "cached", "out"):
+        if name in ("input", "cached", "output"):
             return _int(value)
         return "" if value is None else str(value)
 
     priced = [row["cost_usd"] for row in rows if row["cost_usd"] is not None]
+    unpriced = len(rows) - len(priced)
     sums = {
-        "time": f"total ({len(rows)})",
-        "in": _int(sum(row["input_tokens"] or 0 for row in rows)),
+        "time": f"total ({len(rows):,})",
+        "input": _int(sum(row["input_tokens"] or 0 for row in rows)),
         "cached": _int(sum(row["cached_tokens"] or 0 for row in rows)),
-        "out": _int(sum(row["output_tokens"] or 0 for row in rows)),
-        "cost": audit.cost_shown(priced, len(rows) - len(priced), noun="") if rows else "",
+        "output": _int(sum(row["output_tokens"] or 0 for row in rows)),
+        "cost": render.money(sum(priced, Decimal(0))) if priced else "unpriced",
     }
+    headers = {name: f"time ({render.zone_label(zone)})" if name == "time" else name for name, *_ in _LOG_COLUMNS}
     columns = [
         layout.Column(
-            f"time ({render.zone_label(zone)})" if name == "time" else name,
+            headers[name],
             [render.shown(cell(name, row)) for row in rows],
-            kind,
+            layout.FREE if free else layout.WHOLE,
             justify=justify,
-            drop=drop,
+            drop=step,
+            fold=headers[under] if under else None,
             total=render.shown(sums.get(name, "")),
         )
-        for name, _, kind, justify, drop in _LOG_COLUMNS
+        for name, _, free, justify, step, under in _LOG_COLUMNS
     ]
-    render.print_fitted(render.make_console(fallback_width=220), "", columns)
+    console = render.make_console(fallback_width=220)
+    render.print_fitted(console, "", columns)
+    if priced and unpriced:
+        noun = "exchange" if unpriced == 1 else "exchanges"
+        render.emit(
+            console, render.shown(f"cost total: {sums['cost']} + {unpriced:,} unpriced {noun} (not in the total)")
+        )
 
 
 def _int(value: Any) -> str:
@@ -264,8 +266,8 @@ def run_show(args: argparse.Namespace) -> int:
         data = audit.conversation(url, engine, args.id) if args.conversation else audit.show(url, engine, args.id)
     except audit.NotFound as exc:
         raise UsageError(str(exc)) from None
-    if args.format == "json":
-        print(_json(data, indent=2))
+    if args.format in output.MACHINE:
+        audit_machine.show(data, args.format, zone, conversation=args.conversation)
     elif args.conversation:
         _print_conversation(data, zone)
     else:
@@ -274,8 +276,11 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def _section(console: Console, title: str, pairs: list[tuple[str, Any]], lines: tuple[str, ...] = ()) -> None:
-    """A titled table of name and value; the values named in `lines` keep their newlines."""
+    """A titled table of name (in words) and value (numbers with separators); the values
+    named in `lines` keep their newlines."""
     from rich.table import Table
+
+    from llmtap.analytics.render import emit
 
     console.print(f"\n[bold]{title}[/]")
     table = Table(show_header=False, box=None, pad_edge=False)
@@ -283,29 +288,43 @@ def _section(console: Console, title: str, pairs: list[tuple[str, Any]], lines: 
     table.add_column(overflow="fold")
     for name, value in pairs:
         if value not in (None, "", [], {}):
-            text = value if isinstance(value, str) else json.dumps(value, default=_json_default, ensure_ascii=False)
-            table.add_row(_shown(name), _shown(text, lines=name in lines))
-    console.print(table)
+            table.add_row(_shown(_label(name)), _shown(_value(value), lines=name in lines))
+    emit(console, table)
+
+
+def _label(name: str) -> str:
+    return name.removesuffix("_usd").replace("_", " ")
+
+
+def _value(value: Any) -> str:
+    """A value of `show` as text: a number with thousands separators, a structure as JSON."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, (int, float)):
+        return f"{value:,}"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=_json_default, ensure_ascii=False)
 
 
 def _when(value: Any, zone: Any) -> str:
     from llmtap.analytics.render import local
 
-    return f"{local(value, zone):%Y-%m-%d %H:%M:%S.%f}"[:-3] if isinstance(value, datetime) else str(value)
+    return f"{local(value, zone):%Y-%m-%d %H:%M:%S.%f}"[:-3] if isinstance(value, datetime) else _value(value)
 
 
 def _print_exchange(data: dict[str, Any], zone: Any) -> None:
-    from llmtap.analytics.render import make_console, zone_label
+    from llmtap.analytics.render import emit, make_console, zone_label
 
     console = make_console(fallback_width=160)
-    console.print(_shown(f"exchange {data['id']}", style="bold"))
-    _section(console, "who", [(k, str(v)) for k, v in data["who"].items() if v is not None])
+    emit(console, _shown(f"exchange {data['id']}", style="bold"))
+    _section(console, "who", [(k, v) for k, v in data["who"].items() if v is not None])
     _section(
         console,
         "when",
         [("times in", zone_label(zone)), *((k, _when(v, zone)) for k, v in data["when"].items() if v is not None)],
     )
-    _section(console, "where", [(k, str(v)) for k, v in data["where"].items() if v is not None])
+    _section(console, "where", [(k, v) for k, v in data["where"].items() if v is not None])
     request = data["request"]
     _section(
         console,
@@ -313,13 +332,13 @@ def _print_exchange(data: dict[str, Any], zone: Any) -> None:
         [
             ("model", request.get("model")),
             ("stream", str(request.get("stream"))),
-            ("max tokens", str(request.get("max_tokens") or "")),
+            ("max tokens", request.get("max_tokens") or ""),
             ("messages by role", request.get("messages_by_role")),
             ("system prompt", f"{request.get('system_chars')} characters"),
             ("tools declared", [t.get("name") for t in request.get("tools") or []]),
             ("server tools", request.get("server_tools")),
             ("tool choice", request.get("tool_choice")),
-            ("cache breakpoints", str(request.get("cache_breakpoints") or 0)),
+            ("cache breakpoints", request.get("cache_breakpoints") or 0),
             ("cache ttl", request.get("cache_ttl")),
             ("prompt cache key", request.get("prompt_cache_key")),
             ("previous response", request.get("previous_response_id")),
@@ -333,7 +352,7 @@ def _print_exchange(data: dict[str, Any], zone: Any) -> None:
         console.print("\n[bold]transcript[/]")
         turns = [("system", script["system"])] if script["system"] else []
         for role, text in turns + [(m["role"], m["text"]) for m in script["messages"]]:
-            console.print(_shown(role, style="dim") + "  " + _shown(_clip(text or ""), lines=True))
+            emit(console, _shown(role, style="dim") + "  " + _shown(_clip(text or ""), lines=True))
     answer = data["answer"]
     _section(
         console,
@@ -343,7 +362,7 @@ def _print_exchange(data: dict[str, Any], zone: Any) -> None:
             ("finish", f"{answer['finish_reason']} ({answer['finish_reason_raw']})"),
             ("text", answer["text"] or ""),
             ("refusal", answer["refusal"]),
-            ("reasoning blocks", str(answer["reasoning_blocks"])),
+            ("reasoning blocks", answer["reasoning_blocks"]),
             ("error", answer["error"]),
             ("server tool calls", answer["server_tool_calls"]),
             ("interrupted", answer["interrupted"]),
@@ -353,37 +372,37 @@ def _print_exchange(data: dict[str, Any], zone: Any) -> None:
     )
     for call in answer["tool_calls"]:
         detail = f" — {call['status_detail']}" if call.get("status_detail") else ""
-        console.print(
+        emit(
+            console,
             _shown("  tool call ")
             + _shown(call["name"], style="bold")
             + _shown(f" {call['id']}: {call['status']}{detail}")
             + "\n    "
-            + _shown(call["arguments_raw"])
+            + _shown(call["arguments_raw"]),
         )
-    _section(console, "usage", [(k, str(v)) for k, v in data["usage"].items() if k != "raw" and v is not None])
+    _section(console, "usage", [(k, v) for k, v in data["usage"].items() if k != "raw" and v is not None])
     _print_cost(console, data["cost"])
-    _section(console, "cache", [(k, str(v)) for k, v in data["cache"].items() if v is not None])
+    _section(console, "cache", [(k, v) for k, v in data["cache"].items() if v is not None])
     if data.get("bodies"):
         bodies = data["bodies"]
         console.print("\n[bold]raw bodies (as stored: secrets redacted)[/]")
         for name, value in bodies.get("request_headers") or []:
-            console.print(_shown(f"{name}:", style="dim") + " " + _shown(value))
+            emit(console, _shown(f"{name}:", style="dim") + " " + _shown(value))
         for name in ("request", "response"):
             if bodies.get(name):
-                console.print(_shown(name, style="dim") + "\n" + _shown(_clip(bodies[name], TERMINAL_BODY), lines=True))
+                emit(console, _shown(name, style="dim") + "\n" + _shown(_clip(bodies[name], TERMINAL_BODY), lines=True))
 
 
 def _print_cost(console: Console, cost: dict[str, Any]) -> None:
     """The price, its parts and the fee (money in the one format; the exact figures are
     `--format json`'s), what was served, and the pricer's detail lines when it kept them."""
-    from llmtap.analytics.render import money
+    from llmtap.analytics.render import emit, money
 
     pairs = []
     for key, value in cost.items():
         if key == "detail" or value in (None, {}, []):
             continue
-        text = money(value) if isinstance(value, Decimal) else value if isinstance(value, (dict, list)) else str(value)
-        pairs.append((key, text))
+        pairs.append((key, money(value) if isinstance(value, Decimal) else value))
     _section(console, "cost", pairs)
     detail = cost.get("detail")
     if not isinstance(detail, dict):
@@ -398,7 +417,7 @@ def _print_cost(console: Console, cost: dict[str, Any]) -> None:
             text = value if isinstance(value, str) else json.dumps(value, default=_json_default, ensure_ascii=False)
             lines.append(f"{key}: {text}")
     for line in lines:
-        console.print(_shown("  " + line))
+        emit(console, _shown("  " + line))
 
 
 def _part_line(part: dict[str, Any]) -> str:
@@ -413,7 +432,7 @@ def _part_line(part: dict[str, Any]) -> str:
     if what == "fee":
         rate = f" at ${part['usd_per_1k']} per 1,000" if part.get("usd_per_1k") is not None else ""
         source = f" ({part['source']})" if part.get("source") else ""
-        return f"fee {part.get('kind')}: {part.get('count')} uses{rate}{source} = {usd('total')}"
+        return f"fee {part.get('kind')}: {_value(part.get('count'))} uses{rate}{source} = {usd('total')}"
     pieces = [
         f"{key.replace('_', ' ')} {usd(key)}" for key in ("input", "cache_read", "cache_write", "output") if key in part
     ]
@@ -435,49 +454,56 @@ def _print_conversation(data: dict[str, Any], zone: Any) -> None:
         cache = turn["cache"]
         return f"miss: {cache['cause']}" if cache.get("verdict") == "miss" else str(cache.get("verdict", ""))
 
-    # (header, cells, kind, justify, total)
-    spec: list[tuple[str, list[str], str, str, str]] = [
-        ("#", [str(n) for n in range(1, len(turns) + 1)], layout.NUMBER, "right", ""),
+    priced = [t["cost_usd"] for t in turns if t["cost_usd"] is not None]
+    # (header, cells, free text?, justify, total, step, folds under): as the log's columns
+    spec: list[tuple[str, list[str], bool, str, str, int, str | None]] = [
+        ("#", [f"{n:,}" for n in range(1, len(turns) + 1)], False, "right", "", 0, None),
         (
             f"time ({render.zone_label(zone)})",
-            [f"{render.local(t['started_at'], zone):%Y-%m-%d %H:%M:%S}" for t in turns],
-            layout.TIME,
+            [f"{render.local(t['started_at'], zone):{TIME_FORMAT}}" for t in turns],
+            False,
             "left",
             "total",
+            4,
+            "id",
         ),
-        ("messages", [str(t["messages"]) for t in turns], layout.NUMBER, "right", f"{totals['turns']} turns"),
-        ("finish", [t["finish_reason"] or "" for t in turns], layout.TEXT, "left", ""),
-        ("in", [_int(t["input_tokens"]) for t in turns], layout.NUMBER, "right", _int(totals["input_tokens"])),
+        ("messages", [_int(t["messages"]) for t in turns], False, "right", f"{totals['turns']:,} turns", 9, None),
+        ("finish", [t["finish_reason"] or "" for t in turns], False, "left", "", 8, None),
+        ("input", [_int(t["input_tokens"]) for t in turns], False, "right", _int(totals["input_tokens"]), 3, None),
         (
             "cached",
             [_int(t["cache_read_tokens"]) for t in turns],
-            layout.NUMBER,
+            False,
             "right",
             _int(totals["cache_read_tokens"]),
+            6,
+            None,
         ),
-        ("out", [_int(t["output_tokens"]) for t in turns], layout.NUMBER, "right", _int(totals["output_tokens"])),
+        ("output", [_int(t["output_tokens"]) for t in turns], False, "right", _int(totals["output_tokens"]), 5, None),
         (
             "cost",
             [render.money(t["cost_usd"]) if t["cost_usd"] is not None else "unpriced" for t in turns],
-            layout.WHOLE,
+            False,
             "right",
-            totals["cost_shown"],
+            render.money(sum(priced, Decimal(0))) if priced else "unpriced",
+            0,
+            None,
         ),
-        ("cache", [verdict(t) for t in turns], layout.TEXT, "left", f"{totals['cache_misses']} misses"),
-        ("tool calls", [", ".join(str(n) for n in t["tool_calls"]) for t in turns], layout.TEXT, "left", ""),
-        ("id", [t["id"] for t in turns], layout.WHOLE, "left", ""),
+        ("cache", [verdict(t) for t in turns], True, "left", f"{totals['cache_misses']:,} misses", 7, None),
+        ("tool calls", [", ".join(str(n) for n in t["tool_calls"]) for t in turns], True, "left", "", 10, None),
+        ("id", [t["id"] for t in turns], False, "left", "", 0, None),
     ]
-    drops = {"tool calls": 3, "messages": 2, "finish": 1}
     columns = [
         layout.Column(
             header,
             [render.shown(c) for c in cells],
-            kind,
+            layout.FREE if free else layout.WHOLE,
             justify=justify,
-            drop=drops.get(header, 0),
+            drop=step,
+            fold=under,
             total=render.shown(total),
         )
-        for header, cells, kind, justify, total in spec
+        for header, cells, free, justify, total, step, under in spec
     ]
     identity = data.get("identity") or {}
     told = {"session": "client session", "chain": "response chain", "prefix": "same first message"}
@@ -485,4 +511,7 @@ def _print_conversation(data: dict[str, Any], zone: Any) -> None:
     if identity.get("rule") in told:
         title += f" ({told[identity['rule']]}"
         title += f" {identity['session_id']})" if identity.get("session_id") else ")"
-    render.print_fitted(render.make_console(), title, columns)
+    console = render.make_console()
+    render.print_fitted(console, title, columns, formats="--format json")
+    if priced and len(priced) < len(turns):
+        render.emit(console, render.shown(f"cost total: {totals['cost_shown']} (the unpriced not in the total)"))

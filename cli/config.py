@@ -37,7 +37,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="The settings every command uses (flags, environment, config file, defaults), each with "
         "where it came from; secrets are masked. `llmtap config check FILE` checks a config file.",
     )
-    parser.add_argument("--format", choices=("table", "json", "jsonl", "csv"), default="table")
+    parser.add_argument(
+        "--format",
+        choices=("table", "json", "jsonl", "csv"),
+        default="table",
+        help="table: a table for the terminal (default); json: an array of objects; jsonl: an object a line; csv",
+    )
     settings_module.add_common(parser)
     actions = parser.add_subparsers(dest="config_command", metavar="ACTION", parser_class=type(parser))
     check = actions.add_parser(
@@ -45,7 +50,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="check a config file: unknown tables or keys and wrong types are one line, exit 2",
         description="Check a config file against the schema every command reads it with.",
     )
-    check.add_argument("file", metavar="FILE")
+    check.add_argument("file", metavar="FILE", help="the TOML config file to check")
     check.set_defaults(run=run_check)
     parser.set_defaults(run=run)
 

@@ -70,6 +70,15 @@ def _teams(table: dict[str, SecretStr]) -> dict[str, SecretStr]:
 Port = Annotated[int, AfterValidator(_port)]
 
 
+def _seconds(value: float) -> float:
+    if value < 0 or value != value or value == float("inf"):
+        raise ValueError(f"must be a number of seconds (0 for no limit), not {value!r}")
+    return value
+
+
+UPSTREAM_TIMEOUT = 600.0  # seconds: an SDK's own default (Anthropic, OpenAI: 10 minutes)
+
+
 class ReverseEntry(Section):
     """One `[[proxy.reverse]]` listener."""
 
@@ -87,6 +96,9 @@ class ProxySection(Section):
     confdir: str = "~/.mitmproxy"
     modes: list[str] = []  # mitmproxy mode specs
     reverse: Annotated[list[ReverseEntry], Env("LLMTAP_REVERSE")] = []
+    # seconds an LLM request waits for the upstream's response headers, then its client gets a 504
+    upstream_timeout: Annotated[float, AfterValidator(_seconds)] = UPSTREAM_TIMEOUT
+    access_log: bool = False  # one line on stderr per finished exchange
 
 
 def _hosts(values: list[str]) -> list[str]:

@@ -37,6 +37,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--since", help="ISO date/time or age (7d)")
     parser.add_argument("--until", help="ISO date/time or age")
     parser.add_argument(
+        "--tz",
+        metavar="ZONE",
+        help="IANA time zone the page's days, hours and times are in (default UTC)",
+    )
+    parser.add_argument(
         "--lake",
         metavar="WAREHOUSE",
         help="draw from the lake `llmtap lake sync` keeps there, plus the store's rows not synced yet",
@@ -53,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from llmtap.dashboards import data, page
 
     since, until = moment(args.since), moment(args.until)
+    args.zone = _zone(args.tz)
     settings = settings_module.load(args)
     engine = open_store(settings)
     say_what_waits(settings)
@@ -60,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     reprice(engine, pricer)
     url = engine.url.render_as_string(hide_password=False)
     label = engine.url.render_as_string(hide_password=True)
-    args.lake_kwargs = {"lake": args.lake, "lake_settings": lake_file_settings(args, settings)}
+    args.lake_kwargs = {"lake": args.lake, "lake_settings": lake_file_settings(args, settings), "tz": args.zone.key}
     if not args.serve:
         with lake_damage(args.lake):
             html = page.render(data.collect(url, since, until, **args.lake_kwargs), store=label)
@@ -95,7 +101,7 @@ def _serve(args, engine, pricer, url, label, since, until) -> int:
             args.port,
             collect,
             lambda d: page.render(d, store=label, live=True),
-            routes=_routes(engine, url, label, since, until),
+            routes=_routes(engine, url, label, since, until, args.zone),
             token=os.environ.get("LLMTAP_DASHBOARD_TOKEN") or None,
             private=private,
         )
@@ -117,9 +123,18 @@ def _serve(args, engine, pricer, url, label, since, until) -> int:
     return 0
 
 
-def _routes(engine, url, label, since, until):
+def _zone(name: str | None):
+    from llmtap.analytics.reports import ReportError, zone
+
+    try:
+        return zone(name)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _routes(engine, url, label, since, until, zone):
     """The served dashboard's other pages: one per exchange, one per conversation, and the
-    filtered exchange list as JSON (the same filters as `llmtap log`)."""
+    filtered exchange list as JSON (the same filters as `llmtap log`), times in `zone`."""
     import json
 
     from llmtap.analytics import audit
@@ -133,13 +148,13 @@ def _routes(engine, url, label, since, until):
 
     def exchange(rest: str, query: dict[str, str]):
         try:
-            return html(page.render_exchange(audit.show(url, engine, rest), store=label))
+            return html(page.render_exchange(audit.show(url, engine, rest), store=label, zone=zone))
         except audit.NotFound as exc:
             return missing(exc)
 
     def conversation(rest: str, query: dict[str, str]):
         try:
-            return html(page.render_conversation(audit.conversation(url, engine, rest), store=label))
+            return html(page.render_conversation(audit.conversation(url, engine, rest), store=label, zone=zone))
         except audit.NotFound as exc:
             return missing(exc)
 
@@ -161,7 +176,7 @@ def _routes(engine, url, label, since, until):
         )
         rows = audit.log(url, engine, filters, limit=data.EXCHANGES_SHOWN)
         details = audit.details(url, engine, [r["id"] for r in rows])
-        out = [{**{k: data._plain(v, k) for k, v in r.items()}, "detail": details.get(r["id"])} for r in rows]
+        out = [{**{k: data._plain(v, k, zone) for k, v in r.items()}, "detail": details.get(r["id"])} for r in rows]
         return 200, "application/json", json.dumps(out, default=str).encode()
 
     return {"exchange/": exchange, "conversation/": conversation, "log.json": log_json}

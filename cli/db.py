@@ -8,13 +8,25 @@ from llmtap.cli import settings as settings_module
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("db", help="manage the store's schema")
+    parser = commands.add_parser(
+        "db",
+        help="manage the store's schema",
+        description="The store's schema, kept by Alembic migrations (other commands upgrade a new store themselves).",
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
-    up = actions.add_parser("upgrade", help="apply Alembic migrations up to the newest")
+    up = actions.add_parser(
+        "upgrade",
+        help="apply Alembic migrations up to the newest",
+        description="Apply the Alembic migrations the store lacks, up to the newest.",
+    )
     settings_module.add_common(up)
     up.set_defaults(run=run_upgrade)
-    show = actions.add_parser("current", help="print the store's schema revision")
+    show = actions.add_parser(
+        "current",
+        help="print the store's schema revision",
+        description="Print the Alembic revision the store's schema is at.",
+    )
     settings_module.add_common(show)
     show.set_defaults(run=run_current)
 

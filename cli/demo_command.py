@@ -16,6 +16,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "demo",
         help="the whole job offline: simulated providers, the real proxy, SDK traffic, reports, dashboard",
+        description="The main job with no network and no keys: recorded traffic from real SDK clients is played "
+        "through the real proxy against simulated providers into a fresh SQLite store; then the reports are "
+        "printed and the dashboard written.",
     )
     parser.add_argument(
         "--dir", metavar="FOLDER", help="where to put the store and the dashboard (default: a new temp folder)"

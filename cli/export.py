@@ -5,8 +5,12 @@ the ones `llmtap proxy --otlp-endpoint` sends live.
 
 Rows whose price is stale (stored unpriced, or under another price file) are priced first,
 as `report cost` prices them, so an export's `cost_usd` adds up to that report's total for
-the same period. Not responsible for which rows and columns there are
-(`storage/export.py`, `analytics/export_rows.py`).
+the same period (and, with `--team`, `--model` or `--provider`, to its row for that name
+under `--by team`, `model` or `provider`). Each flag repeats; a name is never split at
+commas, as a team name may hold one. Progress is drawn on standard error when it is a
+terminal (cli/progress.py), and the count line goes there too: standard output may be
+the data. Not responsible for which rows and columns there are (`storage/export.py`,
+`analytics/export_rows.py`).
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -38,9 +43,26 @@ def register(commands: argparse._SubParsersAction) -> None:
         "fingerprint, host, path, timings and the money (cost_usd and its parts in exact dollars, "
         "price_status, price_version). Stale prices are brought up to date first.",
     )
-    parser.add_argument("--format", choices=("jsonl", "csv", "parquet", "otlp"), default="jsonl")
+    parser.add_argument(
+        "--format",
+        choices=("jsonl", "csv", "parquet", "otlp"),
+        default="jsonl",
+        help="jsonl (default), csv, parquet (needs --output) or otlp (spans sent to --endpoint)",
+    )
     parser.add_argument("--since", help="ISO date/time or age (7d) — exchanges started at or after")
     parser.add_argument("--until", help="ISO date/time or age — exchanges started before")
+    for flag, what in (
+        ("--team", "a team's exchanges only"),
+        ("--model", "a model's exchanges only (the served model, else the requested one, as report cost --by model)"),
+        ("--provider", "a provider's exchanges only (genai-prices' id: anthropic, openai, google, aws, …)"),
+    ):
+        parser.add_argument(
+            flag,
+            action="append",
+            default=[],
+            metavar=flag.removeprefix("--").upper(),
+            help=f"{what}; repeat it for several (a name is taken whole, commas and all)",
+        )
     parser.add_argument("-o", "--output", metavar="FILE", help="file to write (default stdout; required for parquet)")
     parser.add_argument("--prices", metavar="FILE", help="local price file (TOML) overriding or adding models")
     parser.add_argument(
@@ -67,8 +89,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--format otlp sends spans to --endpoint; it writes no --output")
     from llmtap.analytics.duck import connect
     from llmtap.analytics.export_rows import export_rows
+    from llmtap.cli.progress import Meter
     from llmtap.cli.store import open_store
+    from llmtap.storage.export import Only, count_exchanges
 
+    only = Only(tuple(args.team), tuple(args.model), tuple(args.provider))
     settings = settings_module.load(args)
     otlp = _otlp_options(args, settings.config) if args.format == "otlp" else None
     pricing.pricer_for(settings)  # a bad price file fails before the store is opened
@@ -77,20 +102,46 @@ def run(args: argparse.Namespace) -> int:
         pricer = pricing.pricer_for(settings, engine)  # the explicit file, else the store's
         duck = connect(engine.url.render_as_string(hide_password=False))
         try:
-            pricing.catch_up(engine, pricer, duck)
-            rows = export_rows(engine, duck, since, until)
-            if otlp is not None:
-                return _otlp(engine, duck, rows, otlp, since, until)
-            if args.format == "parquet":
-                _parquet(rows, Path(args.output))
-            else:
-                with _open_output(args.output) as out:
-                    (_jsonl if args.format == "jsonl" else _csv)(rows, out)
+            pricing.catch_up(engine, pricer, duck, meter=True)
+            # rows written to a terminal are their own progress: a bar would be drawn among them
+            on_screen = args.output is None and args.format != "otlp" and sys.stdout.isatty()
+            total = partial(count_exchanges, engine, since, until, only)  # counted only for a bar
+            with Meter("exporting", total=total, show=not on_screen) as meter:
+                rows = _metered(export_rows(engine, duck, since, until, only=only), meter)
+                if otlp is not None:
+                    return _otlp(engine, duck, rows, otlp, since, until)
+                if args.format == "parquet":
+                    _parquet(rows, Path(args.output))
+                else:
+                    with _open_output(args.output) as out:
+                        (_jsonl if args.format == "jsonl" else _csv)(rows, out)
         finally:
             duck.close()
     finally:
         engine.dispose()
+    print(_exported(meter.done, args.output), file=sys.stderr)
     return 0
+
+
+def _metered(rows: Iterable[dict[str, Any]], meter: Any) -> Iterator[dict[str, Any]]:
+    for row in rows:
+        meter.advance()
+        yield row
+
+
+def _exported(count: int, output: str | None) -> str:
+    """The final count line (standard error: standard output may be the data)."""
+    from rich.filesize import decimal
+
+    from llmtap.cli.progress import counted
+
+    if output is None:
+        return f"exported {counted(count, 'exchange')} to stdout"
+    try:
+        size = f" ({decimal(os.path.getsize(output))})"
+    except OSError:
+        size = ""
+    return f"exported {counted(count, 'exchange')} to {output}{size}"
 
 
 def _otlp_options(args: argparse.Namespace, config: Any) -> Any:

@@ -60,7 +60,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "map applies either way. Only traffic to a provider's API host is priced, whatever "
         "the file says (a rejected file's lines too).",
     )
-    parser.add_argument("files", nargs="+", metavar="FILE")
+    parser.add_argument("files", nargs="+", metavar="FILE", help="HAR files and mitmproxy flow files")
     parser.add_argument(
         "--bodies", choices=("none", "metadata", "full"), help="what to keep of the bodies (default metadata)"
     )
@@ -242,6 +242,8 @@ def _keep_up(writer: Writer) -> None:
 def _progress(console: Console) -> Progress:
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from llmtap.cli.progress import shown
+
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -249,7 +251,7 @@ def _progress(console: Console) -> Progress:
         TimeRemainingColumn(),
         console=console,
         transient=not sys.stderr.isatty(),
-        disable=not console.is_terminal,
+        disable=not shown(),  # standard error a terminal, whatever FORCE_COLOR says (cli/progress.py)
     )
 
 

@@ -13,6 +13,9 @@ is not given) and pyiceberg FileIO properties for S3, e.g.
 S3 credentials come from `s3.access-key-id` / `s3.secret-access-key` there or from the
 usual AWS environment; they are never printed.
 
+Progress (rows written so far, after each commit) is drawn on a terminal; each table's
+counts end the command.
+
 Not responsible for the sync itself or for reading the lake in reports.
 """
 
@@ -56,6 +59,7 @@ def lake_settings(settings: Any, warehouse: str | None) -> tuple[str, dict[str, 
 
 
 def run_sync(args: argparse.Namespace) -> int:
+    from llmtap.cli.progress import Meter
     from llmtap.cli.store import open_store
     from llmtap.lake.catalog import LakeError, open_catalog
     from llmtap.lake.sync import sync
@@ -65,7 +69,14 @@ def run_sync(args: argparse.Namespace) -> int:
     engine = open_store(settings)
     try:
         catalog = open_catalog(engine.url.render_as_string(hide_password=False), warehouse, properties)
-        done = sync(engine, catalog)
+        written: dict[str, int] = {}
+        with Meter("syncing the lake", unit="rows written") as meter:
+
+            def committed(table: str, rows: int) -> None:
+                written[table] = rows
+                meter.update(sum(written.values()))
+
+            done = sync(engine, catalog, progress=committed)
     except LakeError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:  # a folder it cannot write, a file gone, an S3 endpoint that does not answer

@@ -5,6 +5,10 @@ hosts name now: storage/renames.py; then price what changed).
 A prune that would delete more than CONFIRM_OVER exchanges asks first: `--yes` agrees in
 advance; without it, a terminal is asked y/N and anything else is refused. `--dry-run`
 says what would go and deletes nothing.
+
+Both draw progress on a terminal (cli/progress.py: a spinner for a prune, whose deletes are
+a few set-wise statements in one transaction; a bar for reprocess, page by page) and end
+with their counts on standard output, which carries nothing else.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_prune(args: argparse.Namespace) -> int:
+    from llmtap.cli.progress import Meter
     from llmtap.cli.store import open_store
     from llmtap.storage.maintenance import PruneGrew, plan_prune, prune
 
@@ -71,7 +76,9 @@ def run_prune(args: argparse.Namespace) -> int:
             return 0
         at_most = None if args.yes else _agreed(plan)
         try:
-            removed, collected = prune(engine, cutoff, at_most=at_most)
+            # one transaction of a few set-wise deletes: a spinner while it runs, no count
+            with Meter(f"pruning {plan.exchanges:,} exchanges and {plan.bodies:,} unused bodies", unit=""):
+                removed, collected = prune(engine, cutoff, at_most=at_most)
         except PruneGrew as exc:
             raise UsageError(f"nothing deleted: {exc}; run prune again") from None
     finally:
@@ -84,6 +91,7 @@ def _run_prune_synced(args: argparse.Namespace, cutoff: Any) -> int:
     """`prune --synced`: the exchanges older than the cut-off that the lake holds as the
     store does (below its watermarks, and present in it)."""
     from llmtap.cli.lake import lake_settings
+    from llmtap.cli.progress import Meter
     from llmtap.cli.store import open_store
     from llmtap.lake.catalog import LakeError, open_catalog
     from llmtap.lake.held import exchange_ids_before, marks
@@ -104,7 +112,8 @@ def _run_prune_synced(args: argparse.Namespace, cutoff: Any) -> int:
             return 0
         if len(ids) > CONFIRM_OVER and not args.yes:
             raise UsageError(f"prune --synced would delete {len(ids):,} exchanges (over {CONFIRM_OVER:,}): add --yes")
-        removed, collected = prune_synced(engine, ids, exchange_mark, tool_call_mark)
+        with Meter(f"pruning {len(ids):,} synced exchanges", unit=""):
+            removed, collected = prune_synced(engine, ids, exchange_mark, tool_call_mark)
     except LakeError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:  # a lake file gone, an S3 endpoint that does not answer
@@ -147,6 +156,7 @@ def _agreed(plan: Any) -> int:
 def run_reprocess(args: argparse.Namespace) -> int:
     """Rename providers (storage/renames.py), re-decode, then price what either changed."""
     from llmtap.cli.pricing import catch_up, pricer_for
+    from llmtap.cli.progress import Meter
     from llmtap.cli.store import open_store
     from llmtap.storage.maintenance import reprocess
     from llmtap.storage.renames import rename_providers
@@ -155,17 +165,30 @@ def run_reprocess(args: argparse.Namespace) -> int:
     engine = open_store(settings)
     try:
         pricer = pricer_for(settings, engine)
-        renamed = rename_providers(engine, settings.provider_names())
-        result = reprocess(engine)
-        priced = catch_up(engine, pricer)
+        with Meter("renaming providers", unit=""):
+            renamed = rename_providers(engine, settings.provider_names())
+        with Meter("reprocessing", total=lambda: _with_bodies(engine)) as meter:
+            result = reprocess(engine, meter.advance)
+        priced = catch_up(engine, pricer, meter=True)
     finally:
         engine.dispose()
     print(
-        f"reprocessed {result.reprocessed} exchanges ({result.changed} changed); "
-        f"{result.without_bodies} have no stored bodies and were left as they are"
+        f"reprocessed {result.reprocessed:,} exchanges ({result.changed:,} changed); "
+        f"{result.without_bodies:,} have no stored bodies and were left as they are"
     )
     print(
-        f"renamed the provider of {renamed.renamed} exchanges, {renamed.trusted} no longer unverified; "
-        f"priced {priced} with {pricer.file_version}"
+        f"renamed the provider of {renamed.renamed:,} exchanges, {renamed.trusted:,} no longer unverified; "
+        f"priced {priced:,} with {pricer.file_version}"
     )
     return 0
+
+
+def _with_bodies(engine: Any) -> int:
+    """How many exchanges `reprocess` re-decodes: those whose response body was kept."""
+    from sqlalchemy import func, select
+
+    from llmtap.storage.schema import exchanges
+
+    with engine.connect() as connection:
+        query = select(func.count()).select_from(exchanges).where(exchanges.c.response_body_ref.is_not(None))
+        return int(connection.execute(query).scalar_one())

@@ -8,7 +8,11 @@ and `llmtap_config` stand for the flags, then the environment, the config file a
 defaults) and opens the same things (cli/recording.py): the writer pricing rows as they
 are written, `[teams]`, `[auth]` (a proxy request without a team's credentials gets 407),
 `[budgets]` (a team over its limit gets 429), `[[providers]]`, `[metrics]` and `[otlp]`. A bad setting
-stops mitmdump with the one-line error `llmtap` would print (exit status 2).
+stops mitmdump with the one-line error `llmtap` would print (exit status 2). An
+upstream that fails is answered as `llmtap proxy` answers it (a 502 in the protocol's
+shape, addon/answering.py); the 504 of a silent one needs `--set llmtap_upstream_timeout=SECONDS`
+(off by default here: mitmdump's options are its own). `[proxy] access_log` prints the
+access lines here too, and the last line says what the run wrote.
 Not responsible for hooks: those are the recorder's (llmtap.addon).
 """
 
@@ -55,7 +59,8 @@ def open_from_options(options: Any) -> recording.Recording:
         engine.dispose()
         telemetry = recording.telemetry_for(settings, url)
         listeners = recording.Listeners(teams=listener_teams(list(options.llmtap_listener_teams)))
-        return recording.start(settings, url, telemetry, listeners, fingerprinter)
+        access = settings.config.proxy.access_log  # [proxy] access_log: the line per exchange here too
+        return recording.start(settings, url, telemetry, listeners, fingerprinter, access_log=access, say_left=False)
     except (UsageError, StoreError, ProxyOptionError) as exc:
         _stop(str(exc))
 

@@ -3,6 +3,10 @@ prices with: an explicit price file (`--prices`, `LLMTAP_PRICES`, config `prices
 one is given, else the one `reprice --prices FILE` installed in the store, else
 genai-prices alone; and beside it the price files of the config's `[[providers]]`.
 
+`reprice` draws a bar on a terminal (cli/progress.py) and ends with how many it priced and
+how many of those changed in money (pricedness or a cost part; a new price version alone
+is no change).
+
 Not responsible for the prices themselves (analytics/pricing.py) or for which stored rows
 need pricing again (analytics/reprice.py).
 """
@@ -20,6 +24,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "reprice",
         help="price every stored exchange again (after a price file or price data change)",
+        description="Price every stored exchange again at its own date, with the store's price file (or the one "
+        "given, which is then installed in the store) over genai-prices; every later report and `show` "
+        "uses the new prices.",
     )
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
@@ -57,19 +64,29 @@ def provider_prices(settings: settings_module.Settings) -> list[Any]:
         raise UsageError(str(exc)) from None
 
 
-def catch_up(engine: Any, pricer: Any, duck: Any = None) -> int:
+def catch_up(engine: Any, pricer: Any, duck: Any = None, *, meter: bool = False) -> int:
     """Price the rows stored without a price (imported, recorded while no pricer ran) or
     under another price file, at their own dates; returns how many. With a DuckDB
     connection (`duck`), DuckDB finds them: one parallel pass over a few columns, much
-    cheaper than the store's own scan."""
+    cheaper than the store's own scan. `meter`: show progress on a terminal (a long
+    command's first step)."""
     from llmtap.analytics.reprice import reprice, stale_ids
+    from llmtap.cli.progress import Meter
 
     if duck is None:
-        return reprice(engine, pricer)
+        if not meter:
+            return reprice(engine, pricer)
+        with Meter("pricing stale rows") as shown:
+            return reprice(engine, pricer, progress=lambda n, _changed: shown.advance(n))
     from llmtap.analytics.duck import refresh
 
     ids = stale_ids(duck, pricer)
-    count = reprice(engine, pricer, ids=ids) if ids else 0
+    count = 0
+    if ids and meter:
+        with Meter("pricing stale rows", total=len(ids)) as shown:
+            count = reprice(engine, pricer, ids=ids, progress=lambda n, _changed: shown.advance(n))
+    elif ids:
+        count = reprice(engine, pricer, ids=ids)
     if count:
         refresh(duck)  # a facts copy it reads must show the prices just written
     return count
@@ -82,6 +99,7 @@ def run_reprice(args: argparse.Namespace) -> int:
     from llmtap.analytics.price_file import PriceFileError, PriceText
     from llmtap.analytics.reprice import reprice
     from llmtap.analytics.store_prices import install, uninstall
+    from llmtap.cli.progress import Meter, counted
     from llmtap.cli.store import open_store
 
     settings = settings_module.load(args)
@@ -100,9 +118,23 @@ def run_reprice(args: argparse.Namespace) -> int:
             uninstall(engine)
             settings.price_file = None
         pricer = pricer_for(settings, engine)
-        count = reprice(engine, pricer, everything=True)
+        changed = 0
+
+        def priced(n: int, money: int) -> None:
+            nonlocal changed
+            changed += money
+            meter.advance(n)
+
+        with Meter("repricing", total=lambda: _stored(engine)) as meter:
+            count = reprice(engine, pricer, everything=True, progress=priced)
     finally:
         engine.dispose()
     kept = f" (installed in the store: every command prices with {text.name})" if text is not None else ""
-    print(f"priced {count} exchanges with {pricer.file_version}{kept}")
+    print(f"repriced {counted(count, 'exchange')} ({changed:,} changed) with {pricer.file_version}{kept}")
     return 0
+
+
+def _stored(engine: Any) -> int:
+    from llmtap.storage.export import count_exchanges
+
+    return count_exchanges(engine)

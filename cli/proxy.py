@@ -9,6 +9,8 @@ table, then defaults: a regular proxy on 127.0.0.1:8080 and no reverse listeners
     port = 8080                      # the regular (HTTPS-intercepting) proxy; false: none
     confdir = "~/.mitmproxy"         # mitmproxy's folder with its CA
     modes = []                       # mitmproxy mode specs, after --mode's
+    upstream_timeout = 600           # seconds an LLM request waits for response headers: then a 504
+    access_log = false               # a line on stderr per finished exchange (--access-log)
     [[proxy.reverse]]
     provider = "anthropic"           # anthropic | openai | gemini
     port = 8081
@@ -63,6 +65,19 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--confdir", help="mitmproxy's folder with its CA (default ~/.mitmproxy)")
     parser.add_argument("--quiet", action="store_true", help="do not print client settings")
     parser.add_argument(
+        "--upstream-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="how long an LLM request waits for the upstream's response headers before its client "
+        "gets a 504 (default 600; 0: no limit)",
+    )
+    parser.add_argument(
+        "--access-log",
+        action="store_true",
+        default=None,
+        help="print a line per finished exchange: time, team, request, status, model, tokens, cost, duration",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -78,6 +93,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     settings_module.add_common(parser)
     parser.set_defaults(run=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds (0 for no limit), not {text!r}")
+    return value
 
 
 def _reverse(entries: list[str], upstreams: dict[str, str], config: list[Any]) -> list[Any]:
@@ -115,7 +140,14 @@ def _upstreams(entries: list[str]) -> dict[str, str]:
 
 
 def plan_from(args: argparse.Namespace, settings: Any) -> Any:
-    from llmtap.addon.proxy import ProxyOptionError, ProxyPlan, check_auth_modes, check_modes, check_settings
+    from llmtap.addon.proxy import (
+        ProxyOptionError,
+        ProxyPlan,
+        check_auth_modes,
+        check_modes,
+        check_settings,
+        with_free_ports,
+    )
 
     section = settings.config.proxy
     env_reverse = [e for e in os.environ.get("LLMTAP_REVERSE", "").split(";") if e.strip()]
@@ -136,13 +168,17 @@ def plan_from(args: argparse.Namespace, settings: Any) -> Any:
         quiet=args.quiet,
         settings=list(args.settings),
         auth=dict(settings.auth),
+        upstream_timeout=float(settings.sources.pick(("proxy", "upstream_timeout"), flag="upstream_timeout")),
     )
     try:
         check_settings(plan.settings)
     except ProxyOptionError as exc:
         raise UsageError(str(exc)) from None
     try:
-        check_modes(plan.modes())
+        plan = with_free_ports(plan)
+        check_modes(plan.modes(), plan.listen_host)
+    except OSError as exc:
+        raise UsageError(f"cannot find free ports on {plan.listen_host}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise UsageError(f"bad proxy mode: {exc}") from None
     if plan.auth:
@@ -198,14 +234,20 @@ def run(args: argparse.Namespace) -> int:
         },
         trusted_upstreams=frozenset(_host_port(listener.upstream) for listener in plan.reverse),
     )
-    opened = recording.start(settings, url, telemetry, listeners, fingerprinter)
+    access = bool(settings.sources.pick(("proxy", "access_log"), flag="access_log"))
+    opened = recording.start(settings, url, telemetry, listeners, fingerprinter, access_log=access, say_left=False)
     label = engine.url.render_as_string(hide_password=True)
+    ran = False
     try:
-        return run_proxy(
+        status = run_proxy(
             plan, opened.writer, opened.attribution, f"{label} (bodies: {settings.body_mode})", gate=opened.gate
         )
+        ran = True
+        return status
     except ProxyOptionError as exc:
         raise UsageError(str(exc)) from None
     finally:
         recording.close_writer(opened.writer)
         opened.close()
+        if ran:
+            opened.say_left()

@@ -44,6 +44,14 @@ class Recording:
         """The proxy's side; the writer is closed by whoever ran it (close_writer)."""
         self.side.close()
 
+    def say_left(self) -> None:
+        """The proxy's last line, once the writer is closed: written, in the spool, rejected,
+        lost (storage/left_behind.py)."""
+        from llmtap.storage.left_behind import line
+
+        writer = self.writer
+        print(line(writer.stats, writer.spec.spool_dir, not_handed=writer.backlog), file=sys.stderr, flush=True)
+
 
 def telemetry_for(
     settings: Settings, url: str, *, metrics_flag: str | None = None, otlp_flag: str | None = None
@@ -66,9 +74,20 @@ def telemetry_for(
         raise UsageError(str(exc)) from None
 
 
-def start(settings: Settings, url: str, telemetry: Any, listeners: Listeners, fingerprinter: Any) -> Recording:
+def start(
+    settings: Settings,
+    url: str,
+    telemetry: Any,
+    listeners: Listeners,
+    fingerprinter: Any,
+    *,
+    access_log: bool = False,
+    say_left: bool = True,
+) -> Recording:
     """The writer's process started, the proxy's side up, the attribution made.
-    `fingerprinter`: the store's (storage.store_secret.fingerprinter_for)."""
+    `fingerprinter`: the store's (storage.store_secret.fingerprinter_for). `access_log`:
+    a line per exchange (storage/access_log.py); `say_left=False`: the caller says what
+    is left when the writer closes (`say_left` below), not the writer."""
     from llmtap.addon.attribution import Attribution
     from llmtap.analytics.pricing import row_pricer
     from llmtap.cli.pricing import pricer_for, provider_prices
@@ -91,6 +110,8 @@ def start(settings: Settings, url: str, telemetry: Any, listeners: Listeners, fi
             enrich_factory=functools.partial(row_pricer, settings.price_file, url, provider_prices(settings)),
             observers_factory=functools.partial(observers.build, telemetry) if telemetry.any else None,
             key_secret_id=fingerprinter.secret_id,
+            access_log=access_log,
+            say_left=say_left,
         )
     )
     try:

@@ -1,8 +1,10 @@
 """`llmtap report budgets`: spend against each `[budgets]` limit of the config file in
-its current UTC period, with the forecast to the period's end (telemetry/budget_report.py).
-Table, JSON or CSV as the other reports; money in the one money format in a table, exact
-in JSON and CSV. `--since`, `--until`, `--by` and `--tz` do not apply: a budget's period is
-the calendar period (UTC) that holds now.
+its current period, with the forecast to the period's end (telemetry/budget_report.py).
+Formats as the other reports; money in the one money format in a table (a number to the
+fitter, never wrapped), exact in JSON, JSONL and CSV. A period is the calendar day, week
+or month that holds now in `--tz` (default UTC); the proxy counts, alerts and enforces on
+UTC periods whatever `--tz` says, so `alerted` is of the UTC period. `--since`, `--until` and `--by` do not apply
+(cli/report.py refuses them).
 
 Not responsible for computing spend (llmtap.telemetry) or for the config's checks
 (telemetry/budget_config.py, with the rest of the file's).
@@ -11,14 +13,16 @@ Not responsible for computing spend (llmtap.telemetry) or for the config's check
 from __future__ import annotations
 
 import argparse
-import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from typing import Any
 
+from llmtap.cli import output
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
+from llmtap.cli.timeargs import zone as zone_named
 
-_MONEY = ("limit_usd", "spent_usd", "forecast_usd")
+# what a narrow terminal leaves out first (render.ranks): the rest are the standing itself
+_LESS_NEEDED = ("alerted", "crossed", "period_end", "period_start", "forecast_usd")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,26 +40,31 @@ def run(args: argparse.Namespace) -> int:
         budgets = budget_config.parse(section)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    zone = zone_named(args.tz)
     engine = open_store(settings)
     try:
-        found = budget_report.rows(engine, budgets.limits, datetime.now(UTC))
+        found = budget_report.rows(engine, budgets.limits, datetime.now(UTC), zone)
     finally:
         engine.dispose()
     table = Table(columns=list(budget_report.COLUMNS), rows=found)
-    if args.format == "json":
-        sys.stdout.write(render.as_json(table) + "\n")
-    elif args.format == "csv":
-        sys.stdout.write(render.as_csv(table))
+    if args.format in output.MACHINE:
+        output.write(table, args.format, zone)
     else:
-        shown = Table(columns=table.columns, rows=[_readable(row, render) for row in found])
-        title = "llmtap report budgets (periods in UTC; forecast: linear on the elapsed part)"
-        render.as_rich(shown, title, render.make_console(), total=False)
+        shown = Table(columns=table.columns, rows=[_readable(row, zone) for row in found], dimensions=["scope", "name"])
+        alerts = "" if zone.key == "UTC" else "; the proxy alerts and enforces on UTC periods"
+        title = f"llmtap report budgets (periods in {zone.key}{alerts}; forecast: linear on the elapsed part)"
+        render.as_rich(shown, title, render.make_console(), zone=zone, total=False, optional=_LESS_NEEDED)
     return 0
 
 
-def _readable(row: dict[str, Any], render: Any) -> dict[str, Any]:
+def _readable(row: dict[str, Any], zone: Any) -> dict[str, Any]:
+    """A period's bounds as the days they are (each starts at 00:00 in `zone`; the end is
+    the next period's start); money and the percentage stay numbers, for render to format."""
+    from llmtap.analytics.render import local
+
     out = dict(row)
-    for column in _MONEY:
-        out[column] = render.money(row[column])
-    out["percent"] = render.percent(row["percent"])
+    for column in ("period_start", "period_end"):
+        moment = row[column]
+        if isinstance(moment, datetime) and local(moment, zone).time() == time(0):
+            out[column] = local(moment, zone).date().isoformat()
     return out

@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Any
 
-from llmtap.cli import pricing
+from llmtap.cli import output, pricing
 from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import moment
 
@@ -69,10 +69,8 @@ def run(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace, table: Any, empty: bool, label: str, zone: Any, target: Any) -> None:
     from llmtap.analytics import render
 
-    if args.format == "json":
-        sys.stdout.write(render.as_json(table) + "\n")
-    elif args.format == "csv":
-        sys.stdout.write(render.as_csv(table))
+    if args.format in output.MACHINE:
+        output.write(table, args.format, zone)
     elif not table.rows:
         what = "no exchanges recorded yet" if empty else "no exchanges in that period"
         print(f"whatif: {what} in {label}")
@@ -84,7 +82,7 @@ def _show(args: argparse.Namespace, table: Any, empty: bool, label: str, zone: A
         shown = _for_terminal(table)
         render.as_rich(shown, title, console, shown.compact(TABLE), zone=zone, optional=OPTIONAL)
         for line in footer_lines(table, target):
-            console.print(render.shown(line))
+            render.emit(console, render.shown(line))
     if not table.rows and args.format != "table":
         print(f"llmtap: whatif: nothing to report in {label}", file=sys.stderr)
 

@@ -1,5 +1,6 @@
 """Time arguments: `--since/--until` take an ISO date or time (UTC unless it says) or an
-age such as `30d`; `--older-than` takes an age.
+age such as `30d`; `--older-than` takes an age; `--tz` takes an IANA zone (`add_tz`), a
+name it does not know refused as the command line is read, in one line.
 
 An age is a number and a unit: `s`, `min`, `h`, `d`, `w` (fixed lengths) or `mo`, `y`
 (calendar months and years back from now in UTC: Mar 31 less one month is the last day of
@@ -11,9 +12,11 @@ Not responsible for what a command does with the moment.
 
 from __future__ import annotations
 
+import argparse
 import calendar
 import re
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from llmtap.cli.errors import UsageError
 
@@ -67,3 +70,20 @@ def moment(value: str | None, now: datetime | None = None) -> datetime | None:
         return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     except OverflowError:
         raise UsageError(f"date {value!r} is outside the calendar once in UTC") from None
+
+
+def zone(name: str | None) -> ZoneInfo:
+    """The IANA time zone `name` (None: UTC); a name it does not know is a UsageError."""
+    try:
+        return ZoneInfo(name.strip() if name and name.strip() else "UTC")
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise UsageError(f"--tz {name!r} is not a time zone (an IANA name such as Europe/Paris, or UTC)") from None
+
+
+def _zone_name(value: str) -> str:
+    return zone(value).key
+
+
+def add_tz(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--tz ZONE` on `parser`: checked as the line is read, kept as the zone's name."""
+    parser.add_argument("--tz", metavar="ZONE", type=_zone_name, help=f"IANA time zone of {what} (default UTC)")

@@ -7,12 +7,12 @@
   "use strict";
 
   var F = LlmtapFormat;
-  var KINDS = [  // the parts of a token total, each its own colour
-    ["uncached_input_tokens", "uncached input", "#3b5bdb"],
-    ["cache_read_tokens", "cache read", "#12b76a"],
-    ["cache_write_tokens", "cache write", "#f79009"],
-    ["plain_output_tokens", "output", "#7a5af8"],
-    ["reasoning_tokens", "reasoning", "#ee46bc"],
+  var KINDS = [  // the parts of a token total, each its own colour (format.js)
+    ["uncached_input_tokens", "uncached input"],
+    ["cache_read_tokens", "cache read"],
+    ["cache_write_tokens", "cache write"],
+    ["plain_output_tokens", "output"],
+    ["reasoning_tokens", "reasoning"],
   ];
   var LAYOUT = {
     // Legends above the plot: they wrap and push the plot down, never onto the date labels.
@@ -39,20 +39,23 @@
     return out;
   }
 
+  var emptyText = "";  // over no exchanges at all, every chart says so
+
   function draw(id, traces, extra) {
     var node = document.getElementById(id);
     if (!node) { return; }
     var hasData = traces.some(function (t) { return (t.x || t.values || []).length > 0; });
     if (!hasData) {
       if (node.getAttribute("data-drawn") === "chart") { Plotly.purge(node); }
-      node.textContent = "No data yet.";
+      // said plainly: none in the period shown (the banner above says when the last was)
+      node.textContent = emptyText || node.getAttribute("data-empty") || "None in this period.";
       node.classList.add("empty");
       node.setAttribute("data-drawn", "empty");
       return;
     }
     // Plotly keeps its own nodes inside `node`: clearing them under a drawn chart leaves
     // Plotly.react diffing against a plot that is no longer there, and it draws nothing
-    // (every chart blank after the first refresh). Only the "No data yet." text goes.
+    // (every chart blank after the first refresh). Only the empty text goes.
     if (node.getAttribute("data-drawn") !== "chart") {
       node.textContent = "";
       node.classList.remove("empty");
@@ -88,9 +91,10 @@
   var HOUR_MS = 3600000;
   var DAY_MS = 24 * HOUR_MS;
   var PERIOD_MS = { hour: HOUR_MS, day: DAY_MS, week: 7 * DAY_MS };
-  var HOVER = { hour: "%b %-d, %Y %H:%M UTC", day: "%b %-d, %Y", week: "week of %b %-d, %Y" };
+  var HOVER = { hour: "%b %-d, %Y %H:%M", day: "%b %-d, %Y", week: "week of %b %-d, %Y" };
 
-  // A period's key (`2026-12-01`, or `2026-12-01 13:00` per hour; UTC) as epoch ms.
+  // A period's key (`2026-12-01`, or `2026-12-01 13:00` per hour; wall time in the page's
+  // zone) as epoch ms of that wall time read as UTC: the axis shows the wall time as it is.
   function periodStart(key) {
     var text = String(key);
     return Date.parse(text.length > 10 ? text.replace(" ", "T") + ":00Z" : text + "T00:00:00Z");
@@ -100,7 +104,7 @@
   // milliseconds (ticks at "23:59:59.9995").
   function periodAxis(d) {
     var period = PERIOD_MS[d.period] ? d.period : "day";
-    var axis = { type: "date", hoverformat: HOVER[period] };
+    var axis = { type: "date", hoverformat: HOVER[period] + (period === "hour" ? " " + zoneOf(d) : "") };
     var starts = d.usage_by_day.map(function (r) { return periodStart(r.day); }).filter(isFinite);
     if (!starts.length) { return axis; }
     var half = PERIOD_MS[period] / 2;
@@ -139,6 +143,8 @@
     return traces.map(function (t) { return Object.assign(t, { width: t.x.map(function () { return width; }) }); });
   }
 
+  function zoneOf(d) { return (d.window && d.window.zone) || "UTC"; }
+
   function iso(ms) { return new Date(ms).toISOString().slice(0, 19).replace("T", " "); }
 
   // -- traces -------------------------------------------------------------------------------
@@ -155,7 +161,7 @@
     rows = tokenRows(rows);
     return KINDS.map(function (kind) {
       return {
-        type: "bar", name: kind[1], marker: { color: kind[2] },
+        type: "bar", name: kind[1], marker: { color: F.color("kind", kind[0]) },
         x: rows.map(function (r) { return escape ? label(r[key]) : r[key]; }),
         y: rows.map(function (r) { return r[kind[0]] || 0; }),
         hovertemplate: "%{y:,d} tokens<extra>" + kind[1] + "</extra>",
@@ -190,38 +196,92 @@
   function money(value) { return value === null || value === undefined ? "unpriced" : F.money(value); }
   var MONEY_HOVER = "%{customdata}<extra>%{fullData.name}</extra>";
 
+  // Cost per team: a bar per priced team; a team with nothing priced has no bar but a
+  // label "unpriced: N requests" where it would stand, and a partly priced one says how
+  // many requests its bar leaves out: never an empty $0 bar.
+  function costTeam(d) {
+    var rows = d.cost_by_team;
+    var trace = {
+      type: "bar", name: "cost",
+      marker: { color: rows.map(function (r) { return F.color("team", String(r.team)); }) },
+      x: rows.map(function (r) { return label(r.team); }),
+      y: rows.map(function (r) { return r.cost_usd === null || r.cost_usd === undefined ? null : Number(r.cost_usd); }),
+      customdata: rows.map(function (r) {
+        return money(r.cost_usd) + (r.unpriced ? " + " + F.count(r.unpriced) + " unpriced requests" : "");
+      }),
+      hovertemplate: "%{x}: %{customdata}<extra></extra>",
+    };
+    var annotations = rows.filter(function (r) { return r.unpriced > 0; }).map(function (r) {
+      var none = r.cost_usd === null || r.cost_usd === undefined;
+      return {
+        x: label(r.team), y: none ? 0 : Number(r.cost_usd), yanchor: "bottom", showarrow: false,
+        text: (none ? "unpriced: " : "+ unpriced: ") + F.count(r.unpriced) + " request" + (r.unpriced === 1 ? "" : "s"),
+        textangle: rows.length > 4 ? -90 : 0, font: { size: 11, color: "#475467" },
+        bgcolor: "rgba(255,255,255,0.85)", bordercolor: "#98a2b3", borderwidth: 1, borderpad: 2,
+        captureevents: false, name: "unpriced",
+      };
+    });
+    var priced = rows.some(function (r) { return r.cost_usd !== null && r.cost_usd !== undefined; });
+    var axis = Object.assign({}, MONEY_AXIS);
+    if (!priced) { axis.range = [0, 1]; axis.showticklabels = false; }
+    draw("chart-cost-team", rows.length ? [trace] : [], { showlegend: false, yaxis: axis, annotations: annotations });
+  }
+
+  function unpricedNote(d) {  // under the cost per period: what it leaves out
+    var node = document.getElementById("note-cost-day");
+    if (!node) { return; }
+    var left = d.cost_by_team.filter(function (r) { return r.unpriced > 0; }).map(function (r) {
+      return r.team + " " + F.count(r.unpriced);
+    });
+    node.textContent = left.length ? "Not drawn, unpriced (requests): " + left.join(", ") + "." : "";
+  }
+
+  // Misses by cause, and beside them the requests that were not cacheable (a prefix under
+  // the model's minimum: counted apart, never a miss, as `report cache` counts them).
+  function cacheVerdicts(d) {
+    var ranked = d.miss_causes.map(function (r) { return r.cause; });  // most misses first
+    var causes = series(d.miss_causes, "cause", "cause", "misses", "cause", {
+      trace: { hovertemplate: "miss, %{x}: %{y:,d}<extra></extra>" },
+      order: function (name) { return ranked.indexOf(name); } });
+    if (d.not_cacheable) {
+      causes.push({ type: "bar", name: "not cacheable", x: ["not cacheable"], y: [d.not_cacheable], customdata: [""],
+        marker: { color: F.color("cause", "not_cacheable"), pattern: { shape: "/", fgcolor: "#667085", size: 6 },
+                  line: { color: "#667085", width: 1 } },
+        hovertemplate: "not cacheable (prefix under the model's minimum; no miss): %{y:,d}<extra></extra>" });
+    }
+    draw("chart-miss-causes", causes, { showlegend: false, yaxis: countAxis(causes) });
+  }
+
   function charts(d) {
     var period = periodAxis(d);
     var ranked = d.usage_by_team.slice().sort(function (a, b) { return b.requests - a.requests; })
       .map(function (r) { return String(r.team); });
-    F.teamColors(ranked);
-    function teamOrder(name) { var i = ranked.indexOf(name); return i < 0 ? ranked.length : i; }
+    // colours in the store's order of business, the summed quiet teams last, in their own colour
+    F.teamColors((d.teams_ranked || ranked).map(String).concat(d.other_teams ? [d.other_teams] : []), d.other_teams);
+    function teamOrder(name) {
+      if (name === d.other_teams) { return ranked.length + 1; }
+      var i = ranked.indexOf(name); return i < 0 ? ranked.length : i;
+    }
     var tokensTeam = stackedTokens(d.usage_by_team, "team", true);
     draw("chart-tokens-team", tokensTeam, { yaxis: countAxis(tokensTeam) });
     var tokensDay = periodBars(d, stackedTokens(d.usage_by_day, "day", false));
     draw("chart-tokens-day", tokensDay, { xaxis: period, yaxis: countAxis(tokensDay) });
-    draw("chart-cost-team", [{
-      type: "bar", name: "cost",
-      marker: { color: d.cost_by_team.map(function (r) { return F.color("team", String(r.team)); }) },
-      x: d.cost_by_team.map(function (r) { return label(r.team); }),
-      y: d.cost_by_team.map(function (r) { return Number(r.cost_usd) || 0; }),
-      customdata: d.cost_by_team.map(function (r) {
-        return money(r.cost_usd) + (r.unpriced ? " (" + F.count(r.unpriced) + " unpriced)" : "");
-      }),
-      hovertemplate: "%{x}: %{customdata}<extra></extra>",
-    }], { showlegend: false, yaxis: MONEY_AXIS });
-    draw("chart-cost-day", periodBars(d, series(d.cost_by_day_team, "day", "team", null, "team", {
+    costTeam(d);
+    draw("chart-cost-day", periodBars(d, series(d.cost_by_day_team.filter(function (r) {
+      return r.cost_usd !== null && r.cost_usd !== undefined;
+    }), "day", "team", null, "team", {
       rawX: true, value: function (r) { return Number(r.cost_usd) || 0; },
-      text: function (r) { return money(r.cost_usd); }, trace: { hovertemplate: MONEY_HOVER }, order: teamOrder,
-    })), { xaxis: period, yaxis: MONEY_AXIS });
-    draw("chart-hit-rate", series(d.cache_by_day_team, "day", "team", "hit_rate", "team", {
+      text: function (r) { return money(r.cost_usd) + (r.unpriced ? " + " + F.count(r.unpriced) + " unpriced" : ""); },
+      trace: { hovertemplate: MONEY_HOVER }, order: teamOrder,
+    })), { xaxis: period, yaxis: MONEY_AXIS, legend: Object.assign({}, LAYOUT.legend, { traceorder: "normal" }) });
+    unpricedNote(d);
+    draw("chart-hit-rate", series(d.cache_by_day_team.filter(function (r) { return r.hit_rate !== null; }), "day", "team",
+      "hit_rate", "team", {
       rawX: true, line: true, order: teamOrder,
       trace: { type: "scatter", mode: "lines+markers", hovertemplate: "%{customdata}<extra>%{fullData.name}</extra>" },
       text: function (r) { return F.percent(r.hit_rate) + " of " + F.count(r.input_tokens) + " input tokens"; },
     }), { xaxis: period, yaxis: { tickformat: ".0%", range: [0, 1.02] }, showlegend: true });
-    var causes = series(d.miss_causes, "cause", "cause", "misses", "cause", {
-      trace: { hovertemplate: "%{x}: %{y:,d}<extra></extra>" } });
-    draw("chart-miss-causes", causes, { showlegend: false, yaxis: countAxis(causes) });
+    cacheVerdicts(d);
     var finish = series(d.finish_by_provider, "provider", "finish_reason", "requests", "finish", { order: finishOrder });
     draw("chart-finish", finish, { yaxis: countAxis(finish) });
     var statuses = ["valid", "invalid_json", "schema_violation", "unknown_tool", "truncated", "args_lost",
@@ -237,33 +297,55 @@
     draw("chart-errors", errors, { yaxis: countAxis(errors), showlegend: true });
     var lat = d.latency_by_model;
     draw("chart-latency", [
-      ["ttft_p50_ms", "first token p50", "#84adff"], ["ttft_p95_ms", "first token p95", "#2e90fa"],
-      ["total_p50_ms", "total p50", "#bdb4fe"], ["total_p95_ms", "total p95", "#7a5af8"],
+      ["ttft_p50_ms", "first token p50"], ["ttft_p95_ms", "first token p95"],
+      ["total_p50_ms", "total p50"], ["total_p95_ms", "total p95"],
     ].map(function (k) {
-      return { type: "bar", name: k[1], marker: { color: k[2] }, x: lat.map(function (r) { return label(r.model); }),
+      return { type: "bar", name: k[1], marker: { color: F.color("latency", k[0]) }, x: lat.map(function (r) { return label(r.model); }),
                y: lat.map(function (r) { return r[k[0]]; }), hovertemplate: "%{y:,.0f} ms<extra>" + k[1] + "</extra>" };
     }), { barmode: "group", yaxis: { rangemode: "tozero", ticksuffix: " ms" } });
   }
 
+  // The cards: over no exchanges no figure at all ("—"), never a $0.00 or a 0.0% hit rate.
   function totals(t) {
-    var shown = { requests: F.count(t.requests), cost_usd: t.cost_text, input_tokens: F.count(t.input_tokens),
-      output_tokens: F.count(t.output_tokens), hit_rate: t.hit_rate_text, errors: F.count(t.errors),
-      tool_problems: F.count(t.tool_problems) };
+    var none = !t.requests;
+    var dash = "—";
+    var shown = { requests: F.count(t.requests), cost_usd: none ? dash : t.cost_text,
+      input_tokens: none ? dash : F.count(t.input_tokens), output_tokens: none ? dash : F.count(t.output_tokens),
+      hit_rate: t.hit_rate_text || dash, errors: none ? dash : F.count(t.errors),
+      tool_problems: none ? dash : F.count(t.tool_problems) };
     document.querySelectorAll("[data-total]").forEach(function (node) {
       node.textContent = shown[node.getAttribute("data-total")];
     });
-    var unpriced = [t.unpriced ? F.count(t.unpriced) + " unpriced" : "",
-      t.usage_missing ? F.count(t.usage_missing) + " without usage" : ""].filter(Boolean).join(", ");
-    var notes = { unpriced: unpriced, misses: F.count(t.misses) + " misses" +
-      (t.not_cacheable ? ", " + F.count(t.not_cacheable) + " not cacheable" : "") };
+    var misses = none ? "no exchanges" : t.hit_rate_text === null ? "no input tokens" :
+      F.count(t.misses) + " misses" + (t.not_cacheable ? " · " + F.count(t.not_cacheable) + " not cacheable" : "");
+    var notes = { unpriced: none ? "no exchanges" : t.cost_note, misses: misses };
     document.querySelectorAll("[data-total-note]").forEach(function (node) {
       node.textContent = notes[node.getAttribute("data-total-note")] || "";
     });
   }
 
+  // The header's period and zone, and over an empty period a banner that says so and
+  // when the store's last exchange was.
+  function header(d) {
+    var w = d.window || {};
+    document.getElementById("period").textContent = "Period: " + (w.text || "all exchanges") + " · per " + d.period;
+    var zone = document.getElementById("zone");
+    if (zone) { zone.textContent = w.zone || "UTC"; }
+    var banner = document.getElementById("empty-state");
+    var empty = !d.totals.requests;
+    emptyText = empty ? "No exchanges in this period." : "";
+    banner.hidden = !empty;
+    if (empty) {
+      banner.textContent = w.latest
+        ? "No exchanges in this period. The last exchange recorded was at " + w.latest + " (" + (w.zone || "UTC") + ")."
+        : "No exchanges recorded yet: point a client at `llmtap proxy`, or try `llmtap demo`.";
+    }
+  }
+
   function render(d) {
+    header(d);
     totals(d.totals);
-    document.getElementById("generated").textContent = d.generated_at;
+    document.getElementById("generated").textContent = d.generated_at + " (" + zoneOf(d) + ")";
     document.querySelectorAll("[data-period]").forEach(function (node) { node.textContent = d.period; });
     charts(d);
     LlmtapExchanges.tables(d);

@@ -80,41 +80,78 @@ var LlmtapFormat = (function () {
   }
 
   // -- colours: one meaning, one colour, on every chart ------------------------------------
-  var RED = "#d92d20", GREY = "#98a2b3", BLUE = "#5b7bb8";
+  // Every colour below is used for one thing only (tests/dashboards checks it): a team's
+  // colour appears nowhere but on that team, and no status, verdict or token kind shares
+  // one. Families carry the meaning: red shades are errors and problems, amber a limit
+  // reached, green a valid call, blue a natural stop, indigo and violet the token kinds,
+  // cool grey what is not known; teams take the hues left over.
   var CATEGORY = {
-    // finish reasons: natural stops neutral, limits amber, filters orange, errors red
-    end_turn: BLUE, stop_sequence: "#7f9cc9", tool_use: "#0e9384", pause_turn: "#b2ccff",
-    max_tokens: "#f79009", context_window: "#dc6803", content_filter: "#e62e05", refusal: "#bc1b06",
-    error: RED, unknown: GREY, "(none)": GREY,
-    // tool-call statuses: valid green, every problem a shade of red or orange; unchecked (not
-    // verified, not malformed) grey
-    valid: "#12b76a", invalid_json: RED, schema_violation: "#f04438", unknown_tool: "#fb6514",
-    truncated: "#f79009", args_lost: "#b42318", duplicate_id: "#c11574", missing_result: "#912018",
-    orphan_result: "#e31b54", unchecked: "#98a2b3",
-    // cache-miss causes; below_minimum is not a miss that costs money: grey
-    tools_changed: "#7a5af8", system_changed: "#ee46bc", message_edited: "#f79009", ttl_expired: "#2e90fa",
-    no_breakpoint: "#f04438", below_minimum: GREY, unexplained: "#667085",
+    kind: {  // the parts of a token total
+      uncached_input_tokens: "#3e4784", cache_read_tokens: "#8098f9", cache_write_tokens: "#c7d7fe",
+      plain_output_tokens: "#6927da", reasoning_tokens: "#bd9dfe",
+    },
+    finish: {  // natural stops blue, limits amber, filters orange-red, errors red
+      end_turn: "#2e90fa", tool_use: "#1849a9", stop_sequence: "#84caff", pause_turn: "#b2ddff",
+      max_tokens: "#f79009", context_window: "#b54708", content_filter: "#e62e05", refusal: "#97180c",
+      error: "#d92d20", unknown: "#98a2b3", "(none)": "#a5acba",
+    },
+    tool: {  // valid green, every problem a shade of red; truncated (a limit) amber; unchecked grey
+      valid: "#12b76a", invalid_json: "#f04438", schema_violation: "#fda29b", unknown_tool: "#b42318",
+      truncated: "#fdb022", args_lost: "#7a271a", duplicate_id: "#c11574", missing_result: "#912018",
+      orphan_result: "#e31b54", unchecked: "#667085",
+    },
+    cause: {  // the misses that cost money, teal and cyan; not cacheable (no miss) a pale grey, hatched
+      tools_changed: "#0e9384", system_changed: "#15b79e", message_edited: "#088ab2", ttl_expired: "#22ccee",
+      no_breakpoint: "#107569", unexplained: "#5e8b97", not_cacheable: "#d0d5dd",
+    },
+    latency: {
+      ttft_p50_ms: "#a6ef67", ttft_p95_ms: "#4ca30d", total_p50_ms: "#cdd5df", total_p95_ms: "#344054",
+    },
+    status: {  // HTTP status: 429 rose, other 4xx pale rose, 5xx rust, 503 and 529 (overloaded) darker
+      429: "#f63d68", "4xx": "#fea3b4", "5xx": "#c4320a", 503: "#9e2a12", 529: "#5c1a0b", other: "#b9c0d4",
+    },
   };
-  // teams, busiest first: eight hues far apart, none of them red (errors) or grey (the rest)
-  var TEAM_PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7"];
-  var teams = {};
+  // teams, busiest first: eight hues none of the above takes, and one for the rest together
+  var TEAM_PALETTE = ["#4e79a7", "#59a14f", "#edc948", "#b07aa1", "#76b7b2", "#ff9da7", "#9c755f", "#2f4b7c"];
+  var OTHER_TEAMS = "#bab0ac";
+  var UNKNOWN = CATEGORY.finish.unknown;  // a name no table knows
+  var teams = {}, teamCount = 0;
 
-  function teamColors(names) {  // colours in the order given (busiest first), kept for the life of the page
+  // colours in the order given (busiest first), kept for the life of the page; a name
+  // past the palette (never: the page sums the quiet teams into one) takes OTHER_TEAMS
+  function teamColors(names, other) {
     names.forEach(function (name) {
-      if (!(name in teams)) { teams[name] = TEAM_PALETTE[Object.keys(teams).length % TEAM_PALETTE.length]; }
+      if (name in teams) { return; }
+      if (name === other) { teams[name] = OTHER_TEAMS; return; }
+      teams[name] = teamCount < TEAM_PALETTE.length ? TEAM_PALETTE[teamCount] : OTHER_TEAMS;
+      teamCount += 1;
     });
   }
 
-  function color(kind, name) {
-    if (kind === "team") { return teams[name] || GREY; }
-    if (kind === "status") {  // HTTP status
-      var code = Number(name);
-      if (code >= 500) { return code === 529 || code === 503 ? "#7a271a" : "#b42318"; }
-      if (code === 429) { return RED; }
-      return code >= 400 ? "#f97066" : GREY;
-    }
-    return CATEGORY[name] || GREY;
+  function statusGroup(name) {
+    var code = Number(name);
+    if (code === 529 || code === 503) { return String(code); }  // overloaded, unavailable: dark rust
+    if (code >= 500) { return "5xx"; }
+    if (code === 429) { return "429"; }
+    return code >= 400 ? "4xx" : "other";
   }
 
-  return { money: money, percent: percent, count: count, color: color, teamColors: teamColors };
+  function color(kind, name) {
+    if (kind === "team") { return teams[name] || OTHER_TEAMS; }
+    if (kind === "status") { return CATEGORY.status[statusGroup(name)]; }
+    return (CATEGORY[kind] || {})[name] || UNKNOWN;
+  }
+
+  // every colour the page may use and what it means: "kind:name" (tests read it)
+  function palette() {
+    var out = {};
+    Object.keys(CATEGORY).forEach(function (kind) {
+      Object.keys(CATEGORY[kind]).forEach(function (name) { (out[CATEGORY[kind][name]] = out[CATEGORY[kind][name]] || []).push(kind + ":" + name); });
+    });
+    TEAM_PALETTE.forEach(function (c, i) { (out[c] = out[c] || []).push("team:" + i); });
+    (out[OTHER_TEAMS] = out[OTHER_TEAMS] || []).push("team:other");
+    return out;
+  }
+
+  return { money: money, percent: percent, count: count, color: color, teamColors: teamColors, palette: palette };
 })();

@@ -13,13 +13,15 @@ Not responsible for gathering the numbers or serving pages.
 from __future__ import annotations
 
 import json
+from datetime import UTC, tzinfo
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from jinja2 import Environment, FunctionLoader, select_autoescape
 
-from llmtap.analytics.render import money
+from llmtap.analytics.render import money, zone_label
+from llmtap.dashboards import shown
 
 # The page's own scripts, in order: formats and colours, the tables, the charts (which run).
 SCRIPTS = ("format.js", "exchanges.js", "dashboard.js")
@@ -57,10 +59,13 @@ def script_json(data: Any) -> str:
 
 def render(data: dict[str, Any], *, store: str, live: bool = False, refresh_seconds: int = 5) -> str:
     template = environment().get_template("base.html")
+    window = data.get("window") or {}
     return template.render(
         title="LLM traffic",
         store=store,
         generated_at=data.get("generated_at", ""),
+        period=window.get("text", ""),
+        zone=window.get("zone", "UTC"),
         live=live,
         refresh_seconds=refresh_seconds,
         css=_template_source("dashboard.css"),
@@ -70,16 +75,35 @@ def render(data: dict[str, Any], *, store: str, live: bool = False, refresh_seco
     )
 
 
-def render_exchange(data: dict[str, Any], *, store: str, root: str = "../") -> str:
-    """One exchange in full (the served dashboard's page per exchange)."""
+def render_exchange(data: dict[str, Any], *, store: str, root: str = "../", zone: tzinfo = UTC) -> str:
+    """One exchange in full (the served dashboard's page per exchange), as `show` prints
+    it: the sections before the transcript, the transcript, the sections after it."""
+    sections = shown.exchange(data, zone)
+    split = next((i for i, s in enumerate(sections) if s.title == "Answer"), len(sections))
     return (
         environment()
         .get_template("exchange.html")
-        .render(title=f"exchange {data['id']}", store=store, root=root, css=_template_source("dashboard.css"), x=data)
+        .render(
+            title=f"exchange {data['id']}",
+            store=store,
+            root=root,
+            css=_template_source("dashboard.css"),
+            x=data,
+            head=sections[:split],
+            tail=sections[split:],
+            zone=zone_label(zone),
+        )
     )
 
 
-def render_conversation(data: dict[str, Any], *, store: str, root: str = "../") -> str:
+_TOLD = {"session": "client session", "chain": "response chain", "prefix": "same key, model and first message"}
+
+
+def render_conversation(data: dict[str, Any], *, store: str, root: str = "../", zone: tzinfo = UTC) -> str:
+    identity = data.get("identity") or {}
+    told = "told by " + _TOLD.get(identity.get("rule") or "", "its first message")
+    if identity.get("session_id"):
+        told += f" {identity['session_id']}"
     return (
         environment()
         .get_template("conversation.html")
@@ -89,5 +113,8 @@ def render_conversation(data: dict[str, Any], *, store: str, root: str = "../") 
             root=root,
             css=_template_source("dashboard.css"),
             c=data,
+            turns=shown.conversation_turns(data["turns"], zone),
+            told=told,
+            zone=zone_label(zone),
         )
     )

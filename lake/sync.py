@@ -41,7 +41,7 @@ import random
 import secrets
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,12 +115,19 @@ _TOOL_CALLS = _Source(
 )
 
 
-def sync(engine: Engine, catalog: SqlCatalog, *, chunk: int = CHUNK) -> list[TableSync]:
+Progress = Callable[[str, int], None]  # (table, rows written to it so far), after each commit
+
+
+def sync(
+    engine: Engine, catalog: SqlCatalog, *, chunk: int = CHUNK, progress: Progress | None = None
+) -> list[TableSync]:
     """Bring the lake's tables up to the store; returns what each table's sync did. A lake
     file that cannot be read is a LakeError (catalog.lake_files)."""
     with lake_files(catalog):
         tables = ensure_tables(catalog)
-        done = [_sync_table(engine, tables[source.name], source, chunk) for source in (_EXCHANGES, _TOOL_CALLS)]
+        done = [
+            _sync_table(engine, tables[source.name], source, chunk, progress) for source in (_EXCHANGES, _TOOL_CALLS)
+        ]
     _trim(engine, {"exchange_facts": done[0].watermark, "tool_call_facts": done[1].watermark})
     return done
 
@@ -136,12 +143,12 @@ def _trim(engine: Engine, watermarks: dict[str, int]) -> None:
             )
 
 
-def _sync_table(engine: Engine, table: Table, source: _Source, chunk: int) -> TableSync:
+def _sync_table(engine: Engine, table: Table, source: _Source, chunk: int, progress: Progress | None) -> TableSync:
     result = TableSync(source.name)
     for attempt in range(ATTEMPTS):
         table.refresh()
         try:
-            _copy(engine, table, source, chunk, result)
+            _copy(engine, table, source, chunk, result, progress)
             return result
         except (CommitFailedException, ValidationException):
             result.restarts += 1
@@ -150,7 +157,9 @@ def _sync_table(engine: Engine, table: Table, source: _Source, chunk: int) -> Ta
     raise LakeError(f"{source.name}: gave up after {ATTEMPTS} commits lost to other syncs; run lake sync again")
 
 
-def _copy(engine: Engine, table: Table, source: _Source, chunk: int, result: TableSync) -> None:
+def _copy(
+    engine: Engine, table: Table, source: _Source, chunk: int, result: TableSync, progress: Progress | None = None
+) -> None:
     old, held_token = watermark(table)
     sync_id = secrets.token_hex(8)
     with _read(engine) as connection:
@@ -169,6 +178,8 @@ def _copy(engine: Engine, table: Table, source: _Source, chunk: int, result: Tab
                 result.commits += 1
                 result.written += pending.num_rows
                 gone = []
+                if progress is not None:
+                    progress(source.name, result.written)
             pending = batch
         if pending is None and not gone:
             result.watermark = old
@@ -180,6 +191,8 @@ def _copy(engine: Engine, table: Table, source: _Source, chunk: int, result: Tab
         result.written += rows.num_rows
         result.gone += len(gone)
         result.watermark = new
+        if progress is not None:
+            progress(source.name, result.written)
 
 
 class _read:

@@ -9,10 +9,11 @@ for money as dollars or for conversations (analytics/export_rows.py adds those).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, overload
 
-from sqlalchemy import Engine, select
+from sqlalchemy import ColumnElement, Engine, func, select
 
 from llmtap.storage.schema import exchanges, tool_calls
 
@@ -100,27 +101,77 @@ def utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
+@dataclass(frozen=True)
+class Only:
+    """Which exchanges to read besides their period (`llmtap export --team/--model/
+    --provider`): each a set of exact names, empty for any. A model is the one `report
+    cost --by model` groups on: the response's, else the requested one."""
+
+    teams: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    providers: tuple[str, ...] = ()
+
+    def conditions(self) -> list[ColumnElement[bool]]:
+        c = exchanges.c
+        out: list[ColumnElement[bool]] = []
+        if self.teams:
+            out.append(c.team.in_(self.teams))
+        if self.models:
+            out.append(func.coalesce(c.model, c.model_requested).in_(self.models))
+        if self.providers:
+            out.append(c.provider.in_(self.providers))
+        return out
+
+
+def _within(since: datetime | None, until: datetime | None, only: Only | None) -> list[ColumnElement[bool]]:
+    out = list(only.conditions()) if only else []
+    if since is not None:
+        out.append(exchanges.c.started_at >= since)
+    if until is not None:
+        out.append(exchanges.c.started_at < until)
+    return out
+
+
+def count_exchanges(
+    engine: Engine, since: datetime | None = None, until: datetime | None = None, only: Only | None = None
+) -> int:
+    """How many exchanges `exchange_dicts` would read (a progress bar's total)."""
+    with engine.connect() as connection:
+        query = select(func.count()).select_from(exchanges).where(*_within(since, until, only))
+        return int(connection.execute(query).scalar_one())
+
+
 def exchange_dicts(
-    engine: Engine, since: datetime | None = None, until: datetime | None = None, *, price: bool = False
+    engine: Engine,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    *,
+    price: bool = False,
+    only: Only | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Canonical dicts of the exchanges started in [since, until), oldest first; with
-    `price`, each also has `price`: its stored price (see PRICE)."""
-    for page in exchange_pages(engine, since, until, price=price):
+    """Canonical dicts of the exchanges started in [since, until) (and of `only`'s teams,
+    models and providers), oldest first; with `price`, each also has `price`: its stored
+    price (see PRICE)."""
+    for page in exchange_pages(engine, since, until, price=price, only=only):
         yield from page
 
 
 def exchange_pages(
-    engine: Engine, since: datetime | None = None, until: datetime | None = None, *, price: bool = False
+    engine: Engine,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    *,
+    price: bool = False,
+    only: Only | None = None,
 ) -> Iterator[list[dict[str, Any]]]:
     """`exchange_dicts` a page (PAGE rows) at a time."""
     last: tuple[Any, str] | None = None
+    within = _within(since, until, only)
     while True:
         columns = [exchanges.c[name] for name in (_READ_WITH_PRICE if price else _READ)]
         query = select(*columns).order_by(exchanges.c.started_at, exchanges.c.id).limit(PAGE)
-        if since is not None:
-            query = query.where(exchanges.c.started_at >= since)
-        if until is not None:
-            query = query.where(exchanges.c.started_at < until)
+        if within:
+            query = query.where(*within)
         if last is not None:
             # The first condition alone is what the index on started_at serves: a range
             # scan from the last page on, where the OR alone would scan from the start.

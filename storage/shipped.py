@@ -85,7 +85,9 @@ class Identified:
 
     def _identify(self, record: Recorded | None) -> Recorded | None:
         if record is not None:
-            record.id = new_id(int(record.started_at.timestamp() * 1000), self.entropy)
+            # an id the recorder made already (it named it in a log line: an upstream failure)
+            preset = getattr(getattr(self.item, "meta", None), "record_id", None)
+            record.id = preset or new_id(int(record.started_at.timestamp() * 1000), self.entropy)
         return record
 
 

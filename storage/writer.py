@@ -86,6 +86,10 @@ class WriterStats:
     batches: int = 0
     followups: int = 0  # polls, resumed streams and cancels of background exchanges taken
     followups_spooled: int = 0  # of those, put in the spool (counted in `followups` already)
+    # As the writer closed: records in the spool (this run's and any earlier run's not yet
+    # replayed), and records neither the database nor the disk took (gone with the process).
+    in_spool: int = 0
+    lost: int = 0
 
     @property
     def settled(self) -> int:
@@ -112,6 +116,8 @@ class Writer:
         key_secret_id: str | None = None,
         watch: BuildWatch | None = None,
         memory_bound_mb: int | None = None,
+        access: Callable[[list[dict[str, Any]]], None] | None = None,
+        say_left: bool = True,
     ) -> None:
         if body_mode not in BODY_MODES:
             raise ValueError(f"body mode must be one of {', '.join(BODY_MODES)}")
@@ -124,6 +130,8 @@ class Writer:
         self.enrich = enrich  # e.g. the pricer: fills columns of exchange rows in place
         self.yield_gil = yield_gil  # before finishing each pending record (see `_rows`)
         self.observers = tuple(observers)  # told of the exchanges each commit added
+        self.access = access  # told of each batch's new exchanges once priced (storage/access_log.py)
+        self.say_left = say_left  # False: whoever runs it says what is left (the proxy's last line)
         # the id of the secret this process fingerprints with: records it hands over that
         # name none are stamped with it (store_secret.py); records loaded from files keep theirs
         self.key_secret_id = key_secret_id
@@ -218,6 +226,10 @@ class Writer:
         """Say what is not in the database as this writer stops: the spool (written at the
         next start, or by the next command that writes), and rows even the disk refused."""
         waiting = self.spool.count()
+        lost = sum(len(rows) for rows in self._held) + len(self._followups)
+        self.stats.in_spool, self.stats.lost = waiting, lost
+        if not self.say_left:
+            return
         if waiting:
             log.warning(
                 "llmtap: %d records are still in the spool at %s; they are written when the database is back "
@@ -225,7 +237,6 @@ class Writer:
                 waiting,
                 self.spool.folder,
             )
-        lost = sum(len(rows) for rows in self._held) + len(self._followups)
         if lost:
             log.error("llmtap: %d records could be written neither to the database nor to the spool", lost)
 
@@ -300,10 +311,13 @@ class Writer:
     def _rows(self, batch: Iterable[Recorded | Pending | RowSet]) -> RowSet:
         rows = RowSet()
         watch = self.watch
+        fresh = 0  # exchanges built from records (not loaded back from the rejected file)
         for item in batch:
             if isinstance(item, RowSet):  # rows loaded back from the rejected file
                 rows.extend(item)
-            elif watch is None:
+                continue
+            before = len(rows.exchanges)
+            if watch is None:
                 self._add(item, rows)
             else:
                 watch.begin(item)
@@ -311,12 +325,24 @@ class Writer:
                     self._add(item, rows)
                 finally:
                     watch.end()
+            fresh += len(rows.exchanges) - before
         if self.enrich is not None and rows.exchanges:
             try:
                 self.enrich(rows.exchanges)
             except Exception:  # noqa: BLE001 - rows are stored unpriced; `reprice` catches up
                 log.exception("llmtap writer: enrich step failed")
+        if self.access is not None and fresh:
+            try:
+                self.access(rows.exchanges if fresh == len(rows.exchanges) else self._fresh(batch, rows))
+            except Exception:  # noqa: BLE001 - an access line never costs a record
+                log.exception("llmtap writer: the access log failed on a batch")
         return rows
+
+    @staticmethod
+    def _fresh(batch: Iterable[Any], rows: RowSet) -> list[dict[str, Any]]:
+        """The rows of a batch that also carried rows loaded back from the rejected file."""
+        loaded = {id(row) for item in batch if isinstance(item, RowSet) for row in item.exchanges}
+        return [row for row in rows.exchanges if id(row) not in loaded]
 
     def _add(self, item: Recorded | Pending, rows: RowSet) -> None:
         """One item's record, as rows (or a follow-up, applied after the batch's rows)."""

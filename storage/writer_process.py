@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
-from llmtap.storage import watchdog
+from llmtap.storage import access_log, watchdog
 from llmtap.storage.shipped import Identified, identified, pickled, quarantined, read_frame, write_frame
 from llmtap.storage.writer import STOP, BuildWatch, Observer, Writer, WriterStats, drain
 
@@ -91,6 +91,8 @@ class WriterSpec:
     # One record's build in the writer process: CPU seconds, and MiB it may add (SPEC §6).
     record_seconds: float = field(default_factory=watchdog.deadline_from_env)
     record_memory_mb: int = field(default_factory=watchdog.memory_from_env)
+    access_log: bool = False  # a line on stderr per exchange (storage/access_log.py)
+    say_left: bool = True  # False: the proxy's own last line says what is left (shutdown.py)
 
     def open(self, *, yield_gil: bool = True, watch: BuildWatch | None = None) -> Writer:
         """The writer; `yield_gil=False` in a process that has no event loop to yield to,
@@ -111,6 +113,8 @@ class WriterSpec:
             observers=self._observers(),
             watch=watch,
             memory_bound_mb=self.record_memory_mb if watch is not None else None,
+            access=access_log.write if self.access_log else None,
+            say_left=self.say_left,
         )
 
     def _observers(self) -> Sequence[Observer]:

@@ -17,7 +17,8 @@ its input at a token per four bytes and its output limit (`max_tokens` and the l
 request that sets none, `default_output_tokens`), at its model's prices.
 
 Periods are calendar periods in UTC: a day from 00:00 UTC, a week from Monday 00:00 UTC,
-a month from the 1st 00:00 UTC. `BudgetsSection` is the table's model in the config's
+a month from the 1st 00:00 UTC (`report budgets --tz` shows another zone's calendar; the
+proxy counts and enforces in UTC). `BudgetsSection` is the table's model in the config's
 schema (cli/config_schema.py); `parse` makes settings of it, or of a plain table, and a
 bad value raises ValueError with a one-line message that names the table and the key.
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
@@ -155,15 +156,19 @@ def parse(section: BudgetsSection | Mapping[str, Any]) -> BudgetSettings:
     )
 
 
-def bounds(period: str, now: datetime) -> tuple[datetime, datetime]:
-    """The UTC period [start, end) that holds `now`."""
-    now = now.astimezone(UTC)
+def bounds(period: str, now: datetime, zone: tzinfo = UTC) -> tuple[datetime, datetime]:
+    """The period [start, end) that holds `now`, as UTC times: calendar days, weeks and
+    months in `zone` (UTC: what the proxy counts and enforces; `report budgets --tz`
+    shows another zone's). Wall-clock arithmetic in `zone`, so a day across a DST change
+    is 23 or 25 hours long."""
+    now = now.astimezone(zone)
     day = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if period == "day":
-        return day, day + timedelta(days=1)
-    if period == "week":
+        start, end = day, day + timedelta(days=1)
+    elif period == "week":
         start = day - timedelta(days=day.weekday())  # Monday
-        return start, start + timedelta(days=7)
-    start = day.replace(day=1)
-    end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
-    return start, end
+        end = start + timedelta(days=7)
+    else:
+        start = day.replace(day=1)
+        end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+    return start.astimezone(UTC), end.astimezone(UTC)

@@ -1,6 +1,7 @@
-"""What `llmtap report budgets` shows: each limit's spend in its current UTC period as the
-store says it now, the percentage of the limit, a forecast to the end of the period, the
-thresholds the spend has reached and those whose alert was sent.
+"""What `llmtap report budgets` shows: each limit's spend in its current period (UTC, or
+the calendar of `--tz`) as the store says it now, the percentage of the limit, a forecast
+to the end of the period, the thresholds the spend has reached and those whose alert was
+sent (the proxy alerts and enforces on UTC periods, whatever `--tz` says).
 
 The forecast is linear on the elapsed part of the period: spent × period length ÷ time
 elapsed (early in a period it swings widely). Rows are dicts of plain values; money is
@@ -12,7 +13,7 @@ counting spend as traffic flows (budgets.py).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 from typing import Any
 
@@ -45,13 +46,16 @@ def forecast(spent: Decimal, start: datetime, end: datetime, now: datetime) -> D
     return spent * Decimal(str((end - start).total_seconds())) / elapsed
 
 
-def rows(engine: Engine, limits: tuple[Limit, ...], now: datetime) -> list[dict[str, Any]]:
-    found = budget_spend.standings(limits, now)
+def rows(engine: Engine, limits: tuple[Limit, ...], now: datetime, zone: tzinfo = UTC) -> list[dict[str, Any]]:
+    """One row per limit: its period in `zone` (calendar days, weeks, months there), the
+    spend and forecast in it; `alerted` is of the period the proxy alerts on (UTC)."""
+    found = budget_spend.standings(limits, now, zone)
+    enforced = budget_spend.standings(limits, now)
     out = []
-    for standing, spent in zip(found, budget_spend.read(engine, found), strict=True):
+    for standing, utc_period, spent in zip(found, enforced, budget_spend.read(engine, found), strict=True):
         standing.spent_pico = spent
         usd = standing.spent_usd
-        alerted = budget_alerts.fired(engine, standing.limit, standing.start)
+        alerted = budget_alerts.fired(engine, standing.limit, utc_period.start)
         out.append(
             {
                 "scope": standing.limit.scope,

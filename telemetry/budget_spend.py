@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 from typing import Any
 
@@ -57,8 +57,9 @@ def utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def standings(limits: Iterable[Limit], now: datetime) -> list[Standing]:
-    return [Standing(limit, *bounds(limit.period, now)) for limit in limits]
+def standings(limits: Iterable[Limit], now: datetime, zone: tzinfo = UTC) -> list[Standing]:
+    """Each limit's period that holds `now` (calendar periods in `zone`; the proxy's: UTC)."""
+    return [Standing(limit, *bounds(limit.period, now, zone)) for limit in limits]
 
 
 def read(engine: Engine, found: Sequence[Standing]) -> list[int]:

@@ -4,10 +4,10 @@
 -- conversation is billed whole). conversation_id is the first exchange's id; team and
 -- model are the first exchange's (no join: the identity query carries the columns, and
 -- DuckDB reads only the ones used). cost_usd (pico-dollars here) sums the priced turns
--- and is NULL when none is priced; unpriced counts the turns without a price. Highest
--- cost first, the unpriced after the priced, then by tokens. first_body_ref (the first
--- request's stored body, when bodies were kept) is for the caller, which reads the first
--- prompt of the rows it keeps.
+-- and is NULL when none is priced (its parts too); unpriced counts the turns without a
+-- price. Highest cost first, the unpriced after the priced, then by tokens.
+-- first_body_ref (the first request's stored body, when bodies were kept) is for the
+-- caller, which reads the first prompt of the rows it keeps.
 SELECT
     conversation_id,
     max(team) FILTER (WHERE id = conversation_id) AS team,
@@ -15,8 +15,15 @@ SELECT
     count(*) AS turns,
     coalesce(sum(usage_input_tokens), 0) AS input_tokens,
     coalesce(sum(usage_cache_read_input_tokens), 0) AS cache_read_tokens,
+    coalesce(sum(usage_cache_creation_input_tokens), 0) AS cache_write_tokens,
     coalesce(sum(usage_output_tokens), 0) AS output_tokens,
     sum(cost_total_pico) AS cost_usd,
+    -- its parts, as cost.sql sums them
+    sum(cost_input_pico) AS input_cost_usd,
+    sum(cost_cache_read_pico) AS cache_read_cost_usd,
+    sum(cost_cache_write_pico) AS cache_write_cost_usd,
+    sum(cost_output_pico) AS output_cost_usd,
+    sum(CASE WHEN cost_total_pico IS NOT NULL THEN coalesce(cost_fee_pico, 0) END) AS fee_cost_usd,
     count(*) FILTER (WHERE price_status = 'unpriced') AS unpriced,
     count(*) FILTER (WHERE usage_input_tokens IS NULL) AS usage_missing,
     min(started_at) AS started_at,

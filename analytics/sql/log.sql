@@ -39,7 +39,7 @@ WHERE ($since IS NULL OR e.started_at >= $since) AND ($until IS NULL OR e.starte
        OR ($status = 'error' AND (coalesce(e.status, 0) >= 400 OR e.error_type IS NOT NULL)))
   AND ($finish IS NULL OR coalesce(e.finish_reason, 'unknown') = $finish)
   AND ($tool_problem IS NULL OR (p.problems > 0 AND ($tool_problem = 'any' OR contains(p.statuses, $tool_problem))))
-  AND ($cache_miss IS NULL OR (m.cause IS NOT NULL AND ($cache_miss = 'any' OR m.cause = $cache_miss)))
+  AND ($cache_miss IS NULL OR (m.cause IS NOT NULL AND (($cache_miss = 'any' AND m.cause <> 'below_minimum') OR m.cause = $cache_miss)))
   AND ($ids IS NULL OR list_contains($ids, e.id))
 ORDER BY
     CASE WHEN $sort = 'cost' THEN e.cost_total_pico END DESC NULLS LAST,

@@ -12,6 +12,7 @@ from decimal import Decimal
 
 from tests.analytics import traffic
 from tests.analytics.conftest import by_key, report
+from tests.helpers import llmtap
 
 EXTRA_PER_TOKEN = Decimal("0.0000027")
 
@@ -40,7 +41,7 @@ def test_cache_list_names_each_miss_and_its_cause(store, known):
         assert item["message_index"] == index, name
         assert item["missed_tokens"] == missed, name
         assert item["team"] == rec.team and item["model"] == rec.exchange.model
-        assert datetime.fromisoformat(item["started_at"]) == rec.started_at.replace(tzinfo=None)
+        assert datetime.fromisoformat(item["started_at"]) == rec.started_at  # zoned (SPEC §3)
         if cause == "below_minimum":  # not cacheable: no miss that costs money
             assert item["extra_cost_usd"] == 0, name
         elif known[name].provider_id:
@@ -104,3 +105,24 @@ def test_cache_default_grouping_is_team_and_model(store):
     rows = by_key(report(store, "cache"), "team", "model")
     assert rows["cache", traffic.SONNET]["misses"] == 5
     assert rows["cache", traffic.GPT4O]["hit_rate"] == Decimal("0.4571")  # 1920 / 4200
+
+
+def test_a_turn_under_the_minimum_is_not_cacheable_in_show_and_log(store, known):
+    """SPEC §5: a prefix under the model's minimum is `not_cacheable`, counted apart from the
+    misses: `show` says so, a conversation's miss count leaves it out, and `log --cache-miss`
+    (any cause) does not list it; asked for by its cause, it is listed."""
+    small = known["small/1"].id
+    shown = llmtap("show", small, "--format", "json", "--db", store)
+    assert shown.code == 0, shown.err
+    assert shown.json()["cache"]["verdict"] == "not_cacheable"
+    assert shown.json()["cache"]["cause"] == "below_minimum"
+    conversation = llmtap("show", small, "--conversation", "--format", "json", "--db", store).json()
+    turns = conversation["turns"]
+    assert conversation["totals"]["cache_misses"] == sum(t["cache"].get("verdict") == "miss" for t in turns)
+    assert any(t["cache"].get("verdict") == "not_cacheable" for t in turns)
+    listed = {row["id"] for row in llmtap("log", "--cache-miss", "--format", "json", "--db", store).json()}
+    assert small not in listed and known["small/0"].id not in listed
+    missed = [known[name].id for name, cause, *_ in MISSES if cause != "below_minimum"]
+    assert missed and set(missed) <= listed
+    by_cause = llmtap("log", "--cache-miss", "below_minimum", "--format", "json", "--db", store).json()
+    assert small in {row["id"] for row in by_cause}

@@ -97,7 +97,8 @@ def test_empty_store_draws_empty_charts_without_errors(browser, tmp_path: Path):
     page, problems, _ = open_page(browser, output.as_uri())
     assert problems == []
     assert page.locator(".chart[data-drawn=empty]").count() == 10
-    assert "No exchanges recorded yet." in page.locator("#table-exchanges").text_content()
+    assert "No exchanges in this period." in page.locator("#table-exchanges").text_content()
+    assert page.locator("#empty-state").text_content().startswith("No exchanges recorded yet")
     page.close()
 
 
@@ -184,13 +185,15 @@ def test_served_dashboard_keeps_its_marks_after_two_refreshes(filled_store, brow
     url, env = filled_store
     with serving(url, env) as served:
         page, problems, dialogs = open_page(browser, served.first)
+        page.click("#exchanges .pager button[data-page=next]")  # a reader on page 2 stays there
         page.wait_for_function("Number(document.body.getAttribute('data-refreshes') || 0) >= 2", timeout=60000)
         drawn = page.eval_on_selector_all(".chart", "nodes => nodes.map(n => [n.id, n.getAttribute('data-drawn')])")
         assert len(drawn) == 10 and [name for name, state in drawn if state != "chart"] == []
         for name, _ in drawn:
             marks = page.locator(f"#{name} .trace .point, #{name} .trace path.js-line, #{name} .trace .bars path")
             assert marks.count() > 0, name
-        assert page.locator("#table-exchanges tbody tr").count() == 49
+        assert page.locator("#table-exchanges tbody tr").count() == 24  # the second page of the 49
+        assert page.locator("#exchanges .pager .where").text_content() == "rows 26–49 of 49 · page 2 of 2"
         assert problems == [] and dialogs == []
         page.close()
 

@@ -56,7 +56,9 @@ def test_newest_exchanges_as_the_log_lists_them(sqlite_store: str):
         details = audit.details(sqlite_store, engine, [r["id"] for r in rows])
     finally:
         engine.dispose()
-    expected = [{**{k: data._plain(v, k) for k, v in r.items()}, "detail": details.get(r["id"])} for r in rows]
+    expected = [
+        {**{k: data._plain(v, k) for k, v in r.items()}, "detail": data.slim(details.get(r["id"]))} for r in rows
+    ]
     assert len(expected) == data.EXCHANGES_SHOWN
     assert any(r["detail"]["cache"]["verdict"] == "miss" for r in expected)
     assert json.dumps(collected["exchanges"], default=str) == json.dumps(expected, default=str)
@@ -73,8 +75,11 @@ def test_totals_are_the_reports_totals(sqlite_store: str):
     assert totals["misses"] == sum(r["misses"] for r in cache) > 0
     assert totals["requests"] == ROWS
     shown = data.collect(sqlite_store)
-    assert sum(c["misses"] for c in shown["miss_causes"]) == len(misses)
-    assert len(shown["misses"]) == min(len(misses), data.MISSES_SHOWN)
+    # not-cacheable turns are listed with cause below_minimum and counted apart (SPEC §5)
+    apart = [m for m in misses if m["cause"] == "below_minimum"]
+    assert sum(c["misses"] for c in shown["miss_causes"]) + shown["not_cacheable"] == len(misses)
+    assert shown["not_cacheable"] == len(apart) == totals["not_cacheable"] > 0
+    assert len(shown["misses"]) == min(len(misses) - len(apart), data.MISSES_SHOWN)
 
 
 @pytest.mark.skipif(not POSTGRES_URL, reason="LLMTAP_TEST_POSTGRES_URL is not set")

@@ -2,18 +2,15 @@
 real headless Chromium: every chart has marks, no legend covers an axis label, counts
 tick at whole numbers, a day is drawn per hour (whole-hour ticks) and a year per week, a
 category has one colour on every chart (errors red, natural stops neutral), the hit rate
-is a line per team, and every cost shown has its `$`. With LLMTAP_SCREENSHOTS=DIR set,
-each span's page is saved as DIR/dashboard-{days}d.png (how docs/ got its pictures).
+is a line per team, and every cost shown has its `$`. (docs/'s pictures: test_truthful.py.)
 
 Not responsible for the corpus store's content or for serving (test_dashboard.py).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import date
-from pathlib import Path
 
 import pytest
 
@@ -45,9 +42,6 @@ def shown(request, synthetic_store, browser, tmp_path_factory):
     output = tmp_path_factory.mktemp(f"page-{days}d") / "dashboard.html"
     assert llmtap("dashboard", "--db", url, "-o", str(output), env=env, process=True).code == 0
     page, problems, dialogs = open_page(browser, output.as_uri(), viewport={"width": 1440, "height": 900})
-    folder = os.environ.get("LLMTAP_SCREENSHOTS")
-    if folder:
-        page.screenshot(path=str(Path(folder) / f"dashboard-{days}d.png"), full_page=True)
     yield days, page, problems + dialogs
     page.close()
 
@@ -98,10 +92,10 @@ def test_one_colour_per_category_on_every_chart(shown):
         .map(id => [id, document.getElementById(id).data.map(t => [t.name, t.marker.color])]))"""
     )
     finish = dict(colours["chart-finish"])
-    red = ("#d92d20", "#b42318", "#f04438", "#7a271a", "#f97066")
+    red = ("#d92d20", "#f63d68", "#fea3b4", "#c4320a", "#9e2a12", "#5c1a0b")  # finish `error`, HTTP 4xx, 5xx
     if "error" in finish:
         assert finish["error"] in red
-    assert finish.get("tool_use", "#0e9384") not in red and finish.get("end_turn", "#5b7bb8") not in red
+    assert finish.get("tool_use", "#1849a9") not in red and finish.get("end_turn", "#2e90fa") not in red
     assert all(colour in red for _, colour in colours["chart-errors"])  # 4xx and 5xx: shades of red
     teams_cost, teams_hit = dict(colours["chart-cost-day"]), dict(colours["chart-hit-rate"])
     assert len(teams_hit) > 1  # one line per team
@@ -121,7 +115,7 @@ def test_every_cost_has_its_dollar(shown):
         column = page.locator(f"#{table} thead th").all_text_contents().index(heading) + 1
         cells = page.locator(f"#{table} tbody td:nth-child({column})").all_text_contents()
         assert cells, table
-        assert all(c.startswith("$") or c in ("unpriced", "usage_missing", "") for c in cells), (table, cells[:5])
+        assert all(c.startswith("$") or c in ("unpriced", "no usage", "") for c in cells), (table, cells[:5])
     ticks = page.locator("#chart-cost-team .ytick text").all_text_contents()
     assert ticks and all(t.startswith("$") for t in ticks)
 

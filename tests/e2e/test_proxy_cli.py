@@ -65,12 +65,25 @@ def test_a_repeated_sigterm_does_not_cut_the_hand_over_short(tmp_path: Path) -> 
     assert status == 0, f"exit {status}: {log.read_text()[-3000:]}"
 
 
-@pytest.mark.parametrize("beside", [False, True], ids=["alone", "beside_a_listener"])
-def test_port_0_listens_on_a_free_port_it_names(tmp_path: Path, beside: bool) -> None:
+def test_two_listeners_on_one_port_is_one_line(tmp_path: Path) -> None:
+    port = free_port()
+    result = subprocess.run(
+        [str(harness.LLMTAP), "proxy", "--port", str(port), "--reverse", f"anthropic={port}",
+         "--db", f"sqlite:///{tmp_path / 'x.db'}", "--confdir", str(tmp_path / "mitm")],
+        env=harness.clean_env(LLMTAP_HOME=str(tmp_path / "home")), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert f"both listen on 127.0.0.1:{port}" in line and "internal error" not in line
+
+
+@pytest.mark.parametrize("beside", ["", "fixed", "free"], ids=["alone", "beside_a_listener", "beside_a_free_one"])
+def test_port_0_listens_on_a_free_port_it_names(tmp_path: Path, beside: str) -> None:
     """`--port 0` is a port the kernel picks, not "no port given": the regular proxy listens
-    (beside a reverse listener too, which alone would leave it off) and the banner names the
-    port it really has."""
-    reverse = ["--reverse", f"anthropic={free_port()}"] if beside else []
+    (beside a reverse listener too, which alone would leave it off, and beside one also on
+    port 0: two listeners on 0 are two free ports, not one address twice) and the banner
+    names the port it really has."""
+    reverse = ["--reverse", f"anthropic={free_port() if beside == 'fixed' else 0}"] if beside else []
     log = tmp_path / "proxy.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(
@@ -89,6 +102,10 @@ def test_port_0_listens_on_a_free_port_it_names(tmp_path: Path, beside: bool) ->
         assert port not in (0, 8080)
         with socket.create_connection(("127.0.0.1", port), timeout=5):
             pass
+        if beside == "free":
+            listener = re.search(r"anthropic listening on 127\.0\.0\.1:(\d+)", log.read_text())
+            assert listener is not None, log.read_text()[-3000:]
+            assert int(listener.group(1)) not in (0, port)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
