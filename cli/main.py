@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "a simulated LLM provider on 127.0.0.1, to try the proxy with curl, an SDK or an agent without keys",
     ),
     "proxy": ("proxy", "run the recording proxy (mitmproxy with the llmtap addon)"),
-    "report": ("report", "usage, cost, cache, finish, tools, errors, latency or conversations, grouped as you ask"),
+    "report": ("report", "usage, cost, cache, finish, tools, errors, latency, conversations, budgets or whatif"),
     "reprice": ("pricing", "price every stored exchange again (after a price file or price data change)"),
     "log": ("audit", "recorded exchanges, newest first, with filters"),
     "show": ("audit", "one exchange in full, or its conversation"),
