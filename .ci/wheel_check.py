@@ -1,6 +1,7 @@
 """Run the installed `llmtap` as a user of the wheel would, from a folder outside the
 checkout: every command's and subcommand's --help, an import of a corpus HAR, the usage
-report on it, and the demo. Exits non-zero at the first command that fails.
+report on it, `lake sync` naming the lake extra (the wheel is installed without it), and
+the demo. Exits non-zero at the first command that fails.
 
 usage: VENV/bin/python .ci/wheel_check.py HAR_FILE WORK_DIR
 (the interpreter is the fresh venv's, so `llmtap` is the wheel's, never the checkout's)
@@ -54,6 +55,11 @@ def main() -> None:
     db = f"sqlite:///{work / 'store.db'}"
     run([str(script), "import", str(har), "--db", db], work, env)
     print(run([str(script), "report", "usage", "--by", "team", "--db", db], work, env))
+    lake = [str(script), "lake", "sync", "--warehouse", str(work / "lake"), "--db", db]
+    print("+ llmtap", " ".join(lake[1:]), flush=True)
+    done = subprocess.run(lake, cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    if done.returncode != 2 or "llmtap[lake]" not in done.stderr or len(done.stderr.splitlines()) != 1:
+        sys.exit(f"lake sync without the lake extra did not name it in one line ({done.returncode}): {done.stderr}")
     demo = work / "demo"
     demo.mkdir(exist_ok=True)
     run([str(script), "demo"], demo, env | {"LLMTAP_HOME": str(demo / "home")}, timeout=600)

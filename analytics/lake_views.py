@@ -45,9 +45,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
-import duckdb_extension_avro  # type: ignore[import-untyped]
-import duckdb_extension_httpfs  # type: ignore[import-untyped]
-import duckdb_extension_iceberg  # type: ignore[import-untyped]
 
 from llmtap.storage.errors import StoreError, mask_passwords
 
@@ -367,6 +364,15 @@ def _store_token(connection: duckdb.DuckDBPyConnection) -> str | None:
 def _load_extensions(connection: duckdb.DuckDBPyConnection, warehouse: str, properties: Mapping[str, str]) -> None:
     from llmtap.analytics.duck import extension_path
 
+    try:  # the lake extra (pyproject.toml), like pyiceberg for `lake sync`
+        import duckdb_extension_avro  # type: ignore[import-untyped]
+        import duckdb_extension_httpfs  # type: ignore[import-untyped]
+        import duckdb_extension_iceberg  # type: ignore[import-untyped]
+    except ImportError as missing:
+        raise LakeError(
+            "reading a lake needs the lake extra: pip install 'llmtap[lake]' (or in a checkout: "
+            f"uv sync --extra lake); {missing.name} is not installed"
+        ) from None
     connection.execute(f"LOAD '{extension_path(duckdb_extension_avro, 'avro')}'")
     connection.execute(f"LOAD '{extension_path(duckdb_extension_iceberg, 'iceberg')}'")
     if warehouse.startswith(("s3://", "s3a://")):

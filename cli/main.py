@@ -7,46 +7,51 @@ traceback. Not responsible for what the commands do.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from llmtap.cli import (
-    audit,
-    config,
-    dashboard,
-    db,
-    decode,
-    demo_command,
-    export,
-    fingerprint,
-    importer,
-    lake,
-    maintain,
-    pricing,
-    proxy,
-    report,
-)
 from llmtap.cli.errors import UsageError, one_line
 from llmtap.storage.errors import StoreError
 
-COMMANDS = (
-    demo_command,
-    proxy,
-    report,
-    pricing,
-    audit,
-    dashboard,
-    decode,
-    importer,
-    export,
-    maintain,
-    fingerprint,
-    db,
-    lake,
-    config,
-)
+# Every command: its name -> (its module in llmtap.cli, its one-line help for `llmtap --help`),
+# in the order `--help` lists them. Only the module of the command being run is imported
+# (most pull in pydantic, SQLAlchemy or DuckDB); the others appear as these lines. A module
+# may register several commands (audit: log and show). tests/cli/test_main_lazy.py checks
+# each line against the help the module itself registers.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": (
+        "demo_command",
+        "the whole job offline: simulated providers, the real proxy, SDK traffic, reports, dashboard",
+    ),
+    "simulate": (
+        "simulate",
+        "a simulated LLM provider on 127.0.0.1, to try the proxy with curl, an SDK or an agent without keys",
+    ),
+    "proxy": ("proxy", "run the recording proxy (mitmproxy with the llmtap addon)"),
+    "report": ("report", "usage, cost, cache, finish, tools, errors, latency, conversations, budgets or whatif"),
+    "reprice": ("pricing", "price every stored exchange again (after a price file or price data change)"),
+    "log": ("audit", "recorded exchanges, newest first, with filters"),
+    "show": ("audit", "one exchange in full, or its conversation"),
+    "dashboard": ("dashboard", "write the dashboard as one offline HTML file, or serve it live"),
+    "decode": ("decode", "decode one recorded exchange and print the canonical JSON"),
+    "import": ("importer", "import HAR files and mitmproxy flow files into the store"),
+    "export": ("export", "export exchange rows with their cost (jsonl, csv, parquet)"),
+    "prune": ("maintain", "delete exchanges older than an age, and unused bodies"),
+    "reprocess": ("maintain", "re-decode stored raw bodies with the current translators, and rename providers"),
+    "fingerprint": (
+        "fingerprint",
+        "print an API key's fingerprint (key read from stdin) for the [teams] map; status; rekey",
+    ),
+    "db": ("db", "manage the store's schema"),
+    "lake": ("lake", "copy the report facts into Apache Iceberg tables (a lake)"),
+    "config": (
+        "config",
+        "show the effective settings and where each came from; `config check FILE` validates a file",
+    ),
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,23 +59,39 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser (for tools that walk it); given the command a command line runs
+    ("" for none), one where only that command's module is imported and every other
+    command is its name and help line."""
     parser = _Parser(
         prog="llmtap",
         description="Record LLM API traffic, decode it into canonical records, and report on it.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
-    for module in COMMANDS:
-        module.register(commands)
+    registered: set[str] = set()
+    for name, (module_name, help_line) in COMMANDS.items():
+        if module_name in registered:
+            continue  # registered with an earlier command of the same module
+        if command is None or COMMANDS.get(command, ("",))[0] == module_name:
+            importlib.import_module(f"llmtap.cli.{module_name}").register(commands)
+            registered.add(module_name)
+        else:
+            commands.add_parser(name, help=help_line)
     return parser
+
+
+def command_in(argv: Sequence[str]) -> str:
+    """The command a command line runs: its first word that is not an option (the top level
+    takes no option with a value), or ""."""
+    return next((word for word in argv if not word.startswith("-")), "")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     # Payload values may nest as deep as json.loads allows; printing or storing them
     # recurses in json.dumps, so give it room (the C stack easily holds this).
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
-    parser = build_parser()
+    parser = build_parser(command_in(sys.argv[1:] if argv is None else argv))
     try:
         args = parser.parse_args(argv)
         return int(args.run(args) or 0)
@@ -90,6 +111,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> None:
+    # These machines (and many containers) set PYTHONDONTWRITEBYTECODE, so each start would
+    # compile its imports again (genai-prices' price table alone takes a second). The
+    # command writes the bytecode of what it imports, once, into the installed packages'
+    # __pycache__: uv's compile-bytecode did that for all 17,000 files of the venv on every
+    # `uv run`, 1-2 s each time.
+    sys.dont_write_bytecode = False
     sys.exit(main())
 
 

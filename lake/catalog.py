@@ -20,11 +20,16 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
-from pyiceberg.exceptions import ValidationError as IcebergValidationError
-from pyiceberg.io import PY_IO_IMPL
-from pyiceberg.table import Table
+from llmtap.lake.extra import LakeNotInstalled
+
+try:  # the lake extra (pyproject.toml): a one-line error without it
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+    from pyiceberg.exceptions import ValidationError as IcebergValidationError
+    from pyiceberg.io import PY_IO_IMPL
+    from pyiceberg.table import Table
+except ImportError as missing:
+    raise LakeNotInstalled(missing.name) from None
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from llmtap.lake import private_io, schema

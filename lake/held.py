@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
-from pyiceberg.expressions import LessThan
+from llmtap.lake.extra import LakeNotInstalled
+
+try:  # the lake extra (pyproject.toml): a one-line error without it
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+    from pyiceberg.expressions import LessThan
+except ImportError as missing:
+    raise LakeNotInstalled(missing.name) from None
 
 from llmtap.lake import schema
 from llmtap.lake.catalog import LakeError, lake_files, watermark

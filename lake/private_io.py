@@ -18,9 +18,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pyarrow  # type: ignore[import-untyped]
-from pyarrow.fs import FileSystem  # type: ignore[import-untyped]
-from pyiceberg.io.pyarrow import PyArrowFileIO, PyArrowLocalFileSystem
+from llmtap.lake.extra import LakeNotInstalled
+
+try:  # the lake extra (pyproject.toml): a one-line error without it
+    import pyarrow  # type: ignore[import-untyped]
+    from pyarrow.fs import FileSystem  # type: ignore[import-untyped]
+    from pyiceberg.io.pyarrow import PyArrowFileIO, PyArrowLocalFileSystem
+except ImportError as missing:
+    raise LakeNotInstalled(missing.name) from None
 
 from llmtap.storage.private import create_private, private_dir
 

@@ -12,18 +12,23 @@ Not responsible for writing or reading the tables (sync and the readers are).
 
 from __future__ import annotations
 
-from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.schema import Schema
-from pyiceberg.transforms import DayTransform
-from pyiceberg.types import (
-    BooleanType,
-    DoubleType,
-    IcebergType,
-    LongType,
-    NestedField,
-    StringType,
-    TimestamptzType,
-)
+from llmtap.lake.extra import LakeNotInstalled
+
+try:  # the lake extra (pyproject.toml): a one-line error without it
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import DayTransform
+    from pyiceberg.types import (
+        BooleanType,
+        DoubleType,
+        IcebergType,
+        LongType,
+        NestedField,
+        StringType,
+        TimestamptzType,
+    )
+except ImportError as missing:
+    raise LakeNotInstalled(missing.name) from None
 from sqlalchemy import BigInteger, Boolean, DateTime, Float, Integer, Table
 from sqlalchemy.types import TypeDecorator
 

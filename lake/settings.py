@@ -1,7 +1,7 @@
 """`[lake]` of the config file: the warehouse `lake sync` uses when `--warehouse` is not
 given, and pyiceberg FileIO properties (`s3.endpoint`, `s3.region`, `s3.access-key-id`,
 …), each a text as pyiceberg takes it. A key pyiceberg does not name is refused like any
-unknown key, with the closest of its names.
+unknown key, with the closest of its names (where the lake extra is installed).
 
     [lake]
     warehouse = "s3://analytics/llmtap"
@@ -25,10 +25,15 @@ _PROPERTY = re.compile(r"[a-z0-9]+(\.[a-z0-9_-]+)+")
 
 
 @cache
-def file_io_properties() -> frozenset[str]:
+def file_io_properties() -> frozenset[str] | None:
     """The FileIO property names pyiceberg's own `pyiceberg.io` declares (imported only
-    when a `[lake]` table has one: pyiceberg takes a fifth of a second to import)."""
-    from pyiceberg import io
+    when a `[lake]` table has one: pyiceberg takes a fifth of a second to import); None
+    without the lake extra, where the names go unchecked (a shared config file must not
+    stop the proxy on a node without it; `llmtap lake` there names the extra)."""
+    try:
+        from pyiceberg import io
+    except ImportError:
+        return None
 
     names = {value for name, value in vars(io).items() if name.isupper() and isinstance(value, str)}
     properties = {n for n in names if _PROPERTY.fullmatch(n) and not n.startswith("pyiceberg.")}
@@ -44,8 +49,8 @@ class LakeSection(Section):
     @model_validator(mode="after")
     def _known_properties(self) -> LakeSection:
         extra = self.model_extra or {}
-        if extra:
-            known = file_io_properties()
+        known = file_io_properties() if extra else None
+        if known is not None:
             for name in extra:
                 if name not in known:
                     raise PydanticCustomError(

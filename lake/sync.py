@@ -45,12 +45,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.compute as pc  # type: ignore[import-untyped]
-from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import CommitFailedException, ValidationException
-from pyiceberg.expressions import And, BooleanExpression, GreaterThanOrEqual, In, LessThanOrEqual, Or
-from pyiceberg.table import Table
+from llmtap.lake.extra import LakeNotInstalled
+
+try:  # the lake extra (pyproject.toml): a one-line error without it
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
+    from pyiceberg.expressions import And, BooleanExpression, GreaterThanOrEqual, In, LessThanOrEqual, Or
+    from pyiceberg.table import Table
+except ImportError as missing:
+    raise LakeNotInstalled(missing.name) from None
 from sqlalchemy import Connection, Engine, text
 
 from llmtap.lake import schema

@@ -49,24 +49,32 @@ Router = Callable[[Seen], Reply]
 
 
 class Upstream:
-    """`with Upstream(router) as up: ... up.port ...`; `up.seen` lists requests received."""
+    """`with Upstream(router) as up: ... up.port ...`; `up.seen` lists requests received
+    (with `remember=False` nothing is kept, for a server that runs for hours: `llmtap
+    simulate`). A port it cannot listen on raises the OSError from `__enter__`."""
 
-    def __init__(self, router: Router, *, tls: ssl.SSLContext | None = None, port: int = 0) -> None:
+    def __init__(
+        self, router: Router, *, tls: ssl.SSLContext | None = None, port: int = 0, remember: bool = True
+    ) -> None:
         self.router = router
         self.tls = tls
         self.port = port
+        self.remember = remember
         self.seen: list[Seen] = []
         self.sent: list[tuple[float, bytes]] = []  # (time, payload) of every body chunk sent
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
+        self._failed: OSError | None = None
 
     def __enter__(self) -> Upstream:
         self._thread = threading.Thread(target=self._serve, name="llmtap-upstream", daemon=True)
         self._thread.start()
         if not self._ready.wait(10):
             raise RuntimeError("the local upstream did not start")
+        if self._failed is not None:
+            raise self._failed
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -82,9 +90,15 @@ class Upstream:
     def _serve(self) -> None:
         self._loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self._loop)
-        self._server = self._loop.run_until_complete(
-            asyncio.start_server(self._connection, "127.0.0.1", self.port, ssl=self.tls)
-        )
+        try:
+            self._server = self._loop.run_until_complete(
+                asyncio.start_server(self._connection, "127.0.0.1", self.port, ssl=self.tls)
+            )
+        except OSError as exc:  # the port is taken, or not ours to take
+            self._failed = exc
+            self._loop.close()
+            self._ready.set()
+            return
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         try:
@@ -104,7 +118,8 @@ class Upstream:
                 seen = await _read_request(reader)
                 if seen is None:
                     break
-                self.seen.append(seen)
+                if self.remember:
+                    self.seen.append(seen)
                 reply = self.router(seen)
                 if not await self._send(reply, writer, seen):
                     return
@@ -142,9 +157,10 @@ class Upstream:
                 await asyncio.sleep(reply.delay)
             writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if reply.chunked else chunk)
             await writer.drain()
-            sent = (time.time(), chunk)
-            self.sent.append(sent)
-            seen.sent.append(sent)
+            if self.remember:
+                sent = (time.time(), chunk)
+                self.sent.append(sent)
+                seen.sent.append(sent)
         if reply.chunked:
             writer.write(b"0\r\n\r\n")
             await writer.drain()

@@ -5,6 +5,8 @@ the sdist, as .ci/run, pip and every packager build it. Also: mypy checks every 
 
 from __future__ import annotations
 
+import ast
+import re
 import shutil
 import subprocess
 import tomllib
@@ -84,3 +86,44 @@ def test_mypy_checks_every_package() -> None:
 def test_every_package_folder_has_its_layer_rules() -> None:
     top = {f.relative_to(ROOT).parts[0] for f in package_folders()} - {"migrations"}
     assert all((ROOT / name / "ruff.toml").is_file() for name in top), "a package folder without ruff.toml"
+
+
+LAKE_LIBRARIES = {"pyiceberg", "duckdb-extension-iceberg", "duckdb-extension-avro", "duckdb-extension-httpfs"}
+LAKE_MODULES = {"pyiceberg", "pyarrow", "pyiceberg_core", *(n.replace("-", "_") for n in LAKE_LIBRARIES)}
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0].lower()
+
+
+def test_the_lake_libraries_are_an_extra_that_the_checkout_installs() -> None:
+    """About 300 MB only `llmtap lake` and reports over a lake use: not in the core install;
+    the dev group (what `uv run` and CI install) pulls the extra in, so the lake's tests run."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    core = {_name(r) for r in project["project"]["dependencies"]}
+    assert not core & (LAKE_LIBRARIES | {"pyarrow", "pyiceberg-core"})
+    assert {_name(r) for r in project["project"]["optional-dependencies"]["lake"]} == LAKE_LIBRARIES
+    assert "llmtap[lake]" in project["dependency-groups"]["dev"]
+    # uv's compile-bytecode compiles all of the venv on every `uv run` (1-2 s each): the
+    # entry point writes the bytecode of what it imports instead (cli/main.py)
+    assert "compile-bytecode" not in project["tool"]["uv"]
+
+
+def test_only_the_lake_imports_its_libraries_at_module_level() -> None:
+    """A module-level import of a lake library outside lake/ (and the bench) would break
+    every command that imports it on a core install; elsewhere they are imported where used."""
+    offenders = []
+    for folder in package_folders():
+        top = folder.relative_to(ROOT).parts[0]
+        if top in {"lake", "bench"}:
+            continue
+        for path in folder.glob("*.py"):
+            for node in ast.parse(path.read_text()).body:
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                if any(name.split(".")[0] in LAKE_MODULES for name in names):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []

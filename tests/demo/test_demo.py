@@ -65,6 +65,8 @@ def test_demo_records_reports_and_leaves_nothing_running(tmp_path: Path):
             "report",
             "cache",
             "--list",
+            "--format",
+            "json",
             "--db",
             f"sqlite:///{folder / 'llmtap.db'}",
         ],
