@@ -84,8 +84,12 @@ def serving(url: str, env: dict[str, str]) -> Iterator[Served]:
             process.stderr.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Chromium for one test file. Not for the session: playwright's sync API keeps its
+    event loop marked running on this thread while it is open, so every later file on
+    the same worker that runs asyncio (mitmproxy's test context, asyncio.run) would find
+    a loop "already running"."""
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed (.ci/run installs Debian's chromium package)")

@@ -91,7 +91,8 @@ def assert_behind_all_decoded(rows: list[dict[str, Any]]) -> None:
 def assert_truthful_exit(code: int, log: str) -> None:
     assert code == 0, log[-3000:]
     assert "rows are in the spool" not in log, log[-3000:]
-    assert "records are still in the spool" not in log, log[-3000:]  # nothing waits there
+    assert "records are still in the spool" not in log, log[-3000:]
+    assert ", 0 in the spool at " in log, log[-3000:]  # the last line: nothing waits there
     assert "Traceback" not in log, log[-3000:]
 
 
