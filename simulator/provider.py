@@ -44,6 +44,10 @@ class SimulatedProvider:
 
     def __call__(self, seen: Seen) -> Reply:
         path = seen.path.split("?", 1)[0]
+        if seen.headers.get("upgrade", "").lower() == "websocket":
+            # HTTP only: Codex tries a WebSocket to /v1/responses first and, refused with
+            # 426, falls back to HTTP SSE at once (a 200 made it retry five times first).
+            return json_reply({"error": {"type": "invalid_request_error", "message": "WebSocket not supported"}}, 426)
         try:
             body = json.loads(seen.body or b"{}")
         except ValueError:
