@@ -15,6 +15,9 @@ import re
 from dataclasses import dataclass, field
 
 _MARKER = re.compile(r"\[(tool:[\w-]+|malformed|error:\d+|midstream-error|blocked)\]")
+# Claude Code puts context of its own (git attribution, reminders) in the user's message as
+# <system-reminder> blocks; the answer is about what the user typed, not about those.
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 
 
 @dataclass
@@ -29,6 +32,7 @@ class Plan:
 
 
 def plan_for(last_user_text: str, has_tool_result: bool) -> Plan:
+    last_user_text = _REMINDER.sub(" ", last_user_text or "")
     marker = _MARKER.search(last_user_text or "")
     if has_tool_result:
         return Plan(

@@ -6,8 +6,9 @@ of OpenAI and Gemini from 1,024 tokens), so traffic hits and misses the cache fo
 reasons. What it answers is steered by markers in the last user message (see `plan`).
 
 Routing is a table from path suffix to a `wire_*` function; the wire modules never import
-this one. Not responsible for serving HTTP (see `upstream`), for what an answer says (see
-`plan`) or for any protocol's shapes (see the `wire_*` modules).
+this one. It speaks HTTP only: a WebSocket upgrade is refused with a 426. Not responsible
+for serving HTTP (see `upstream`), for what an answer says (see `plan`) or for any
+protocol's shapes (see the `wire_*` modules).
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ class SimulatedProvider:
 
     def __call__(self, seen: Seen) -> Reply:
         path = seen.path.split("?", 1)[0]
+        if seen.headers.get("upgrade", "").lower() == "websocket":
+            # HTTP only: Codex tries a WebSocket to /v1/responses first and, refused with
+            # 426, falls back to HTTP SSE at once (a 200 made it retry five times first).
+            return json_reply({"error": {"type": "invalid_request_error", "message": "WebSocket not supported"}}, 426)
         try:
             body = json.loads(seen.body or b"{}")
         except ValueError:

@@ -6,8 +6,6 @@ the store, cache hits and writes included. Then SIGTERM stops both cleanly."""
 from __future__ import annotations
 
 import json
-import re
-import shlex
 import signal
 import subprocess
 from pathlib import Path
@@ -16,7 +14,8 @@ from typing import Any
 import pytest
 
 from tests.e2e import harness
-from tests.helpers import free_port, llmtap
+from tests.e2e.simulate_run import start_proxy, start_simulator
+from tests.helpers import llmtap
 
 pytestmark = pytest.mark.slow
 anthropic = pytest.importorskip("anthropic")
@@ -24,46 +23,6 @@ openai = pytest.importorskip("openai")
 genai = pytest.importorskip("google.genai")
 
 LONG = "You are a careful assistant. Answer in two sentences, cite the documentation, never guess. " * 60
-
-
-def _start_simulator(tmp_path: Path) -> tuple[subprocess.Popen[str], str, list[str]]:
-    with (tmp_path / "simulate.err").open("w") as sink:  # the child keeps its own copy
-        proc = subprocess.Popen(
-            [str(harness.LLMTAP), "simulate", "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=sink,
-            text=True,
-            env=harness.clean_env(LLMTAP_HOME=str(tmp_path / "home")),
-        )
-    assert proc.stdout is not None
-    printed = [proc.stdout.readline() for _ in range(4)]  # banner, blank, "Record it", the command
-    url = re.search(r"http://127\.0\.0\.1:\d+", printed[0])
-    assert url, printed
-    return proc, url.group(0), shlex.split(printed[3])
-
-
-def _start_proxy(tmp_path: Path, printed: list[str], db: str) -> tuple[subprocess.Popen[bytes], dict[str, int]]:
-    assert printed[:2] == ["llmtap", "proxy"]
-    ports: dict[str, int] = {}
-
-    def swap(word: str) -> str:  # anthropic=8081 -> anthropic=<free port>
-        name, _, port = word.partition("=")
-        if port.isdigit():
-            ports[name] = free_port()
-            return f"{name}={ports[name]}"
-        return word
-
-    command = [str(harness.LLMTAP), *(swap(word) for word in printed[1:])]
-    command += ["--db", db, "--confdir", str(tmp_path / "mitm"), "--bodies", "full"]
-    log = tmp_path / "proxy.log"
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(
-            command, env=harness.clean_env(LLMTAP_HOME=str(tmp_path / "home")), stdout=sink, stderr=subprocess.STDOUT
-        )
-    assert set(ports) == {"anthropic", "openai", "gemini"}
-    for port in ports.values():
-        harness.wait_for_port(port, proc, log)
-    return proc, ports
 
 
 def _curl(url: str, body: dict[str, Any], *headers: str) -> str:
@@ -99,30 +58,31 @@ def _drive(ports: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> int:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", base["gemini"])
     monkeypatch.setenv("GEMINI_API_KEY", "test")
-    claude = anthropic.Anthropic(max_retries=0)
     system: Any = [{"type": "text", "text": LONG, "cache_control": {"type": "ephemeral"}}]
-    for _ in range(2):  # a cache write, then a read
-        with claude.messages.stream(
-            model="claude-sonnet-4-6", max_tokens=200, system=system, messages=[{"role": "user", "content": "Hi"}]
-        ) as stream:
-            assert stream.get_final_message().content
-    gpt = openai.OpenAI(max_retries=0)
-    for _ in range(2):  # the automatic prefix cache: the second one hits
-        reply = gpt.chat.completions.create(
-            model="gpt-4o-mini", messages=[{"role": "system", "content": LONG}, {"role": "user", "content": "Hi"}]
-        )
-        assert reply.choices[0].message.content
-    gemini = genai.Client()
-    chunks = list(gemini.models.generate_content_stream(model="gemini-2.5-flash", contents="Hello"))
+    # each client closed when done: an open one's socket, collected later, warns (an error here)
+    with anthropic.Anthropic(max_retries=0) as claude:
+        for _ in range(2):  # a cache write, then a read
+            with claude.messages.stream(
+                model="claude-sonnet-4-6", max_tokens=200, system=system, messages=[{"role": "user", "content": "Hi"}]
+            ) as stream:
+                assert stream.get_final_message().content
+    with openai.OpenAI(max_retries=0) as gpt:
+        for _ in range(2):  # the automatic prefix cache: the second one hits
+            reply = gpt.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "system", "content": LONG}, {"role": "user", "content": "Hi"}]
+            )
+            assert reply.choices[0].message.content
+    with genai.Client() as gemini:
+        chunks = list(gemini.models.generate_content_stream(model="gemini-2.5-flash", contents="Hello"))
     assert chunks
     return 2 + 2 + 2 + 1
 
 
 def test_simulate_proxy_curl_and_sdks_record_into_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = f"sqlite:///{tmp_path / 'store.db'}"
-    simulator, url, printed = _start_simulator(tmp_path)
+    simulator, url, printed = start_simulator(tmp_path)
     try:
-        proxy, ports = _start_proxy(tmp_path, printed, db)
+        proxy, ports = start_proxy(tmp_path, printed, db, "--bodies", "full")
         try:
             sent = _drive(ports, monkeypatch)
         finally:
