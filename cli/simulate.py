@@ -123,7 +123,7 @@ def instructions(url: str) -> str:
                     ("Claude Code", f"ANTHROPIC_BASE_URL={anthropic} ANTHROPIC_API_KEY=sk-ant-test claude"),
                     ("OpenAI SDK", f"OPENAI_BASE_URL={openai}/v1 OPENAI_API_KEY=sk-test"),
                     ("Codex CLI", f"CODEX_API_KEY=sk-test codex exec -c 'openai_base_url=\"{openai}/v1\"' …"),
-                    ("Google GenAI, Gemini CLI", f"GOOGLE_GEMINI_BASE_URL={gemini} GEMINI_API_KEY=test"),
+                    ("Google GenAI SDK", f"GOOGLE_GEMINI_BASE_URL={gemini} GEMINI_API_KEY=test"),
                 )
             ),
             "and see it: llmtap log; llmtap report cost; llmtap report cache",
