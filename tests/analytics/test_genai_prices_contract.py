@@ -12,11 +12,13 @@ means genai-prices' arithmetic or data format changed, not a price.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.metadata
 import inspect
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import genai_prices
@@ -213,3 +215,44 @@ def test_price_keys_are_validated_by_genai_prices_rules() -> None:
         with pytest.raises(ValueError) as raised:
             price_units.validate_price_keys(keys)
         assert message in str(raised.value), broke(f"validate_model_price({sorted(keys)}) says {raised.value}")
+
+
+# -- no private names ---------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("addon", "analytics", "cli", "dashboards", "lake", "protocols", "storage", "telemetry")
+
+
+def private_uses(source: str) -> list[str]:
+    """The private genai-prices names a module's source imports: `_name` from a genai-prices
+    module, or a module of it whose name starts with `_`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "genai_prices":
+            module = node.module or ""
+            if any(part.startswith("_") for part in module.split(".")):
+                found.append(module)
+            found += [f"{module}.{alias.name}" for alias in node.names if alias.name.startswith("_")]
+        elif isinstance(node, ast.Import):
+            found += [
+                alias.name
+                for alias in node.names
+                if alias.name.split(".")[0] == "genai_prices" and any(p.startswith("_") for p in alias.name.split("."))
+            ]
+    return found
+
+
+def test_the_private_name_llmtap_used_to_import_is_found() -> None:
+    assert private_uses("from genai_prices.units import _get_registry") == ["genai_prices.units._get_registry"]
+    assert private_uses("from genai_prices._usage import UsageValue") == ["genai_prices._usage"]
+    assert private_uses("from genai_prices import types") == []
+
+
+def test_llmtap_imports_no_private_genai_prices_name() -> None:
+    found = {
+        str(path.relative_to(ROOT)): uses
+        for folder in SOURCES
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if "genai_prices" in (text := path.read_text(encoding="utf-8")) and (uses := private_uses(text))
+    }
+    assert not found, f"llmtap imports private genai-prices names (use its public API): {found}"
