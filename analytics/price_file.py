@@ -210,8 +210,8 @@ def _money(where: str, label: str, key: str, value: Any) -> Decimal:
 
 def _price(where: str, index: int, entry: dict[str, Any]) -> PriceEntry:
     from genai_prices import types
-    from genai_prices.units import _get_registry
-    from genai_prices.validation import validate_model_price
+
+    from llmtap.analytics import price_units
 
     label = f"[[price]] #{index}"
     naming = _naming(where, label, entry, model_required=True)
@@ -221,7 +221,7 @@ def _price(where: str, index: int, entry: dict[str, Any]) -> PriceEntry:
     if "input_mtok" not in prices and "output_mtok" not in prices:
         raise PriceFileError(f"{where}: {label}: give at least input_mtok or output_mtok")
     try:  # genai-prices' own rules: known keys; a cache or modality price needs its parents
-        validate_model_price(set(prices), _get_registry())
+        price_units.validate_price_keys(set(prices))
     except ValueError as exc:
         raise PriceFileError(f"{where}: {label}: {exc}") from None
     since = entry.get("since")

@@ -42,7 +42,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llmtap.analytics import cloud_names
+from llmtap.analytics import cloud_names, price_units
 from llmtap.analytics import fees as fees_module
 from llmtap.analytics.price_file import PriceFile, PriceFileError, PriceText, ProviderPrices, load, with_providers
 from llmtap.storage import provider_list
@@ -579,9 +579,7 @@ def _token_keys() -> frozenset[str]:
     """genai-prices' usage keys that count tokens (the only ones a usage may carry here)."""
     global _TOKEN_KEYS
     if _TOKEN_KEYS is None:
-        from genai_prices.units import _get_registry
-
-        units = _get_registry().units
+        units = price_units.registry().units
         _TOKEN_KEYS = frozenset(k for k, u in units.items() if u.dimensions.get("family") == "tokens")
     return _TOKEN_KEYS
 
@@ -595,9 +593,7 @@ def _structure(keys: tuple[str, ...]) -> list[tuple[str, tuple[str, ...], int]]:
     under. A usage is the sum of its leaves, each priced at its key's basis rate."""
     found = _STRUCTURES.get(keys)
     if found is None:
-        from genai_prices.units import _get_registry
-
-        units = _get_registry().units
+        units = price_units.registry().units
         ordered = sorted(keys, key=lambda k: (-len(units[k].dimensions), k))
         found = [
             (
@@ -635,7 +631,6 @@ def _basis_rate(price: types.ModelPrice, starts: tuple[int, ...], bucket: int, k
     price of what the basis needs besides (an input to set the tier; a per-request
     price), over n."""
     from genai_prices import types
-    from genai_prices.units import _get_registry
 
     # A total input inside the bucket: tiers apply when input > start.
     n = starts[bucket - 1] + 1 if bucket else (starts[0] if starts else 1_000_000)
@@ -643,7 +638,7 @@ def _basis_rate(price: types.ModelPrice, starts: tuple[int, ...], bucket: int, k
     def total(usage: dict[str, int]) -> Decimal:
         return price.calc_price(types.Usage(**usage))["total_price"] * PICO
 
-    basis = dict.fromkeys((key, *_get_registry().ancestor_usage_keys(key)), n)
+    basis = dict.fromkeys((key, *price_units.registry().ancestor_usage_keys(key)), n)
     if "input_tokens" in basis:
         rate = (total(basis) - total({})) / n
     else:
