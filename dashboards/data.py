@@ -10,8 +10,9 @@ over a year is a blur and its date labels collide); whichever, the key the page 
 UTC unless told) and `period` names which. Every time shown is wall time in that zone too,
 and `window` says which period and zone the page covers, and when the last exchange was.
 
-Not responsible for HTML (see `page.py`) nor for formats (the totals' text comes from
-`analytics.render`; the page's own from `format.js`).
+Not responsible for SQL (`analytics.dashboard_queries` asks the store), for HTML (see
+`page.py`) nor for formats (the totals' text comes from `analytics.render`; the page's
+own from `format.js`).
 """
 
 from __future__ import annotations
