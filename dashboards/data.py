@@ -10,22 +10,21 @@ over a year is a blur and its date labels collide); whichever, the key the page 
 UTC unless told) and `period` names which. Every time shown is wall time in that zone too,
 and `window` says which period and zone the page covers, and when the last exchange was.
 
-Not responsible for HTML (see `page.py`) nor for formats (the totals' text comes from
-`analytics.render`; the page's own from `format.js`).
+Not responsible for SQL (`analytics.dashboard_queries` asks the store), for HTML (see
+`page.py`) nor for formats (the totals' text comes from `analytics.render`; the page's
+own from `format.js`).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from decimal import Decimal
 from typing import Any
 
-import duckdb
-
-from llmtap.analytics import reports
+from llmtap.analytics import dashboard_queries, reports
 from llmtap.analytics.audit import cost_shown
+from llmtap.analytics.dashboard_queries import Connection
 from llmtap.analytics.duck import connect
 from llmtap.analytics.render import local, money, percent
 
@@ -82,7 +81,7 @@ def collect(
             table = reports.run(url, kind, by=by, since=since, until=until, connection=connection, tz=zone.key)
             return _rows(table, zone)
 
-        first, last, latest = _span(connection, since, until)
+        first, last, latest = dashboard_queries.span(connection, since, until)
         hourly = first is not None and last is not None and last - first <= HOURS_UP_TO
 
         def over_time(kind: str, *by: str) -> list[dict[str, Any]]:
@@ -107,21 +106,20 @@ def collect(
             "errors_by_status": run("errors", ["provider", "status"]),
             "latency_by_model": run("latency", ["model"]),
         }
-        bounds = {"since": _naive(since), "until": _naive(until)}
         # the misses that cost money; a `not_cacheable` turn is listed with cause
         # below_minimum and counted apart, as `report cache` counts it
         data["misses"], causes = _listing(
-            connection, "cache_misses", bounds, MISSES_SHOWN, "cause", zone, skip=("cause", NOT_CACHEABLE)
+            connection, "cache_misses", since, until, MISSES_SHOWN, "cause", zone, skip=("cause", NOT_CACHEABLE)
         )
         data["not_cacheable"] = causes.pop(NOT_CACHEABLE, 0)
         ranked = sorted(causes.items(), key=lambda c: (-c[1], c[0]))  # ties by name: the same order every time
         data["miss_causes"] = [{"cause": k, "misses": n} for k, n in ranked]
-        data["problems"], kinds = _listing(connection, "tool_problems", bounds, PROBLEMS_SHOWN, "status", zone)
+        data["problems"], kinds = _listing(connection, "tool_problems", since, until, PROBLEMS_SHOWN, "status", zone)
         data["problem_count"] = sum(kinds.values())
         data["offenders"] = _offenders(connection)
         data["conversations"], data["conversations_note"] = _conversations(url, connection, since, until, zone)
         data["exchanges"] = _recent(url, connection, since, until, zone)
-        data["exchanges_total"] = _count(connection, since, until)
+        data["exchanges_total"] = dashboard_queries.count(connection, since, until)
     finally:
         connection.close()
     data["exchanges_shown"] = EXCHANGES_SHOWN
@@ -129,31 +127,6 @@ def collect(
     _other_teams(data)
     data["period"] = "hour" if hourly else _by_period(data)
     return data
-
-
-def _span(
-    connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None
-) -> tuple[datetime | None, datetime | None, datetime | None]:
-    """The first and last start of the exchanges shown, and the last of the store's: the
-    min and max of the snapshot's `started_at`, not a pass of its own over the rows."""
-    bounds = {"since": _naive(since), "until": _naive(until)}
-    first, last, latest = connection.execute(
-        "SELECT min(started_at) FILTER (WHERE in_window), max(started_at) FILTER (WHERE in_window), max(started_at) "
-        "FROM (SELECT started_at, ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)"
-        " AS in_window FROM exchanges)",
-        bounds,
-    ).fetchone() or (None, None, None)
-    return first, last, latest
-
-
-def _count(connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> int:
-    bounds = {"since": _naive(since), "until": _naive(until)}
-    found = connection.execute(
-        "SELECT count(*) FROM exchanges "
-        "WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)",
-        bounds,
-    ).fetchone()
-    return int(found[0]) if found else 0
 
 
 def _window(
@@ -188,58 +161,31 @@ def _window(
     }
 
 
-def _naive(moment: datetime | None) -> datetime | None:
-    if moment is not None and moment.tzinfo is not None:
-        return moment.astimezone(UTC).replace(tzinfo=None)
-    return moment
-
-
 def _listing(
-    connection: duckdb.DuckDBPyConnection,
+    connection: Connection,
     name: str,
-    bounds: dict[str, Any],
+    since: datetime | None,
+    until: datetime | None,
     shown: int,
     kind: str,
     zone: tzinfo = UTC,
     skip: tuple[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The newest `shown` items of a `--list` report (less those whose column `skip[0]`
-    is `skip[1]`), and how many there are of each `kind` (all of them): counted in
-    DuckDB, not by fetching every item (100k+ at 1M exchanges)."""
-    table = f"dashboard_{name}"
-    connection.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {reports.sql(name)}", bounds)
-    counts = dict(connection.execute(f'SELECT "{kind}", count(*) FROM {table} GROUP BY 1').fetchall())
-    where, params = ("", {}) if skip is None else (f'WHERE "{skip[0]}" IS DISTINCT FROM $skip', {"skip": skip[1]})
-    result = connection.execute(
-        f"SELECT * FROM {table} {where} ORDER BY started_at DESC, exchange_id DESC LIMIT {shown}", params
-    )
-    columns = [d[0] for d in result.description]
-    rows = []
-    for values in result.fetchall():
-        row = dict(zip(columns, values, strict=True))
-        rows.append({k: _plain(_dollars(v) if k in reports.MONEY else v, k, zone) for k, v in row.items()})
-    return rows, {str(k): int(v) for k, v in counts.items()}
+    """The newest `shown` items of a `--list` report as the page carries them, and how
+    many there are of each `kind` (`dashboard_queries.listing`)."""
+    rows, counts = dashboard_queries.listing(connection, name, since, until, shown, kind, skip)
+    return [{k: _plain(v, k, zone) for k, v in row.items()} for row in rows], counts
 
 
-def _dollars(pico: Any) -> Decimal | None:
-    return None if pico is None else Decimal(int(pico)) / reports.PICO
-
-
-def _offenders(connection: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+def _offenders(connection: Connection) -> list[dict[str, Any]]:
     """The tools with the most problems (of the listing `_listing` kept), and which."""
-    found = connection.execute(
-        "SELECT coalesce(tool, '(result without a call)') AS tool, status, count(*) "
-        "FROM dashboard_tool_problems GROUP BY 1, 2"
-    ).fetchall()
-    by_tool: dict[str, dict[str, int]] = defaultdict(dict)
-    for tool, status, n in found:
-        by_tool[tool][status] = int(n)
+    by_tool = dashboard_queries.tool_problem_counts(connection)
     ranked = sorted(by_tool.items(), key=lambda item: (-sum(item[1].values()), item[0]))[:15]
     return [{"tool": tool, "problems": sum(counts.values()), "statuses": counts} for tool, counts in ranked]
 
 
 def _conversations(
-    url: str, connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None, zone: tzinfo
+    url: str, connection: Connection, since: datetime | None, until: datetime | None, zone: tzinfo
 ) -> tuple[list[dict[str, Any]], str | None]:
     """The costliest conversations (`llmtap report conversations`), or none and why, on a
     build whose reports have no such report yet."""
@@ -383,32 +329,12 @@ def _cost_note(priced: list[Decimal], unpriced: int, usage_missing: int) -> str:
 
 
 def _recent(
-    url: str, connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None, zone: tzinfo
+    url: str, connection: Connection, since: datetime | None, until: datetime | None, zone: tzinfo
 ) -> list[dict[str, Any]]:
-    """The newest exchanges as `llmtap log` lists them (its own SQL), with their inline
-    details: its misses and tool problems are the listings `_listing` made, not a third
-    and fourth pass over the store."""
-    from llmtap.analytics import audit
-    from llmtap.storage.engine import make_engine
-
-    query = (
-        "WITH cache_misses AS (SELECT * FROM dashboard_cache_misses), "
-        "tool_problems AS (SELECT * FROM dashboard_tool_problems)\n" + reports.sql("log")
-    )
-    params = audit._params(audit.LogFilters(since=since, until=until), EXCHANGES_SHOWN, 0)
-    rows = audit._rows(connection.execute(query, params))
-    ids = [row["id"] for row in rows]
-    misses = connection.execute(
-        "SELECT exchange_id, cause, message_index, missed_tokens, extra_cost_usd, previous_exchange_id "
-        "FROM dashboard_cache_misses WHERE list_contains($ids, exchange_id)",
-        {"ids": ids},
-    ).fetchall()
-    engine = make_engine(url)
-    try:
-        extra = audit.details(url, engine, ids, verdicts=audit.miss_verdicts(misses))
-    finally:
-        engine.dispose()
-    return [{**{k: _plain(v, k, zone) for k, v in row.items()}, "detail": slim(extra.get(row["id"]))} for row in rows]
+    """The newest exchanges as `llmtap log` lists them, with their inline details
+    (`dashboard_queries.recent`)."""
+    found = dashboard_queries.recent(url, connection, since, until, EXCHANGES_SHOWN)
+    return [{**{k: _plain(v, k, zone) for k, v in row.items()}, "detail": slim(detail)} for row, detail in found]
 
 
 def slim(detail: dict[str, Any] | None) -> dict[str, Any] | None:
