@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from mitmproxy import connection, http
 from mitmproxy.proxy.mode_specs import ReverseMode
 
+from llmtap.protocols.headers import TEAM_HEADER, proxy_auth_user
 from llmtap.storage.api_keys import request_keys
 from llmtap.storage.hosts import UNVERIFIED_HOST, destination
-from llmtap.storage.ingest import TEAM_HEADER, proxy_auth_user
 from llmtap.storage.providers import DEFAULT, ProviderNames
 from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.teams import attribute

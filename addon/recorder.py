@@ -33,11 +33,10 @@ from llmtap.addon.websocket import PROTOCOL, WebSocketSessions
 from llmtap.protocols import route
 from llmtap.protocols.exchange import SERVED_TIER_HEADER
 from llmtap.protocols.followups import CONTINUES, FollowUpRoute, follow_up
+from llmtap.protocols.headers import retry_after, session_headers
 from llmtap.protocols.routing import may_be_json_object, websocket_protocol
 from llmtap.storage.ids import new_id
-from llmtap.storage.ingest import retry_after
 from llmtap.storage.secrets import Literals, request_secrets
-from llmtap.storage.threads import session_headers
 from llmtap.storage.writer import Writer
 from llmtap.storage.writer_process import WriterProcess
 

@@ -17,17 +17,16 @@ Not responsible for reading files (see `importers/`) nor for writing rows (the w
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import unquote
 
 from llmtap.protocols import decode_exchange, route
 from llmtap.protocols.canonical import Exchange
 from llmtap.protocols.exchange import SERVED_TIER_HEADER
 from llmtap.protocols.followups import CONTINUES, follow_up
+from llmtap.protocols.headers import TEAM_HEADER, proxy_auth_user, retry_after
 from llmtap.storage.api_keys import request_keys
 from llmtap.storage.credentials import ProxyCredentials
 from llmtap.storage.followups import FollowUp
@@ -43,8 +42,6 @@ from llmtap.storage.secrets import (
     scrub_record,
 )
 from llmtap.storage.teams import attribute
-
-TEAM_HEADER = "x-llmtap-team"
 
 
 @dataclass(slots=True)
@@ -92,31 +89,6 @@ def attribute_team(
         fingerprint=fingerprint,
         key_teams=key_teams,
     )[0]
-
-
-def proxy_auth_user(value: str | None) -> str | None:
-    """The user name of a `Proxy-Authorization: Basic …` header."""
-    if not value:
-        return None
-    scheme, _, token = value.partition(" ")
-    if scheme.lower() != "basic":
-        return None
-    try:
-        user = base64.b64decode(token.strip(), validate=False).decode("utf-8", "replace")
-    except ValueError:
-        return None
-    return unquote(user.partition(":")[0]) or None
-
-
-def retry_after(seconds: str | None, milliseconds: str | None = None) -> float | None:
-    """`retry-after-ms` (OpenAI) or `retry-after` in seconds; an HTTP date is left out."""
-    for value, scale in ((milliseconds, 1000.0), (seconds, 1.0)):
-        if value:
-            try:
-                return max(float(value.strip()) / scale, 0.0)
-            except ValueError:
-                continue
-    return None
 
 
 def _decoded(

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from llmtap.protocols.canonical import RequestFacts
+from llmtap.protocols.headers import session_id
 from llmtap.storage import bodies, threads
 from llmtap.storage.record import Recorded
 from llmtap.storage.secrets import scrub, scrub_json
@@ -109,7 +110,7 @@ def rows_for(rec: Recorded, body_mode: str = "metadata") -> RowSet:
 def _identity(rec: Recorded) -> dict[str, Any]:
     team = rec.team or "unattributed"
     # the conversation a session header names; a response chain's key is the writer's (threads.py)
-    session = threads.session_id(rec.request_headers)
+    session = session_id(rec.request_headers)
     return {
         "id": rec.id,
         "dedupe_key": dedupe_key(rec),

@@ -32,10 +32,8 @@ its `tools_hash` / `system_hash` become those of that prefix (the named one's un
 declares others). A named exchange stored before its parts were (before schema 0012, and
 not reprocessed) leaves the follow-up its own hashes.
 
-NULL leaves the exchange to the prefix rule. The session headers read here are the
-documented ones: Claude Code's `X-Claude-Code-Session-Id` and Codex's `session_id`
-(else its `conversation_id`). Gemini CLI sends no session header (its
-`x-gemini-api-privileged-user-id` names an installation, not a session: not used).
+NULL leaves the exchange to the prefix rule. The session id is read off the request's
+headers by protocols/headers.py (`session_id`).
 
 Not responsible for the reports' use of the key (analytics/sql/*.sql) nor for writing
 rows (writer.py); a follow-up stored before the root it names (an import out of time
@@ -45,8 +43,7 @@ order) is not joined to it afterwards.
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select, update
@@ -57,40 +54,11 @@ from llmtap.storage.schema import exchanges
 # what a follow-up reads of the exchange it names, beside its identity
 _PREFIX_COLUMNS = (exchanges.c.tools_hash, exchanges.c.system_hash, exchanges.c.request_prefix)
 
-# In order of preference: the first present with a usable value is the session.
-SESSION_HEADERS = ("x-claude-code-session-id", "session_id", "conversation_id")
-_SESSION_BYTES = tuple(name.encode() for name in SESSION_HEADERS)
-SESSION_ID_MAX = 128  # longer values are no session id a client we know sends
-_USABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+/=-]*")
 KEY_LENGTH = 32
 SESSION_PREFIX = "s"
 SESSION_CHAIN_PREFIX = "c"  # a response chain inside a session
 CHAIN_PREFIX = "r"
 CHAINED = (SESSION_CHAIN_PREFIX, CHAIN_PREFIX)
-
-
-def session_headers(fields: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
-    """The session-id headers among raw header fields, as text (for the live proxy's
-    `request` hook: one pass over the fields, nothing else kept)."""
-    out = []
-    for name, value in fields:
-        if name.lower() in _SESSION_BYTES:
-            out.append((name.decode("latin-1"), value.decode("utf-8", "replace")))
-    return out
-
-
-def session_id(headers: Iterable[tuple[str, str]] | None) -> str | None:
-    """The client session id a request's headers carry, or None. Only an id's shape is
-    taken (letters, digits and `._:@+/=-`, at most 128 characters): anything else (a
-    redacted or scrubbed value, free text) is no session id."""
-    found: dict[str, str] = {}
-    for name, value in headers or ():
-        lowered = name.lower()
-        if lowered in SESSION_HEADERS and lowered not in found:
-            value = value.strip()
-            if 0 < len(value) <= SESSION_ID_MAX and _USABLE.fullmatch(value):
-                found[lowered] = value
-    return next((found[name] for name in SESSION_HEADERS if name in found), None)
 
 
 def scope(key_fingerprint: str | None, team: str | None) -> str:

@@ -88,21 +88,6 @@ def _keys(engine: Engine) -> dict[str, tuple[str | None, str | None]]:
         return {rid: (key, session) for rid, key, session in found}
 
 
-def test_session_ids_are_read_from_the_documented_headers_only() -> None:
-    assert threads.session_id([("X-Claude-Code-Session-Id", "9f1c-aa"), ("session_id", "codex")]) == "9f1c-aa"
-    assert threads.session_id([("conversation_id", "conv-1"), ("session_id", "sess-1")]) == "sess-1"
-    assert threads.session_id([("Conversation_ID", "conv-1")]) == "conv-1"
-    # an installation id, a redacted value, free text and an overlong value are no session ids
-    assert threads.session_id([("x-gemini-api-privileged-user-id", "install-1")]) is None
-    assert threads.session_id([("session_id", "[REDACTED]")]) is None
-    assert threads.session_id([("session_id", "two words")]) is None
-    assert threads.session_id([("session_id", "a" * 129)]) is None
-    assert threads.session_id([("session_id", "\x1b[2J")]) is None
-    assert threads.session_id([("session_id", "a" * 128)]) == "a" * 128
-    raw = [(b"Content-Type", b"application/json"), (b"X-Claude-Code-Session-Id", b"s-1"), (b"x-api-key", b"secret")]
-    assert threads.session_headers(raw) == [("X-Claude-Code-Session-Id", "s-1")]
-
-
 def test_a_follow_up_takes_the_thread_of_the_response_it_names(store) -> None:
     url, engine, folder = store
     _write(

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from llmtap.protocols import decode_exchange
-from llmtap.storage.ingest import retry_after
+from llmtap.protocols.headers import retry_after
 from llmtap.storage.providers import provider_of
 from llmtap.storage.record import Recorded
 from llmtap.storage.secrets import KeyFingerprinter
