@@ -239,7 +239,6 @@ def test_export_to_an_endpoint_that_never_answers_stops_with_exit_1(tmp_path: Pa
 
 def test_the_hand_over_is_bounded_and_never_waits(tmp_path: Path) -> None:
     import threading
-    import time
 
     from llmtap.storage.ingest import to_record
     from llmtap.storage.rows import RowSet, rows_for
@@ -257,14 +256,21 @@ def test_the_hand_over_is_bounded_and_never_waits(tmp_path: Path) -> None:
     with Receiver() as receiver:
         observer = SpanObserver(ExportOptions(endpoint=receiver.url, max_queue=10, delay_ms=50))
         held = threading.Event()
+        done: list[int] = []  # the threads whose mapping got past `held`
         spans = observer._spans
-        observer._spans = lambda rows: (held.wait(10), spans(rows))  # type: ignore[method-assign]
-        started = time.monotonic()
+
+        def held_spans(rows: RowSet) -> None:
+            held.wait(10)  # only the test releases it, unless observe waited on it
+            done.append(threading.get_ident())
+            spans(rows)
+
+        observer._spans = held_spans  # type: ignore[method-assign]
         observer.observe(first)  # 6 wait
         observer.observe(second)  # 6 more would be 12 > 10: dropped, counted
-        assert time.monotonic() - started < 0.5  # the writer's thread never waits
+        # both returned while the mapping is still held: the writer's thread never waits on it
+        assert (done, observer.skipped) == ([], 6)
         held.set()
         observer.close()
         got = receiver.taken()
-    assert observer.skipped == 6
+    assert len(got) == 6 and done and threading.get_ident() not in done  # mapped on the observer's thread
     assert sorted(s.attributes["llmtap.exchange.id"] for s in got) == sorted(r["id"] for r in first.exchanges)
