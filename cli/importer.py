@@ -20,7 +20,6 @@ Not responsible for decoding or storage themselves.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -250,7 +249,6 @@ def _progress(console: Console) -> Progress:
         _done_column(),
         TimeRemainingColumn(),
         console=console,
-        transient=not sys.stderr.isatty(),
         disable=not shown(),  # standard error a terminal, whatever FORCE_COLOR says (cli/progress.py)
     )
 

@@ -134,11 +134,12 @@ class CheckClock:
         return self.deadline - check_time()
 
     def spent(self) -> bool:
+        """Whether the clock is spent (its deadline passed on `check_time`)."""
         return check_time() > self.deadline
 
     def check(self) -> None:
         """Raise `Overrun` once the clock is spent."""
-        if check_time() > self.deadline:
+        if self.spent():
             raise Overrun("the exchange's checks used their time")
 
     def excluding(self, step: Callable[[], object]) -> None:
