@@ -56,7 +56,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from llmtap.protocols.canonical import RequestFacts, ToolSpec
 from llmtap.protocols.followups import KINDS, TERMINAL_STATES, FollowUpRoute, is_terminal
 from llmtap.protocols.toolcheck import check_tool_calls
-from llmtap.storage import record_json, schema
+from llmtap.storage import record_json, schema, verdicts
 from llmtap.storage.hosts import UNVERIFIED_HOST
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import PRICE_COLUMNS, RowSet, rows_for
@@ -223,6 +223,7 @@ def apply_one(connection: Connection, followup: FollowUp, enrich: Enrich | None 
     if rows.bodies:
         connection.execute(_insert_ignore(connection, schema.bodies), rows.bodies)
         connection.execute(_insert_ignore(connection, schema.body_refs), rows.body_refs)
+    verdicts.changed(connection, [row["id"]])  # its usage and calls are new: its verdicts too
     return "completed"
 
 

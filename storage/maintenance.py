@@ -18,7 +18,7 @@ from sqlalchemy import Engine, delete, exists, func, select, update
 from llmtap.protocols import ExchangeDecoder
 from llmtap.protocols.exchange import SERVED_TIER_PROTOCOLS
 from llmtap.storage import bodies as blobs
-from llmtap.storage import threads
+from llmtap.storage import threads, verdicts
 from llmtap.storage.export import utc
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import rows_for
@@ -177,6 +177,9 @@ def reprocess(engine: Engine, progress: Callable[[int], None] | None = None) -> 
             last_id = rows[-1]["id"]
         if progress:
             progress(len(rows))
+    # the facts the verdicts read may have changed: every conversation walked again
+    with engine.begin() as connection:
+        verdicts.recompute_all(connection)
     return result
 
 

@@ -116,6 +116,20 @@ exchanges = Table(
     # the exchange whose response this request names (`previous_response_id`), found by
     # storage/threads.py when it was written: the turn its cache verdict compares it with
     Column("previous_exchange_id", StoredString(26), nullable=True),
+    # Verdicts, decided when the exchange is written (storage/verdicts.py, rules in
+    # protocols/rules.py; schema 0013): the conversation (its first exchange's id), the
+    # prompt-cache verdict against the turn before it, and the conversation's tool problems
+    # found at this exchange. `line_key` and `conversation_key` find its neighbours.
+    Column("line_key", StoredString(16), nullable=True),
+    Column("conversation_key", StoredString(32), nullable=True),
+    Column("conversation_id", StoredString(26), nullable=True),
+    Column("cache_verdict", StoredString(16), nullable=True),  # first | hit | miss | not_cacheable
+    Column("cache_cause", StoredString(24), nullable=True),
+    Column("cache_message_index", StoredInteger, nullable=True),
+    Column("cache_missed_tokens", StoredBigInteger, nullable=True),
+    Column("cache_previous_id", StoredString(26), nullable=True),
+    Column("cache_gap_ms", StoredBigInteger, nullable=True),
+    Column("tool_problems", JSONType, nullable=True),  # [{status, call_id, tool, next_id}]
     Column("background_state", StoredString(16), nullable=True),
     Column("text", StoredText, nullable=True),
     Column("text_truncated", Boolean, nullable=False, server_default=text("false")),
@@ -186,6 +200,9 @@ exchanges = Table(
     Index("ix_exchanges_model", "model"),
     Index("ix_exchanges_first_message_hash", "first_message_hash"),
     Index("ix_exchanges_response_id", "response_id"),
+    Index("ix_exchanges_line_key", "line_key", "started_at"),
+    Index("ix_exchanges_conversation_key", "conversation_key", "started_at"),
+    Index("ix_exchanges_conversation_id", "conversation_id"),
 )
 
 # Settings that belong to the store rather than to one machine's config: the price file
@@ -239,7 +256,8 @@ body_refs = Table(
 # points its views here); migration 0003 made these tables with these columns, 0005 added
 # `price_reason` (reports list why an exchange is unpriced), 0006 `service_tier` (--by
 # tier) and `cost_fee_pico`, 0007 `warmup`, `thread_key`,
-# `background_state` and the tool calls' `kind`, 0012 `previous_exchange_id`.
+# `background_state` and the tool calls' `kind`, 0012 `previous_exchange_id`, 0013 the
+# stored verdicts.
 EXCHANGE_FACT_COLUMNS = (
     "id", "team", "key_fingerprint", "key_last4", "started_at", "ended_at", "ttfb_ms", "ttft_ms",
     "duration_ms", "protocol", "provider", "status", "complete", "model", "model_requested",
@@ -251,6 +269,8 @@ EXCHANGE_FACT_COLUMNS = (
     "request_body_ref", "price_status", "price_version", "price_reason", "cost_input_pico", "cost_cache_read_pico",
     "cost_cache_write_pico", "cost_output_pico", "cost_total_pico", "rate_input_pico", "rate_cache_read_pico",
     "service_tier", "cost_fee_pico", "warmup", "thread_key", "background_state", "previous_exchange_id",
+    "conversation_id", "cache_verdict", "cache_cause", "cache_message_index", "cache_missed_tokens",
+    "cache_previous_id", "cache_gap_ms", "tool_problems",
 )  # fmt: skip
 TOOL_CALL_FACT_COLUMNS = ("exchange_id", "position", "call_id", "name", "status", "status_detail", "valid_json", "kind")
 

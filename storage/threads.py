@@ -169,6 +169,8 @@ def _mark(connection: Any, root: dict[str, Any], key: str) -> None:
     if root.get("stored"):
         match = exchanges.c.thread_key.is_(None) if before is None else exchanges.c.thread_key == before
         connection.execute(update(exchanges).where(exchanges.c.id == root["id"], match).values(thread_key=key))
+        # its conversation key moved: verdicts.finish walks its old and new keys again
+        connection.info.setdefault("llmtap_rekeyed", set()).add(str(root["id"]))
 
 
 def reprocessed(connection: Any, fresh: dict[str, Any], stored_key: str | None) -> None:

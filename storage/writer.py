@@ -33,7 +33,7 @@ from sqlalchemy import Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from llmtap.storage import followups, migrate, rejected, schema, spool, threads
+from llmtap.storage import followups, migrate, rejected, schema, spool, threads, verdicts
 from llmtap.storage.errors import StoreError
 from llmtap.storage.private import open_private, private_dir
 from llmtap.storage.record import Recorded
@@ -593,21 +593,28 @@ class Writer:
                 self._insert_bodies(connection, rows)
                 # a response chain's conversation: read and set in this transaction
                 threads.assign(connection, rows.exchanges)
+                # each exchange's verdicts, from its neighbours (storage/verdicts.py)
+                plan = verdicts.decide(connection, rows.exchanges, rows.tool_calls)
                 statement = self._insert_ignore(schema.exchanges)
                 added = connection.execute(statement, rows.exchanges, execution_options=_COUNT_ROWS).rowcount
                 if added == len(rows.exchanges):
                     self._insert_children(connection, rows.tool_calls, rows.body_refs)
+                    verdicts.finish(connection, plan, rows.exchanges)
                 else:
                     transaction.rollback()
             if added != len(rows.exchanges):
+                connection.info.pop(verdicts.REKEYED, None)  # what the rolled-back transaction noted
                 with connection.begin():
                     self._insert_bodies(connection, rows)
                     threads.assign(connection, rows.exchanges)
+                    plan = verdicts.decide(connection, rows.exchanges, rows.tool_calls)
                     statement = self._insert_ignore(schema.exchanges).returning(schema.exchanges.c.id)
                     inserted = set(connection.execute(statement, rows.exchanges).scalars())
                     calls = [c for c in rows.tool_calls if c["exchange_id"] in inserted]
                     refs = [r for r in rows.body_refs if r["exchange_id"] in inserted]
                     self._insert_children(connection, calls, refs)
+                    # some were stored already: what the batch decided from them is walked again
+                    verdicts.finish(connection, verdicts.walk_again(plan, rows.exchanges, inserted), rows.exchanges)
                 added = len(inserted)
                 rows = RowSet(
                     exchanges=[e for e in rows.exchanges if e["id"] in inserted], tool_calls=calls, body_refs=refs

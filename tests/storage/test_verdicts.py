@@ -1,0 +1,127 @@
+"""Stored verdicts (SPEC §5, "Verdicts are data"): what the writer decides row by row from
+the store's neighbours equals a walk of every conversation from its start, whatever order
+the exchanges arrive in (in time order, shuffled, split in two files imported the later
+first), on SQLite and PostgreSQL. The window SQL the reports once ran is the oracle of
+tests/analytics/test_verdict_oracle.py; this checks the writer against its own full walk."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from llmtap.bench.synthetic import Generator
+from llmtap.storage import schema, verdicts
+from llmtap.storage.migrate import upgrade
+from llmtap.storage.rows import RowSet
+from llmtap.storage.writer import Writer
+from tests.storage.conftest import BACKENDS
+from tests.storage.helpers import fresh_postgres_database
+
+COLUMNS = [schema.exchanges.c[name] for name in ("id", *verdicts.VERDICT_COLUMNS)]
+
+
+def _traffic(n: int) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Synthetic conversations (misses of every cause, tool calls and results), every
+    fourth of them in a client's session (a thread_key) so both identities take part."""
+    out = []
+    for exchanges, calls in Generator(n, days=0.2, seed=11).rows():
+        by_id: dict[str, list[dict[str, Any]]] = {}
+        for call in calls:
+            by_id.setdefault(call["exchange_id"], []).append(call)
+        for row in exchanges:
+            if int(row["first_message_hash"] or "0", 16) % 4 == 0:
+                row["thread_key"] = "s" + row["first_message_hash"][:31].rjust(31, "0")
+            out.append((row, by_id.get(row["id"], [])))
+    return out
+
+
+def _write(engine: Any, spool_dir: Any, batches: list[list[tuple[dict[str, Any], list[dict[str, Any]]]]]) -> None:
+    writer = Writer(engine, spool_dir=spool_dir, max_delay=0.01, batch_size=10_000)
+    try:
+        for batch in batches:
+            rows = copy.deepcopy(batch)
+            writer.submit(RowSet(exchanges=[r for r, _ in rows], tool_calls=[c for _, cs in rows for c in cs]))
+            assert writer.flush(timeout=60)
+    finally:
+        writer.close()
+
+
+def _stored(engine: Any) -> dict[str, tuple[Any, ...]]:
+    with engine.connect() as connection:
+        return {
+            row[0]: tuple(row[1:]) for row in connection.execute(select(*COLUMNS).order_by(schema.exchanges.c.id))
+        }
+
+
+def _walked(engine: Any) -> dict[str, tuple[Any, ...]]:
+    with engine.begin() as connection:
+        verdicts.recompute_all(connection)
+    return _stored(engine)
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+@pytest.fixture(params=BACKENDS)
+def make_store(request, tmp_path, engines) -> Iterator[Callable[[], Any]]:
+    """`make_store()`: another blank store at the head revision, of this test's backend."""
+    with ExitStack() as stack:
+        made = itertools.count()
+
+        def make() -> Any:
+            if request.param == "sqlite":
+                url = f"sqlite:///{tmp_path / f'store{next(made)}.db'}"
+            else:
+                url = stack.enter_context(fresh_postgres_database())
+            engine = engines(url)
+            upgrade(engine)
+            return engine
+
+        yield make
+
+
+@pytest.fixture(scope="module")
+def traffic() -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    return _traffic(1_500)
+
+
+def test_in_time_order_the_writer_decides_what_a_full_walk_decides(traffic, make_store, tmp_path):
+    engine = make_store()
+    _write(engine, tmp_path / "spool", _chunks(traffic, 40))
+    written = _stored(engine)
+    walked = _walked(engine)
+    assert written == walked
+    verdict_counts = Counter(v[1] for v in written.values())
+    causes = Counter(v[2] for v in written.values() if v[1] == "miss")
+    problems = Counter(p["status"] for v in written.values() for p in v[-1] or [])
+    # the traffic exercises what it claims to: every verdict, several causes, tool problems
+    assert {"first", "hit", "miss"} <= set(verdict_counts), verdict_counts
+    assert len(causes) >= 3, causes
+    assert problems, "no tool problems in the traffic"
+    assert len({v[0] for v in written.values()}) < len(written) / 2  # conversations of several turns
+
+
+@pytest.mark.parametrize("order", ["shuffled", "split_later_first"])
+def test_out_of_order_arrivals_end_where_time_order_does(order, traffic, make_store, tmp_path):
+    reference = make_store()
+    _write(reference, tmp_path / "a", _chunks(traffic, 200))
+    expected = _stored(reference)
+    engine = make_store()
+    if order == "shuffled":
+        shuffled = list(traffic)
+        random.Random(5).shuffle(shuffled)
+        batches = _chunks(shuffled, 37)
+    else:
+        half = len(traffic) // 2
+        batches = _chunks(traffic[half:], 100) + _chunks(traffic[:half], 100)
+    _write(engine, tmp_path / "b", batches)
+    assert _stored(engine) == expected
