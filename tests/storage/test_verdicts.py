@@ -56,9 +56,7 @@ def _write(engine: Any, spool_dir: Any, batches: list[list[tuple[dict[str, Any],
 
 def _stored(engine: Any) -> dict[str, tuple[Any, ...]]:
     with engine.connect() as connection:
-        return {
-            row[0]: tuple(row[1:]) for row in connection.execute(select(*COLUMNS).order_by(schema.exchanges.c.id))
-        }
+        return {row[0]: tuple(row[1:]) for row in connection.execute(select(*COLUMNS).order_by(schema.exchanges.c.id))}
 
 
 def _walked(engine: Any) -> dict[str, tuple[Any, ...]]:
