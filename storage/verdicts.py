@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, bindparam, func, or_, select, update
 
 from llmtap.protocols import rules
 from llmtap.storage.schema import exchanges, tool_calls
@@ -126,6 +126,93 @@ class Lookup:
     def calls(self, exchange_id: str) -> list[dict[str, Any]]:
         query = select(*_CALLS).where(tool_calls.c.exchange_id == exchange_id)
         return [dict(r) for r in self.connection.execute(query).mappings()]
+
+
+TAIL = 16  # stored rows read per conversation key a batch extends (its latest)
+
+
+class Prefetched(Lookup):
+    """The store's answers for a batch that extends its conversation keys, read in three
+    queries for the whole batch: each key's latest TAIL rows, their tool calls, and the
+    stored uses of the tool ids the batch's rows carry. A line whose previous row is older
+    than a key's tail is looked up by itself."""
+
+    def __init__(
+        self,
+        connection: Any,
+        batch: dict[str, dict[str, Any]],
+        keys: Sequence[str],
+        calls: Sequence[dict[str, Any]],
+    ) -> None:
+        super().__init__(connection, batch, store_before=True)
+        self.tails: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.tail_calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.used: dict[str, set[str]] = defaultdict(set)  # conversation key -> tool ids stored
+        for start in range(0, len(keys), PAGE):
+            page = keys[start : start + PAGE]
+            ranked = (
+                select(
+                    *_READ,
+                    func.row_number()
+                    .over(
+                        partition_by=exchanges.c.conversation_key,
+                        order_by=(exchanges.c.started_at.desc(), exchanges.c.id.desc()),
+                    )
+                    .label("rank_"),
+                )
+                .where(exchanges.c.conversation_key.in_(page))
+                .subquery()
+            )
+            query = select(ranked).where(ranked.c.rank_ <= TAIL).order_by(ranked.c.rank_)
+            for found in connection.execute(query).mappings():
+                row = dict(found)
+                row.pop("rank_")
+                self.tails[row["conversation_key"]].append(row)
+        tail_ids = [str(r["id"]) for rows in self.tails.values() for r in rows]
+        self.tail_ids = set(tail_ids)
+        for start in range(0, len(tail_ids), PAGE):
+            page = tail_ids[start : start + PAGE]
+            for call in connection.execute(select(*_CALLS).where(tool_calls.c.exchange_id.in_(page))).mappings():
+                self.tail_calls[str(call["exchange_id"])].append(dict(call))
+        wanted: set[str] = set()
+        for row in batch.values():
+            wanted.update(rules.ids(row.get("request_tool_result_ids")))
+        wanted.update(str(c["call_id"]) for c in calls if c.get("call_id") is not None)
+        ordered = sorted(wanted)
+        for start in range(0, len(ordered), PAGE):
+            page = ordered[start : start + PAGE]
+            query = (
+                select(exchanges.c.conversation_key, tool_calls.c.call_id)
+                .join(exchanges, exchanges.c.id == tool_calls.c.exchange_id)
+                .where(tool_calls.c.call_id.in_(page))
+            )
+            for key, call_id in connection.execute(query):
+                if key is not None:
+                    self.used[key].add(call_id)
+
+    def latest(self, key: str) -> dict[str, Any] | None:
+        tail = self.tails.get(key)
+        return tail[0] if tail else None
+
+    def line_before(self, row: dict[str, Any], *, taking_part: bool) -> dict[str, Any] | None:
+        tail = self.tails.get(row["conversation_key"], [])
+        for stored in tail:
+            if stored["line_key"] == row["line_key"] and (not taking_part or rules.takes_part(stored)):
+                return stored
+        if len(tail) < TAIL:
+            return None  # the tail is the whole key
+        return super().line_before(row, taking_part=taking_part)
+
+    def conversation_before(self, row: dict[str, Any]) -> dict[str, Any] | None:
+        return self.latest(row["conversation_key"])
+
+    def called_before(self, row: dict[str, Any], call_id: str) -> bool:
+        return call_id in self.used.get(row["conversation_key"], ())
+
+    def calls(self, exchange_id: str) -> list[dict[str, Any]]:
+        if exchange_id in self.tail_ids:
+            return self.tail_calls.get(exchange_id, [])
+        return super().calls(exchange_id)
 
 
 @dataclass
@@ -232,17 +319,18 @@ def decide(connection: Any, rows: Sequence[dict[str, Any]], calls: Sequence[dict
             row.update(rules.NO_PART.columns(), conversation_id=str(row["id"]), tool_problems=None)
         else:
             groups[key].append(row)
-    for key, members in groups.items():
+    for members in groups.values():
         members.sort(key=rules.order)
-        later = select(exchanges.c.id).where(exchanges.c.conversation_key == key, _after(members[0])).limit(1)
-        if connection.execute(later).first() is not None:
-            plan.redo.add(key)
+    lookup = _prefetch(connection, batch, calls, sorted(groups))
+    for key, members in groups.items():
+        latest = lookup.latest(key)
+        if latest is not None and rules.order(latest) > rules.order(members[0]):
+            plan.redo.add(key)  # it lands before rows the key holds: walked whole in `finish`
             for row in members:
-                row["conversation_id"] = str(row["id"])  # until the walk in `finish`
+                row["conversation_id"] = str(row["id"])
             continue
-        lookup = Lookup(connection, batch, store_before=True)
 
-        def calls_of(exchange_id: str, lookup: Lookup = lookup) -> list[dict[str, Any]]:
+        def calls_of(exchange_id: str) -> list[dict[str, Any]]:
             return calls_by[exchange_id] if exchange_id in batch else lookup.calls(exchange_id)
 
         walk = Walk(lookup, calls_of)
@@ -256,6 +344,12 @@ def decide(connection: Any, rows: Sequence[dict[str, Any]], calls: Sequence[dict
     return plan
 
 
+def _prefetch(
+    connection: Any, batch: dict[str, dict[str, Any]], calls: Sequence[dict[str, Any]], keys: Sequence[str]
+) -> Prefetched:
+    return Prefetched(connection, batch, keys, calls)
+
+
 def walk_again(plan: Plan, rows: Sequence[dict[str, Any]], inserted: set[str]) -> Plan:
     """The plan when only `inserted` of the batch went in (the rest were stored already):
     every key they belong to is walked whole, which also settles their neighbours."""
@@ -267,8 +361,9 @@ def finish(connection: Any, plan: Plan, rows: Sequence[dict[str, Any]] = ()) -> 
     """After the insert: update the stored rows the batch changed, re-key the roots a chain
     re-keyed, and walk every key left over; the batch's dicts take the walked values (the
     observers see what is stored)."""
-    for exchange_id, problems in plan.updates.items():
-        connection.execute(update(exchanges).where(exchanges.c.id == exchange_id).values(tool_problems=problems))
+    if plan.updates:
+        statement = update(exchanges).where(exchanges.c.id == bindparam("id_")).values(tool_problems=bindparam("p_"))
+        connection.execute(statement, [{"id_": i, "p_": p} for i, p in plan.updates.items()])
     redo = set(plan.redo) | _rekey(connection, connection.info.pop(REKEYED, set()))
     walked: dict[str, dict[str, Any]] = {}
     for key in sorted(redo):
