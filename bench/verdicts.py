@@ -94,7 +94,7 @@ def main() -> int:
             for order, data in (("time order", rows), ("shuffled", shuffled)):
                 figures = []
                 for off in (False, True):
-                    with scratch_postgres(args.pg) as url, (switched_off() if off else _nothing()):
+                    with scratch_postgres(args.pg) as url, switched_off() if off else _nothing():
                         figures.append(write(url, data, args.batch, Path(folder) / f"pg{off}{order}"))
                 _print("postgresql", order, len(rows), figures)
     return 0
