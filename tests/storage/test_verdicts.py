@@ -19,7 +19,8 @@ from sqlalchemy import select
 
 from llmtap.bench.synthetic import Generator
 from llmtap.storage import schema, verdicts
-from llmtap.storage.migrate import upgrade
+from llmtap.storage.maintenance import reprocess
+from llmtap.storage.migrate import downgrade, upgrade
 from llmtap.storage.rows import RowSet
 from llmtap.storage.writer import Writer
 from tests.storage.conftest import BACKENDS
@@ -122,4 +123,27 @@ def test_out_of_order_arrivals_end_where_time_order_does(order, traffic, make_st
         half = len(traffic) // 2
         batches = _chunks(traffic[half:], 100) + _chunks(traffic[:half], 100)
     _write(engine, tmp_path / "b", batches)
+    assert _stored(engine) == expected
+
+
+def test_a_store_upgraded_to_0013_gets_the_verdicts_the_writer_gives(traffic, make_store, tmp_path):
+    """Rows stored before the verdicts were (schema 0012) are walked by the migration."""
+    engine = make_store()
+    _write(engine, tmp_path / "spool", _chunks(traffic[:600], 50))
+    expected = _stored(engine)
+    assert any(v[1] == "miss" for v in expected.values())
+    downgrade(engine, "0012")
+    upgrade(engine)
+    assert _stored(engine) == expected
+
+
+def test_reprocess_walks_the_verdicts_again(make_store, tmp_path):
+    """A verdict that a stored fact no longer supports is decided again by `reprocess`."""
+    engine = make_store()
+    rows = _traffic(300)
+    _write(engine, tmp_path / "spool", _chunks(rows, 50))
+    expected = _stored(engine)
+    with engine.begin() as connection:
+        connection.execute(schema.exchanges.update().values(cache_verdict="miss", conversation_id="x"))
+    reprocess(engine)
     assert _stored(engine) == expected
