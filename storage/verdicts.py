@@ -52,6 +52,23 @@ REKEYED = "llmtap_rekeyed"  # connection.info: ids whose thread_key threads.py c
 PAGE = 500
 
 
+ADVISORY_LOCK = 0x6C6C6D746170  # "llmtap": one lock for every writer of a PostgreSQL store
+
+
+def lock(connection: Any) -> None:
+    """Serialize the writers of one store for the rest of this transaction, so each
+    decides from what the others committed: several proxies, an import beside a proxy.
+    PostgreSQL: a transaction-scoped advisory lock (its reads after it see every commit
+    before it, under READ COMMITTED). SQLite: the file's write lock, taken by a write
+    that changes nothing, before the first read (the driver starts the transaction at
+    it, so the reads that follow see the latest commit and no other writer commits in
+    between)."""
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({ADVISORY_LOCK})")
+    else:
+        connection.exec_driver_sql("UPDATE fact_revision SET n = n WHERE 0")
+
+
 def set_keys(row: dict[str, Any]) -> None:
     row["line_key"] = rules.line_key(row)
     row["conversation_key"] = rules.conversation_key(row)
@@ -377,6 +394,7 @@ def finish(connection: Any, plan: Plan, rows: Sequence[dict[str, Any]] = ()) -> 
 def changed(connection: Any, exchange_ids: Iterable[str]) -> None:
     """Stored rows whose facts changed (a background exchange completed by a poll, a chain
     root re-keyed): their keys set again, and their old and new keys walked whole."""
+    lock(connection)
     for key in sorted(_rekey(connection, set(exchange_ids))):
         walk_key(connection, key)
 
@@ -444,6 +462,7 @@ def _differs(new: dict[str, Any], old: dict[str, Any]) -> bool:
 def recompute_all(connection: Any, progress: Callable[[int], None] | None = None) -> int:
     """Set every row's keys and walk every conversation key (a migration's backfill,
     `reprocess`). Returns the number of rows walked."""
+    lock(connection)
     names = [exchanges.c[n] for n in ("id", "thread_key", "key_fingerprint", "team", "model", "first_message_hash")]
     keys: set[str] = set()
     alone: list[str] = []

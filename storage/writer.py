@@ -590,6 +590,7 @@ class Writer:
         self._check_file()
         with self.engine.connect() as connection:
             with connection.begin() as transaction:
+                verdicts.lock(connection)  # decided from what every other writer committed
                 self._insert_bodies(connection, rows)
                 # a response chain's conversation: read and set in this transaction
                 threads.assign(connection, rows.exchanges)
@@ -605,6 +606,7 @@ class Writer:
             if added != len(rows.exchanges):
                 connection.info.pop(verdicts.REKEYED, None)  # what the rolled-back transaction noted
                 with connection.begin():
+                    verdicts.lock(connection)
                     self._insert_bodies(connection, rows)
                     threads.assign(connection, rows.exchanges)
                     plan = verdicts.decide(connection, rows.exchanges, rows.tool_calls)

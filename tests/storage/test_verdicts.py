@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import itertools
 import random
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -147,3 +148,28 @@ def test_reprocess_walks_the_verdicts_again(make_store, tmp_path):
         connection.execute(schema.exchanges.update().values(cache_verdict="miss", conversation_id="x"))
     reprocess(engine)
     assert _stored(engine) == expected
+
+
+def test_three_writers_at_once_decide_what_one_walk_decides(traffic, make_store, tmp_path):
+    """Several proxies into one store: every writer decides from what the others
+    committed (verdicts.lock), so the rows of one conversation, spread over three writers
+    writing at the same time, end as a walk of the whole store decides."""
+    engine = make_store()
+    streams = [traffic[i::3] for i in range(3)]
+    failures: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            _write(engine, tmp_path / f"spool{index}", _chunks(streams[index], 15))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not failures, failures
+    written = _stored(engine)
+    assert len(written) == len(traffic)
+    assert written == _walked(engine)
