@@ -30,7 +30,7 @@ from sqlalchemy import JSON, Boolean, Engine
 
 from llmtap.analytics.pricing import Pricer
 from llmtap.protocols import decode_exchange
-from llmtap.storage import schema
+from llmtap.storage import schema, verdicts
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import rows_for
 
@@ -606,9 +606,13 @@ class Inserter:
         with self.engine.begin() as connection:
             if self.sqlite:
                 connection.exec_driver_sql("PRAGMA cache_size = -1000000")
+            # the verdicts, as the writer decides them (storage/verdicts.py)
+            verdicts.lock(connection)
+            plan = verdicts.decide(connection, exchanges, calls)
             connection.exec_driver_sql(self.statements["exchanges"], self._tuples("exchanges", exchanges))
             if calls:
                 connection.exec_driver_sql(self.statements["tool_calls"], self._tuples("tool_calls", calls))
+            verdicts.finish(connection, plan, exchanges)
 
     def _tuples(self, table: str, rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         getter = self.getters[table][1]
