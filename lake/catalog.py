@@ -24,9 +24,15 @@ from llmtap.lake.extra import LakeNotInstalled
 
 try:  # the lake extra (pyproject.toml): a one-line error without it
     from pyiceberg.catalog.sql import SqlCatalog
-    from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+    from pyiceberg.exceptions import (
+        CommitFailedException,
+        NamespaceAlreadyExistsError,
+        NoSuchTableError,
+        TableAlreadyExistsError,
+    )
     from pyiceberg.exceptions import ValidationError as IcebergValidationError
     from pyiceberg.io import PY_IO_IMPL
+    from pyiceberg.schema import Schema
     from pyiceberg.table import Table
 except ImportError as missing:
     raise LakeNotInstalled(missing.name) from None
@@ -119,6 +125,21 @@ def _with_region(properties: dict[str, str]) -> dict[str, str]:
     return properties
 
 
+def _with_new_columns(catalog: SqlCatalog, name: str, table: Table, wanted: Schema) -> Table:
+    """A lake made before the store gained columns (schema 0013's verdicts) gains them by
+    name, with ids of the table's own; the store's upgrade marked every row changed, so the
+    next sync copies them whole. Two syncs at once: the second finds them added."""
+    have = {field.name for field in table.schema().fields}
+    if all(field.name in have for field in wanted.fields):
+        return table
+    try:
+        with table.update_schema() as update:
+            update.union_by_name(wanted)
+    except CommitFailedException:
+        pass  # another sync added them first
+    return catalog.load_table(name)
+
+
 def ensure_tables(catalog: SqlCatalog) -> dict[str, Table]:
     """The lake's tables, made when missing (two first syncs at once: one makes each)."""
     try:
@@ -136,6 +157,7 @@ def ensure_tables(catalog: SqlCatalog) -> dict[str, Table]:
                 )
             except TableAlreadyExistsError:
                 tables[name] = catalog.load_table(name)
+        tables[name] = _with_new_columns(catalog, name, tables[name], table_schema)
         where = str(catalog.properties.get("warehouse", ""))
         if not tables[name].location().startswith(where + "/"):
             raise LakeError(

@@ -300,3 +300,34 @@ def test_small_commits_add_up_to_the_store(store, tmp_path):
     catalog.engine.dispose()
     marks = [s.summary[WATERMARK] for s in snapshots if s.summary is not None]
     assert marks[:-1] == ["0"] * (len(marks) - 1) and marks[-1] == str(done[0].watermark)
+
+
+def test_a_lake_made_before_the_stored_verdicts_gains_them_at_its_next_sync(store, tmp_path):
+    """A lake whose exchanges table predates schema 0013 (no verdict columns) takes them by
+    name at the next sync, and the rows it copies carry them."""
+    from pyiceberg.schema import Schema
+
+    from llmtap.lake import schema as lake_schema
+    from llmtap.storage.verdicts import VERDICT_COLUMNS
+
+    url, engine = store
+    warehouse = str(tmp_path / "lake")
+    write(engine, tmp_path / "spool", 0, 12)
+    catalog = open_catalog(url, warehouse)
+    try:
+        catalog.create_namespace(lake_schema.NAMESPACE)
+        old = Schema(*[f for f in lake_schema.EXCHANGES_SCHEMA.fields if f.name not in VERDICT_COLUMNS])
+        catalog.create_table("llmtap.exchanges", old, partition_spec=lake_schema.EXCHANGES_PARTITIONS)
+    finally:
+        catalog.engine.dispose()
+    run_sync(url, warehouse)
+    catalog = open_catalog(url, warehouse)
+    try:
+        lake = catalog.load_table("llmtap.exchanges").scan().to_arrow()
+    finally:
+        catalog.engine.dispose()
+    assert set(VERDICT_COLUMNS) <= set(lake.column_names)
+    with engine.connect() as connection:
+        stored = dict(connection.execute(text("SELECT id, conversation_id FROM exchanges")).all())
+    held = dict(zip(lake.column("id").to_pylist(), lake.column("conversation_id").to_pylist(), strict=True))
+    assert held == stored and all(held.values())
