@@ -27,8 +27,8 @@ import duckdb
 
 from llmtap.analytics import lake_views
 from llmtap.analytics.duck import connect
-from llmtap.analytics.minimums import MINIMUM_CACHEABLE
 from llmtap.protocols.error_kinds import kinds
+from llmtap.protocols.rules import MINIMUM_CACHEABLE
 
 # --by names and the SQL they group on. Values users type never reach SQL text.
 DIMENSIONS = {
@@ -204,7 +204,7 @@ class Table:
         return [c for c in self.columns if c in self.dimensions or c in metrics]
 
 
-# MINIMUM_CACHEABLE (analytics/minimums.py): one table for both cache queries: `$minimums`
+# MINIMUM_CACHEABLE (protocols/rules.py): one table for both cache queries: `$minimums`
 # (a VALUES CTE, for the few rows of --list) and `$minimum_case` (a CASE on `served_model`,
 # for the grouped report, which looks it up on its would-be misses only).
 # ERROR_KINDS (protocols/error_kinds.py): the error types and codes errors.sql counts as

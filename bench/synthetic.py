@@ -578,6 +578,22 @@ def _started(row: dict[str, Any]) -> datetime:
 # -- the stores ---------------------------------------------------------------------------------
 
 
+def with_sessions(n: int, *, days: float, seed: int) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """n exchanges, each beside its tool-call rows, with every fourth conversation (by its
+    first message) in a client's session (a thread_key): both conversation identities take
+    part (bench/verdicts.py, tests/storage/test_verdicts.py)."""
+    out = []
+    for exchanges, calls in Generator(n, days=days, seed=seed).rows():
+        by_id: dict[str, list[dict[str, Any]]] = {}
+        for call in calls:
+            by_id.setdefault(call["exchange_id"], []).append(call)
+        for row in exchanges:
+            if int(row["first_message_hash"] or "0", 16) % 4 == 0:
+                row["thread_key"] = "s" + row["first_message_hash"][:31].rjust(31, "0")
+            out.append((row, by_id.get(row["id"], [])))
+    return out
+
+
 class Inserter:
     """Rows into one store with the driver's executemany through SQLAlchemy Core
     (`exec_driver_sql`): values already in the form SQLAlchemy's types would bind — JSON

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtap.bench.scratch import scratch_postgres
-from llmtap.bench.synthetic import Generator
+from llmtap.bench.synthetic import with_sessions
 from llmtap.storage import verdicts
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import upgrade
@@ -40,16 +40,7 @@ Traffic = list[tuple[dict[str, Any], list[dict[str, Any]]]]
 
 
 def traffic(n: int) -> Traffic:
-    out: Traffic = []
-    for exchanges, calls in Generator(n, days=max(n / 200_000, 0.05), seed=3).rows():
-        by_id: dict[str, list[dict[str, Any]]] = {}
-        for call in calls:
-            by_id.setdefault(call["exchange_id"], []).append(call)
-        for row in exchanges:
-            if int(row["first_message_hash"] or "0", 16) % 4 == 0:
-                row["thread_key"] = "s" + row["first_message_hash"][:31].rjust(31, "0")
-            out.append((row, by_id.get(row["id"], [])))
-    return out
+    return with_sessions(n, days=max(n / 200_000, 0.05), seed=3)
 
 
 @contextmanager

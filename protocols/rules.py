@@ -1,8 +1,6 @@
 """SPEC §5's conversation, prompt-cache and tool-conversation rules, and their constants:
 the one place they are written. The writer decides each exchange's verdicts with them
-(storage/verdicts.py), the tests' window SQL takes its numbers from `sql_parameters()`, and
-every reader (reports, `show`, `log`, the dashboard, metrics, spans, the lake) reads the
-stored verdicts rather than applying a rule again.
+(storage/verdicts.py) and stores them, for every reader to read.
 
 Words used below, each of one exchange (a row of `exchanges`, as a mapping):
 - scope: whose traffic it is, the key fingerprint, else `team:` + team.
@@ -36,8 +34,6 @@ BREAKPOINT_PROTOCOLS = ("anthropic.messages", "bedrock.converse")  # caching nee
 CHAINED = ("c", "r")  # thread_key letters of a response chain: the server holds the history
 ERROR_STATUS = 400  # a response at or above it takes no part in the cache rule
 
-# Cause order: the first that applies names a miss.
-CAUSES = ("tools_changed", "system_changed", "message_edited", "ttl_expired", "no_breakpoint", "unexplained")
 BELOW_MINIMUM = "below_minimum"
 
 # The minimum cacheable prompt length per model, in tokens, first match wins (SQL ILIKE
@@ -77,20 +73,6 @@ def minimum(model: str | None) -> int | None:
         if pattern.fullmatch(model):
             return tokens
     return None
-
-
-def sql_parameters() -> dict[str, Any]:
-    """The constants as SQL literals, for SQL that states a rule (the tests' oracle)."""
-    return {
-        "run_gap_s": RUN_GAP_S,
-        "miss_share": MISS_SHARE,
-        "default_ttl_s": DEFAULT_TTL_S,
-        "ttl_1h_s": TTL_S["1h"],
-        "ttl_24h_s": TTL_S["24h"],
-        "breakpoint_protocols": ", ".join(f"'{p}'" for p in BREAKPOINT_PROTOCOLS),
-        "chained": ", ".join(f"'{c}'" for c in CHAINED),
-        "error_status": ERROR_STATUS,
-    }
 
 
 # -- identity -----------------------------------------------------------------------------

@@ -79,60 +79,26 @@ def _before(row: dict[str, Any]) -> Any:
     return or_(exchanges.c.started_at < started, and_(exchanges.c.started_at == started, exchanges.c.id < row["id"]))
 
 
-def _after(row: dict[str, Any]) -> Any:
-    started = row["started_at"]
-    return or_(exchanges.c.started_at > started, and_(exchanges.c.started_at == started, exchanges.c.id > row["id"]))
-
-
-def _latest(query: Any) -> Any:
-    return query.order_by(exchanges.c.started_at.desc(), exchanges.c.id.desc()).limit(1)
-
-
 class Lookup:
-    """The store's answers about what comes before a row of a walk (nothing, for a walk
-    that starts at its key's first row, except the exchanges a follow-up names)."""
+    """What comes before a walk that starts at its key's first row: nothing, except the
+    exchanges a follow-up names and the stored tool calls of a row."""
 
-    def __init__(self, connection: Any, batch: dict[str, dict[str, Any]], *, store_before: bool) -> None:
+    def __init__(self, connection: Any, batch: dict[str, dict[str, Any]]) -> None:
         self.connection = connection
         self.batch = batch
-        self.store_before = store_before
 
     def _one(self, query: Any) -> dict[str, Any] | None:
         found = self.connection.execute(query).mappings().first()
         return None if found is None else dict(found)
 
     def line_before(self, row: dict[str, Any], *, taking_part: bool) -> dict[str, Any] | None:
-        if not self.store_before:
-            return None
-        query = select(*_READ).where(exchanges.c.line_key == row["line_key"], _before(row))
-        if taking_part:
-            query = query.where(
-                exchanges.c.first_message_hash.is_not(None),
-                exchanges.c.usage_input_tokens.is_not(None),
-                or_(exchanges.c.status.is_(None), exchanges.c.status < rules.ERROR_STATUS),
-            )
-        return self._one(_latest(query))
+        return None
 
     def conversation_before(self, row: dict[str, Any]) -> dict[str, Any] | None:
-        if not self.store_before:
-            return None
-        query = select(*_READ).where(exchanges.c.conversation_key == row["conversation_key"], _before(row))
-        return self._one(_latest(query))
+        return None
 
     def called_before(self, row: dict[str, Any], call_id: str) -> bool:
-        if not self.store_before:
-            return False
-        query = (
-            select(exchanges.c.id)
-            .join(tool_calls, tool_calls.c.exchange_id == exchanges.c.id)
-            .where(
-                tool_calls.c.call_id == call_id,
-                exchanges.c.conversation_key == row["conversation_key"],
-                _before(row),
-            )
-            .limit(1)
-        )
-        return self.connection.execute(query).first() is not None
+        return False
 
     def named(self, exchange_id: str, walked: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
         found = walked.get(exchange_id) or self.batch.get(exchange_id)
@@ -161,7 +127,7 @@ class Prefetched(Lookup):
         keys: Sequence[str],
         calls: Sequence[dict[str, Any]],
     ) -> None:
-        super().__init__(connection, batch, store_before=True)
+        super().__init__(connection, batch)
         self.tails: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.tail_calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.used: dict[str, set[str]] = defaultdict(set)  # conversation key -> tool ids stored
@@ -218,7 +184,14 @@ class Prefetched(Lookup):
                 return stored
         if len(tail) < TAIL:
             return None  # the tail is the whole key
-        return super().line_before(row, taking_part=taking_part)
+        query = select(*_READ).where(exchanges.c.line_key == row["line_key"], _before(row))
+        if taking_part:
+            query = query.where(
+                exchanges.c.first_message_hash.is_not(None),
+                exchanges.c.usage_input_tokens.is_not(None),
+                or_(exchanges.c.status.is_(None), exchanges.c.status < rules.ERROR_STATUS),
+            )
+        return self._one(query.order_by(exchanges.c.started_at.desc(), exchanges.c.id.desc()).limit(1))
 
     def conversation_before(self, row: dict[str, Any]) -> dict[str, Any] | None:
         return self.latest(row["conversation_key"])
@@ -296,9 +269,9 @@ class Walk:
         calls = self.calls_of(earlier_id)
         if not any(c.get("call_id") for c in calls):
             return
-        kept = [p for p in _problems(earlier) if p["status"] != "missing_result"]
-        problems = kept + rules.missing_results(earlier, calls, row)
-        if problems != (_problems(earlier) or []):
+        before = _problems(earlier)
+        problems = [p for p in before if p["status"] != "missing_result"] + rules.missing_results(earlier, calls, row)
+        if problems != before:
             earlier["tool_problems"] = problems or None
             self.changed[earlier_id] = problems or None
 
@@ -318,6 +291,17 @@ class Plan:
     updates: dict[str, list[dict[str, Any]] | None] = field(default_factory=dict)
 
 
+def keyed(rows: Iterable[dict[str, Any]]) -> None:
+    """Give each row its keys and a place for every verdict column; a row with no key is a
+    conversation of its own and takes no part."""
+    for row in rows:
+        set_keys(row)
+        for name in VERDICT_COLUMNS:
+            row.setdefault(name, None)
+        if row["conversation_key"] is None:
+            row.update(rules.NO_PART.columns(), conversation_id=str(row["id"]), tool_problems=None)
+
+
 def decide(connection: Any, rows: Sequence[dict[str, Any]], calls: Sequence[dict[str, Any]]) -> Plan:
     """Set the verdict columns of a batch about to be inserted (the dicts change in place).
     A key the batch does not simply extend is left to `finish` to walk whole."""
@@ -327,18 +311,13 @@ def decide(connection: Any, rows: Sequence[dict[str, Any]], calls: Sequence[dict
         calls_by[str(call["exchange_id"])].append(call)
     batch = {str(r["id"]): r for r in rows}
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    keyed(rows)
     for row in rows:
-        set_keys(row)
-        for name in VERDICT_COLUMNS:
-            row.setdefault(name, None)
-        key = row["conversation_key"]
-        if key is None:
-            row.update(rules.NO_PART.columns(), conversation_id=str(row["id"]), tool_problems=None)
-        else:
-            groups[key].append(row)
+        if row["conversation_key"] is not None:
+            groups[row["conversation_key"]].append(row)
     for members in groups.values():
         members.sort(key=rules.order)
-    lookup = _prefetch(connection, batch, calls, sorted(groups))
+    lookup = Prefetched(connection, batch, sorted(groups), calls)
     for key, members in groups.items():
         latest = lookup.latest(key)
         if latest is not None and rules.order(latest) > rules.order(members[0]):
@@ -361,17 +340,11 @@ def decide(connection: Any, rows: Sequence[dict[str, Any]], calls: Sequence[dict
     return plan
 
 
-def _prefetch(
-    connection: Any, batch: dict[str, dict[str, Any]], calls: Sequence[dict[str, Any]], keys: Sequence[str]
-) -> Prefetched:
-    return Prefetched(connection, batch, keys, calls)
-
-
-def walk_again(plan: Plan, rows: Sequence[dict[str, Any]], inserted: set[str]) -> Plan:
-    """The plan when only `inserted` of the batch went in (the rest were stored already):
-    every key they belong to is walked whole, which also settles their neighbours."""
-    keys = {r["conversation_key"] for r in rows if r["id"] in inserted and r.get("conversation_key")}
-    return Plan(redo=plan.redo | keys)
+def walk_again(rows: Sequence[dict[str, Any]], inserted: set[str]) -> Plan:
+    """The plan when only `inserted` of a `keyed` batch went in (the rest were stored
+    already): every key they belong to is walked whole, which also settles their
+    neighbours."""
+    return Plan(redo={r["conversation_key"] for r in rows if r["id"] in inserted and r["conversation_key"]})
 
 
 def finish(connection: Any, plan: Plan, rows: Sequence[dict[str, Any]] = ()) -> None:
@@ -436,7 +409,7 @@ def walk_key(connection: Any, key: str) -> dict[str, dict[str, Any]]:
     for row in members:
         for name in VERDICT_COLUMNS:
             row[name] = None  # decided afresh
-    walk = Walk(Lookup(connection, {}, store_before=False), lambda exchange_id: calls_by.get(exchange_id, []))
+    walk = Walk(Lookup(connection, {}), lambda exchange_id: calls_by.get(exchange_id, []))
     decided: dict[str, dict[str, Any]] = {}
     for row in members:
         decided[str(row["id"])] = walk.step(row)

@@ -609,14 +609,14 @@ class Writer:
                     verdicts.lock(connection)
                     self._insert_bodies(connection, rows)
                     threads.assign(connection, rows.exchanges)
-                    plan = verdicts.decide(connection, rows.exchanges, rows.tool_calls)
+                    verdicts.keyed(rows.exchanges)  # the keys; the walks below decide
                     statement = self._insert_ignore(schema.exchanges).returning(schema.exchanges.c.id)
                     inserted = set(connection.execute(statement, rows.exchanges).scalars())
                     calls = [c for c in rows.tool_calls if c["exchange_id"] in inserted]
                     refs = [r for r in rows.body_refs if r["exchange_id"] in inserted]
                     self._insert_children(connection, calls, refs)
                     # some were stored already: what the batch decided from them is walked again
-                    verdicts.finish(connection, verdicts.walk_again(plan, rows.exchanges, inserted), rows.exchanges)
+                    verdicts.finish(connection, verdicts.walk_again(rows.exchanges, inserted), rows.exchanges)
                 added = len(inserted)
                 rows = RowSet(
                     exchanges=[e for e in rows.exchanges if e["id"] in inserted], tool_calls=calls, body_refs=refs

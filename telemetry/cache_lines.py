@@ -25,7 +25,7 @@ follow-up whose named exchange this process did not see (or no longer keeps: as 
 turns as lines are kept by id): it has no turn before it here.
 
 Not responsible for counting or spans (metrics_count.py, otlp_lines.py), the model
-minimums (analytics/minimums.py) or the grouped cache report (analytics).
+minimums (protocols/rules.py) or the grouped cache report (analytics).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from llmtap.analytics.minimums import minimum
+from llmtap.protocols.rules import minimum
 
 NOT_CACHEABLE = "below_minimum"
 BREAKPOINT_PROTOCOLS = ("anthropic.messages", "bedrock.converse")  # caching needs explicit breakpoints

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from llmtap.storage import facts, verdicts
+from llmtap.storage import verdicts
 
 revision = "0013"
 down_revision = "0012"
@@ -32,6 +32,8 @@ depends_on = None
 _JSON = sa.JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as_null=True), "postgresql")
 _FACTS = importlib.import_module("llmtap.migrations.versions.2026_12_03_0012_chain_prefix")
 _BEFORE = _FACTS._AFTER
+# 0012's: drops the fact triggers (by table name) and makes them for the copies given
+_triggers = _FACTS._triggers
 _STORED = (
     ("conversation_id", sa.String(length=26)),
     ("cache_verdict", sa.String(length=16)),
@@ -50,18 +52,6 @@ _AFTER = tuple(
     )
     for table, copy, columns, key in _BEFORE
 )
-
-
-def _triggers(dialect: str, copies: tuple[tuple[str, str, list[str], tuple[str, ...]], ...] | None) -> None:
-    """Drop the fact triggers and (unless `copies` is None) make them for these columns."""
-    for table, copy, columns, key in copies or _BEFORE:
-        for statement in facts.drop_statements(dialect, table, copy):
-            op.execute(statement)
-        if copies is not None:
-            for statement in facts.create_statements(
-                dialect, table, copy, columns, key, revisions=True, tombstones=True
-            ):
-                op.execute(statement)
 
 
 def upgrade() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from llmtap.bench.synthetic import Generator
+from llmtap.bench.synthetic import with_sessions
 from llmtap.storage import schema, verdicts
 from llmtap.storage.maintenance import reprocess
 from llmtap.storage.migrate import downgrade, upgrade
@@ -33,16 +33,7 @@ COLUMNS = [schema.exchanges.c[name] for name in ("id", *verdicts.VERDICT_COLUMNS
 def _traffic(n: int) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
     """Synthetic conversations (misses of every cause, tool calls and results), every
     fourth of them in a client's session (a thread_key) so both identities take part."""
-    out = []
-    for exchanges, calls in Generator(n, days=0.2, seed=11).rows():
-        by_id: dict[str, list[dict[str, Any]]] = {}
-        for call in calls:
-            by_id.setdefault(call["exchange_id"], []).append(call)
-        for row in exchanges:
-            if int(row["first_message_hash"] or "0", 16) % 4 == 0:
-                row["thread_key"] = "s" + row["first_message_hash"][:31].rjust(31, "0")
-            out.append((row, by_id.get(row["id"], [])))
-    return out
+    return with_sessions(n, days=0.2, seed=11)
 
 
 def _write(engine: Any, spool_dir: Any, batches: list[list[tuple[dict[str, Any], list[dict[str, Any]]]]]) -> None:
@@ -110,7 +101,7 @@ def test_in_time_order_the_writer_decides_what_a_full_walk_decides(traffic, make
     assert len({v[0] for v in written.values()}) < len(written) / 2  # conversations of several turns
 
 
-@pytest.mark.parametrize("order", ["shuffled", "split_later_first"])
+@pytest.mark.parametrize("order", ["shuffled", "split_later_first", "again_with_what_is_stored"])
 def test_out_of_order_arrivals_end_where_time_order_does(order, traffic, make_store, tmp_path):
     reference = make_store()
     _write(reference, tmp_path / "a", _chunks(traffic, 200))
@@ -120,9 +111,11 @@ def test_out_of_order_arrivals_end_where_time_order_does(order, traffic, make_st
         shuffled = list(traffic)
         random.Random(5).shuffle(shuffled)
         batches = _chunks(shuffled, 37)
-    else:
+    elif order == "split_later_first":
         half = len(traffic) // 2
         batches = _chunks(traffic[half:], 100) + _chunks(traffic[:half], 100)
+    else:  # every other exchange, then all of them: batches where some are stored already
+        batches = _chunks(traffic[::2], 100) + _chunks(traffic, 100)
     _write(engine, tmp_path / "b", batches)
     assert _stored(engine) == expected
 

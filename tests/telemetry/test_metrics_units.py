@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from llmtap.analytics import minimums
+from llmtap.protocols import rules
 from llmtap.storage.rows import RowSet
 from llmtap.telemetry import cache_lines, metrics
 from llmtap.telemetry.cache_lines import CacheLines
@@ -189,7 +189,7 @@ def test_values_a_dead_writer_gave_out_count_against_the_caps() -> None:
     ],
 )
 def test_a_models_minimum_is_the_first_pattern_that_matches(model: str | None, tokens: int | None) -> None:
-    assert minimums.minimum(model) == tokens
+    assert rules.minimum(model) == tokens
 
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from llmtap.analytics.minimums import minimum
+from llmtap.protocols.rules import minimum
 from llmtap.telemetry.otlp import headers_from, settings_from
 from llmtap.telemetry.otlp_lines import Lines
 from llmtap.telemetry.otlp_spans import ids_for, provider_name, trace_key
