@@ -5,8 +5,9 @@ one row per conversation, the top N by cost).
 Grouping columns cannot be bound parameters, so `--by` names are looked up in a fixed
 table of SQL expressions (anything else is refused); every value (`--since`, `--until`)
 is a bound parameter. Money leaves the SQL as integer pico-dollars and becomes an exact
-`Decimal` here. Each report reads the store once: a report that needs another query's
-rows (tools needs tool_problems) shares one materialized read of each table with it.
+`Decimal` here. The conversation, cache and tool verdicts are columns of the exchanges
+(decided once, when each was written: storage/verdicts.py), so every report is a plain
+read; none recomputes a rule (tests/oracles/ holds the window queries that check them).
 
 Not responsible for rendering (see `render.py`) or for pricing (see `pricing.py`).
 """
@@ -28,7 +29,6 @@ import duckdb
 from llmtap.analytics import lake_views
 from llmtap.analytics.duck import connect
 from llmtap.protocols.error_kinds import kinds
-from llmtap.protocols.rules import MINIMUM_CACHEABLE
 
 # --by names and the SQL they group on. Values users type never reach SQL text.
 DIMENSIONS = {
@@ -72,15 +72,14 @@ class Report:
     name: str
     default_by: tuple[str, ...]
     dimensions: tuple[str, ...] = GROUPED
-    needs: tuple[str, ...] = ()  # other .sql files given to this one as CTEs
     list_sql: str | None = None  # the --list variant
     table: tuple[str, ...] = ()  # metric columns a terminal table shows (json/csv: all)
     optional: tuple[str, ...] = ()  # of those, what a narrow terminal leaves out, first first
 
 
 # the reports whose every read of the exchanges keeps to --since/--until: over a lake they
-# read only those days' files (lake_views.window); the others need the turns before
-WINDOWED = frozenset({"usage", "cost", "finish", "errors", "latency"})
+# read only those days' files (lake_views.window); conversations bills a conversation whole
+WINDOWED = frozenset({"usage", "cost", "finish", "errors", "latency", "cache", "tools"})
 
 REPORTS = {
     "usage": Report(
@@ -129,7 +128,6 @@ REPORTS = {
     "tools": Report(
         "tools",
         ("team",),
-        needs=("tool_problems",),
         list_sql="tool_problems",
         table=(
             "tool_calls",
@@ -170,7 +168,6 @@ REPORTS = {
         "conversations",
         (),
         dimensions=(),
-        needs=("conversation_ids",),
         table=(
             "conversation_id",
             "team",
@@ -204,9 +201,6 @@ class Table:
         return [c for c in self.columns if c in self.dimensions or c in metrics]
 
 
-# MINIMUM_CACHEABLE (protocols/rules.py): one table for both cache queries: `$minimums`
-# (a VALUES CTE, for the few rows of --list) and `$minimum_case` (a CASE on `served_model`,
-# for the grouped report, which looks it up on its would-be misses only).
 # ERROR_KINDS (protocols/error_kinds.py): the error types and codes errors.sql counts as
 # each status, lower-cased (it compares them so), as SQL lists.
 _ERROR_TYPE_LISTS = {
@@ -223,15 +217,11 @@ def _sql_list(words: tuple[str, ...]) -> str:
 @cache
 def sql(name: str) -> str:
     """One report's SQL text, by name (package data, so it works from an installed wheel),
-    with the tables of minimum cacheable lengths and error kinds spliced in where asked."""
+    with the lists of error kinds spliced in where asked."""
     text = resources.files("llmtap.analytics").joinpath("sql", f"{name}.sql").read_text()
-    values = ", ".join(f"('{p}', {t}, {i})" for i, (p, t) in enumerate(MINIMUM_CACHEABLE))
-    case = " ".join(f"WHEN served_model ILIKE '{p}' THEN {t}" for p, t in MINIMUM_CACHEABLE)
-    text = text.replace("$minimums", f"minimums(pattern, tokens, priority) AS (VALUES {values})")
-    text = text.replace("$largest_minimum", str(max(tokens for _, tokens in MINIMUM_CACHEABLE)))
     for placeholder, words in _ERROR_TYPE_LISTS.items():
         text = text.replace(placeholder, _sql_list(words))
-    return text.replace("$minimum_case", f"CASE {case} END")
+    return text
 
 
 def zone(name: str | None) -> ZoneInfo:
@@ -274,26 +264,7 @@ def build(report: Report, by: list[str], tz: str = "UTC", extra: dict[str, str] 
         keys="".join(f"coalesce(calls.{n}, conversation.{n}) AS {n},\n    " for n in names),
         join=f"USING ({', '.join(names)})" if by else "ON true",
     )
-    if not report.needs:
-        return text
-    if report.name == "conversations":  # reads each table once already: no shared copies
-        return f"WITH conversation_ids AS ({_body('conversation_ids')})\n{_without_comments(text)}"
-    # The report and the queries it needs all read `exchanges` and `tool_calls`: one
-    # materialized CTE each (shadowing the views, which live in `temp.main`) makes them
-    # share one pass over the store. DuckDB keeps only the columns that are used.
-    shared = [f"{t} AS MATERIALIZED (SELECT * FROM temp.main.{t})" for t in ("exchanges", "tool_calls")]
-    ctes = ", ".join([*shared, *(f"{name} AS ({_body(name)})" for name in report.needs)])
-    body = _without_comments(text)
-    if body[:4].upper() == "WITH":  # the report has CTEs of its own: one WITH for all
-        return f"WITH {ctes}, {body[4:].lstrip()}"
-    return f"WITH {ctes}\n{body}"
-
-
-def _without_comments(text: str) -> str:
-    lines = text.splitlines()
-    while lines and (not lines[0].strip() or lines[0].lstrip().startswith("--")):
-        lines.pop(0)
-    return "\n".join(lines)
+    return text
 
 
 def _body(name: str) -> str:

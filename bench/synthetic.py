@@ -581,10 +581,15 @@ def _started(row: dict[str, Any]) -> datetime:
 def with_sessions(n: int, *, days: float, seed: int) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
     """n exchanges, each beside its tool-call rows, with every fourth conversation (by its
     first message) in a client's session (a thread_key): both conversation identities take
-    part (bench/verdicts.py, tests/storage/test_verdicts.py)."""
+    part (bench/verdicts.py, tests/storage/test_verdicts.py). The rows are in the writer's
+    form: JSON columns as values (the generator's JSON text would be encoded again)."""
     out = []
     for exchanges, calls in Generator(n, days=days, seed=seed).rows():
         by_id: dict[str, list[dict[str, Any]]] = {}
+        for row in (*exchanges, *calls):
+            for name in JSON_COLUMNS.intersection(row):
+                if isinstance(row[name], str):
+                    row[name] = json.loads(row[name])
         for call in calls:
             by_id.setdefault(call["exchange_id"], []).append(call)
         for row in exchanges:

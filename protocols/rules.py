@@ -5,8 +5,12 @@ the one place they are written. The writer decides each exchange's verdicts with
 Words used below, each of one exchange (a row of `exchanges`, as a mapping):
 - scope: whose traffic it is, the key fingerprint, else `team:` + team.
 - line: the exchanges that follow one another turn by turn: one thread_key (else scope),
-  one model, one first message; a response chain's rows (thread_key `c…`, `r…`) ignore their
-  first message (a follow-up's body carries only what is new). No first message, no line.
+  one model, one first message; for the tool rules a response chain's rows (thread_key `c…`,
+  `r…`) ignore their first message (a follow-up's body carries only what is new). No first
+  message, no line.
+- cache line: the line with the first message always (`cache_line`): the roots of a
+  session's chains (its agent, a subagent) each start their own, and a follow-up is compared
+  with the response it names, not with its line.
 - conversation key: the thread's digits (a session and its chains are one conversation, at
   any gap), else the line; a conversation is a run of its key's exchanges where (without a
   thread) each starts at most RUN_GAP_S after the one before it ended.
@@ -98,6 +102,15 @@ def line_key(row: Mapping[str, Any]) -> str | None:
     if first is None:
         return None
     return _digest(row.get("thread_key") or scope(row), row.get("model"), "" if chained(row) else first)
+
+
+def cache_line(row: Mapping[str, Any]) -> str | None:
+    """The row's line for the cache rule (see the module's docstring): its line_key, except
+    that a chain's row keeps its first message."""
+    first = row.get("first_message_hash")
+    if first is None:
+        return None
+    return _digest(row.get("thread_key") or scope(row), row.get("model"), first)
 
 
 def conversation_key(row: Mapping[str, Any]) -> str | None:

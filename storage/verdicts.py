@@ -179,15 +179,20 @@ class Prefetched(Lookup):
 
     def line_before(self, row: dict[str, Any], *, taking_part: bool) -> dict[str, Any] | None:
         tail = self.tails.get(row["conversation_key"], [])
+        cache_line = rules.cache_line(row)
         for stored in tail:
-            if stored["line_key"] == row["line_key"] and (not taking_part or rules.takes_part(stored)):
+            if stored["line_key"] != row["line_key"]:
+                continue
+            if not taking_part:
+                return stored
+            if rules.takes_part(stored) and rules.cache_line(stored) == cache_line:
                 return stored
         if len(tail) < TAIL:
             return None  # the tail is the whole key
         query = select(*_READ).where(exchanges.c.line_key == row["line_key"], _before(row))
-        if taking_part:
+        if taking_part:  # of its cache line: the same first message
             query = query.where(
-                exchanges.c.first_message_hash.is_not(None),
+                exchanges.c.first_message_hash == row["first_message_hash"],
                 exchanges.c.usage_input_tokens.is_not(None),
                 or_(exchanges.c.status.is_(None), exchanges.c.status < rules.ERROR_STATUS),
             )
@@ -232,7 +237,9 @@ class Walk:
         line_any = line_part = None
         if line is not None:
             line_any = self.last_any.get(line) or self.lookup.line_before(row, taking_part=False)
-            line_part = self.last_part.get(line) or self.lookup.line_before(row, taking_part=True)
+            line_part = self.last_part.get(rules.cache_line(row) or "") or self.lookup.line_before(
+                row, taking_part=True
+            )
         named_id = row.get("previous_exchange_id")
         if named_id is not None:
             named = self.lookup.named(str(named_id), self.walked)
@@ -260,7 +267,7 @@ class Walk:
         if line is not None:
             self.last_any[line] = current
             if rules.takes_part(row):
-                self.last_part[line] = current
+                self.last_part[rules.cache_line(row) or ""] = current
         return columns
 
     def _answered_by(self, earlier: dict[str, Any], row: dict[str, Any]) -> None:

@@ -1,13 +1,12 @@
--- Conversations ranked by cost (SPEC §3, §5): the identity of conversation_ids.sql (given
--- to this query as the CTE `conversation_ids`), one row per conversation with a turn in
--- the since/until window, its sums over every turn (the turns outside the window too: a
--- conversation is billed whole). conversation_id is the first exchange's id; team and
--- model are the first exchange's (no join: the identity query carries the columns, and
--- DuckDB reads only the ones used). cost_usd (pico-dollars here) sums the priced turns
--- and is NULL when none is priced (its parts too); unpriced counts the turns without a
--- price. Highest cost first, the unpriced after the priced, then by tokens.
--- first_body_ref (the first request's stored body, when bodies were kept) is for the
--- caller, which reads the first prompt of the rows it keeps.
+-- Conversations ranked by cost (SPEC §3, §5): the conversation stored with each exchange
+-- when it was written (exchanges.conversation_id, storage/verdicts.py), one row per
+-- conversation with a turn in the since/until window, its sums over every turn (the turns
+-- outside the window too: a conversation is billed whole). conversation_id is the first
+-- exchange's id; team and model are the first exchange's (one GROUP BY, no join).
+-- cost_usd (pico-dollars here) sums the priced turns and is NULL when none is priced (its
+-- parts too); unpriced counts the turns without a price. Highest cost first, the unpriced
+-- after the priced, then by tokens. first_body_ref (the first request's stored body, when
+-- bodies were kept) is for the caller, which reads the first prompt of the rows it keeps.
 SELECT
     conversation_id,
     max(team) FILTER (WHERE id = conversation_id) AS team,
@@ -30,7 +29,7 @@ SELECT
     max(coalesce(ended_at, started_at)) AS ended_at,
     max(request_body_ref) FILTER (WHERE id = conversation_id) AS first_body_ref,
     max(protocol) FILTER (WHERE id = conversation_id) AS first_protocol
-FROM conversation_ids
+FROM exchanges
 GROUP BY conversation_id
 HAVING count(*) FILTER (
     WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)

@@ -1,5 +1,6 @@
--- Tool calls per group by status (SPEC §5), with the conversation problems of
--- `tool_problems.sql` (given to this query as the CTE `tool_problems`).
+-- Tool calls per group by status (SPEC §5), with the problems across a conversation
+-- (duplicate_id, missing_result, orphan_result) stored with each exchange when it was
+-- written (storage/verdicts.py; listed by tool_problems.sql).
 WITH calls AS (
     SELECT
         $dims
@@ -16,14 +17,19 @@ WITH calls AS (
     WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
     $group_by
 ),
-conversation AS (
+conversation AS (  -- the problems across a conversation, stored with each exchange
     SELECT
         $dims
-        count(*) FILTER (WHERE p.status = 'duplicate_id') AS duplicate_id,
-        count(*) FILTER (WHERE p.status = 'missing_result') AS missing_result,
-        count(*) FILTER (WHERE p.status = 'orphan_result') AS orphan_result
-    FROM exchanges JOIN (SELECT exchange_id, status FROM tool_problems) AS p ON p.exchange_id = exchanges.id
-    WHERE p.status IN ('duplicate_id', 'missing_result', 'orphan_result')
+        count(*) FILTER (WHERE problem = 'duplicate_id') AS duplicate_id,
+        count(*) FILTER (WHERE problem = 'missing_result') AS missing_result,
+        count(*) FILTER (WHERE problem = 'orphan_result') AS orphan_result
+    FROM (
+        SELECT exchanges.*,
+            unnest(list_transform(from_json(tool_problems, '[{"status": "VARCHAR"}]'), p -> p.status)) AS problem
+        FROM exchanges
+        WHERE tool_problems IS NOT NULL
+          AND ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
+    ) AS p
     $group_by
 )
 SELECT

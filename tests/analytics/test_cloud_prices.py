@@ -317,11 +317,13 @@ def test_imported_bedrock_traffic_is_priced_by_its_path_model_through_reprice(bl
     ],
 )
 def test_cloud_model_ids_find_their_minimum_cacheable_length(model: str, tokens: int):
-    """The cache report's table of minimum cacheable lengths, as DuckDB matches it."""
+    """The rules' table of minimum cacheable lengths, as the writer matches it
+    (protocols/rules.py) and as the window oracle's SQL ILIKE does (tests/oracles)."""
     import duckdb
 
-    from llmtap.analytics.reports import MINIMUM_CACHEABLE
+    from llmtap.protocols.rules import MINIMUM_CACHEABLE, minimum
 
+    assert minimum(model) == tokens
     case = " ".join(f"WHEN served_model ILIKE '{p}' THEN {t}" for p, t in MINIMUM_CACHEABLE)
     found = duckdb.sql(f"SELECT CASE {case} END FROM (SELECT $m AS served_model)", params={"m": model}).fetchone()
     assert found == (tokens,)

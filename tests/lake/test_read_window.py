@@ -30,6 +30,7 @@ WINDOWED: list[tuple[str, list[str] | None]] = [
     ("finish", None),
     ("errors", ["provider"]),
     ("latency", ["day"]),
+    ("cache", ["team", "model"]),
 ]
 
 
@@ -81,8 +82,8 @@ def test_a_windowed_report_reads_only_the_lake_files_of_its_days(
     try:
         with pytest.raises(duckdb.IOException):  # no window: every day's files are read
             connection.execute("SELECT count(*) FROM exchanges").fetchall()
-        with pytest.raises(duckdb.IOException):  # the cache report needs the turns before its window
-            reports.run(blank, "cache", connection=connection, **window)
+        with pytest.raises(duckdb.IOException):  # a conversation is billed whole: the turns before its window
+            reports.run(blank, "conversations", connection=connection, **window)
         # the window is the report's only: after it, a read takes every day again
         with pytest.raises(duckdb.IOException):
             connection.execute("SELECT count(*) FROM exchanges").fetchall()
