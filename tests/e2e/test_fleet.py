@@ -13,8 +13,9 @@ twice.
 
 Then the lake half, on the same store: two `llmtap lake sync` processes started at the same
 moment into one warehouse, both exit 0; the lake, read with pyiceberg alone, holds every
-exchange once with the store's cost, and `report usage` and `report cost` (whole and by
-team) over the lake equal the same over the store. A price file installed with `llmtap
+exchange once with the store's cost, and `report usage`, `cost`, `cache` (whole and by
+team) and `conversations` over the lake equal the same over the store. The verdicts the
+three proxies' writers stored equal the window oracle's (tests/oracles). A price file installed with `llmtap
 reprice --prices` changes the price of the fleet's model; one more sync and the same holds,
 with the lake's cost moved to the new one.
 """
@@ -43,6 +44,7 @@ from llmtap.bench.fleet import REQUEST, FleetProxy, Outcome, run_clients
 from llmtap.simulator.provider import SimulatedProvider
 from llmtap.simulator.upstream import Upstream
 from llmtap.storage import migrate
+from tests import oracles
 from tests.corpus_tools import ROOT
 from tests.helpers import llmtap
 from tests.storage.helpers import POSTGRES_URL, fresh_postgres_database
@@ -181,6 +183,16 @@ def test_three_proxies_one_killed_store_every_completed_request_once_and_the_lak
         f"\nfleet: {len(completed)} completed, {outcome.incomplete} incomplete, {len(rows)} stored "
         f"({extra} of them cut by the kill), per proxy {list(outcome.per_port.values())}"
     )
+    # three writers decided the verdicts, each from what the others had committed: they
+    # are what the window oracle decides from the whole history
+    over_store = connect(url)
+    try:
+        assert oracles.differences(over_store) == {}
+        held = oracles.counts(over_store)
+    finally:
+        over_store.close()
+    assert held["conversations"] < held["exchanges"] / 10, held  # one key's "Hi." runs: long conversations
+    print(f"verdicts: {held}")
     began = time.monotonic()
     exchanges, cost = lake_half(url, tmp_path / "lake", tmp_path / "prices.toml")
     print(f"lake: {exchanges} exchanges, {cost / 10**12:.4f} USD after the reprice, {time.monotonic() - began:.1f} s")
@@ -245,8 +257,8 @@ def _lake_equals_store(url: str, warehouse: Path) -> tuple[int, int]:
 
     over_store, over_lake = connect(url), connect(url, lake=str(warehouse))
     try:
-        for kind in ("usage", "cost"):
-            for by in (None, ["team"]):
+        for kind in ("usage", "cost", "cache", "conversations"):
+            for by in (None, ["team"]) if kind != "conversations" else (None,):
                 rows = reports.run(url, kind, by=by, connection=over_store).rows
                 assert reports.run(url, kind, by=by, connection=over_lake).rows == rows != [], (kind, by)
         footer = reports.price_footer(url, connection=over_store)
