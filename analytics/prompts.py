@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import Engine
 from sqlalchemy.exc import NoResultFound
 
 from llmtap.protocols.transcript import transcript
@@ -25,12 +26,14 @@ if TYPE_CHECKING:
 _INTERNAL = ("first_body_ref", "first_protocol")  # what the SQL hands over for this, not shown
 
 
-def with_first_prompts(url: str, table: Table, limit: int) -> None:
-    """Replace the body reference of each row by `first_prompt` (NULL without a body)."""
+def with_first_prompts(url: str, table: Table, limit: int, engine: Engine | None = None) -> None:
+    """Replace the body reference of each row by `first_prompt` (NULL without a body), read
+    through the command's `engine` when it has one open (else one opened for this)."""
     wanted = {row["first_body_ref"]: None for row in table.rows if row.get("first_body_ref")}
     prompts: dict[str, str | None] = {}
     if wanted:
-        engine = make_engine(url)
+        own = engine is None
+        engine = engine or make_engine(url)
         try:
             with engine.connect() as connection:
                 for row in table.rows:
@@ -38,7 +41,8 @@ def with_first_prompts(url: str, table: Table, limit: int) -> None:
                     if ref and ref not in prompts:
                         prompts[ref] = _first_prompt(connection, ref, row.get("first_protocol"), limit)
         finally:
-            engine.dispose()
+            if own:
+                engine.dispose()
     for row in table.rows:
         ref = row.pop("first_body_ref", None)
         row.pop("first_protocol", None)

@@ -25,6 +25,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import duckdb
+from sqlalchemy import Engine
 
 from llmtap.analytics import lake_views
 from llmtap.analytics.duck import connect
@@ -306,9 +307,12 @@ def run(
     connection: duckdb.DuckDBPyConnection | None = None,
     top: int | None = None,
     tz: str = "UTC",
+    engine: Engine | None = None,
 ) -> Table:
     """Report `kind` as rows. `top` limits the rows of `conversations` (the others ignore
-    it); `tz` is the zone `--by day` and `--by hour` count in."""
+    it); `tz` is the zone `--by day` and `--by hour` count in. `connection` and `engine`:
+    the command's open handles on the store (DuckDB's, SQLAlchemy's), used instead of
+    opening others."""
     report = REPORTS[kind]
     if top is not None and top < 1:
         raise ReportError("--top takes a positive number")
@@ -339,7 +343,7 @@ def run(
     if kind == "conversations" and not listing:
         from llmtap.analytics.prompts import with_first_prompts
 
-        with_first_prompts(url, table, FIRST_PROMPT_CHARS)
+        with_first_prompts(url, table, FIRST_PROMPT_CHARS, engine)
     return table
 
 

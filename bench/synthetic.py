@@ -618,9 +618,13 @@ class Inserter:
         flags = [i for i, c in enumerate(schema.exchanges.columns) if isinstance(c.type, Boolean)]
         self.exchange_fix = [(i, _sqlite_time) for i in times] + [(i, _sqlite_bool) for i in flags]
         call_flags = [i for i, c in enumerate(schema.tool_calls.columns) if isinstance(c.type, Boolean)]
-        self.call_fix = [(i, _sqlite_bool) for i in call_flags]
-        # JSON the pricer leaves as a dict (cost_detail): text, as SQLAlchemy's JSON type binds it
+        # JSON the pricer leaves as a dict (cost_detail), and the writer's form of with_sessions'
+        # rows: text, as SQLAlchemy's JSON type binds it
         self.json_fix = [(i, _json_text) for i, c in enumerate(schema.exchanges.columns) if c.name in JSON_COLUMNS]
+        self.call_json_fix = [
+            (i, _json_text) for i, c in enumerate(schema.tool_calls.columns) if c.name in JSON_COLUMNS
+        ]
+        self.call_fix = [(i, _sqlite_bool) for i in call_flags] + self.call_json_fix
         self.exchange_fix += self.json_fix
 
     def insert(self, exchanges: list[dict[str, Any]], calls: list[dict[str, Any]]) -> None:
@@ -639,9 +643,7 @@ class Inserter:
         getter = self.getters[table][1]
         values = [getter(row) for row in rows]
         if not self.sqlite:
-            if table != "exchanges":
-                return values
-            fixes = self.json_fix
+            fixes = self.json_fix if table == "exchanges" else self.call_json_fix
         else:
             fixes = self.exchange_fix if table == "exchanges" else self.call_fix
         out = []

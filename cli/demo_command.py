@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from llmtap.analytics import render, reports
+    from llmtap.analytics.duck import connect
     from llmtap.analytics.pricing import Pricer
     from llmtap.analytics.reprice import reprice
     from llmtap.cli.demo.run import run as run_demo
@@ -54,16 +55,19 @@ def run(args: argparse.Namespace) -> int:
     engine = make_engine(db_url)
     reprice(engine, Pricer())
     engine.dispose()
-    for kind, by in (("usage", ["team"]), ("cost", ["team", "model"]), ("cache", ["team"])):
-        table = reports.run(db_url, kind, by=by)
-        render.as_rich(
-            table, f"llmtap report {kind} --by {','.join(by)}", console, table.compact(reports.REPORTS[kind].table)
-        )
-        if kind == "cost":  # which prices, and what is not in the total, as `report cost` says
-            for line in render.price_footer_lines(reports.price_footer(db_url)):
-                console.print(render.shown(line))
-    misses = reports.run(db_url, "cache", listing=True).rows
-    problems_found = reports.run(db_url, "tools", listing=True).rows
+    duck = connect(db_url)  # one DuckDB connection for every report the demo prints
+    try:
+        for kind, by in (("usage", ["team"]), ("cost", ["team", "model"]), ("cache", ["team"])):
+            table = reports.run(db_url, kind, by=by, connection=duck)
+            title = f"llmtap report {kind} --by {','.join(by)}"
+            render.as_rich(table, title, console, table.compact(reports.REPORTS[kind].table))
+            if kind == "cost":  # which prices, and what is not in the total, as `report cost` says
+                for line in render.price_footer_lines(reports.price_footer(db_url, connection=duck)):
+                    console.print(render.shown(line))
+        misses = reports.run(db_url, "cache", listing=True, connection=duck).rows
+        problems_found = reports.run(db_url, "tools", listing=True, connection=duck).rows
+    finally:
+        duck.close()
     dashboard = folder / "llmtap-dashboard.html"
     with open_private(dashboard, "w", encoding="utf-8") as handle:
         handle.write(page.render(data.collect(db_url), store=db_url))

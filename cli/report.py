@@ -198,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
             connection=store.duck,
             top=args.top if args.kind == "conversations" else None,
             tz=zone.key,
+            engine=store.engine,
         )
         if args.kind == "cost" and args.format == "table" and table.rows:
             footer = reports.price_footer(store.url, since=since, until=until, connection=store.duck)
