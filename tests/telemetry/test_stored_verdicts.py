@@ -18,7 +18,6 @@ against a full walk, tests/analytics/test_verdict_oracle.py against the reports'
 from __future__ import annotations
 
 import copy
-import json
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -123,7 +122,6 @@ def _case_rows(template: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str
                 "previous_exchange_id": None,
             }
             row.update(change)
-            row["message_hashes"] = json.dumps(row["message_hashes"])
             turns.append(row)
         rows += turns
         expected[turns[1]["id"]] = verdict
