@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
             with Meter("exporting", total=total, show=not on_screen) as meter:
                 rows = _metered(export_rows(engine, duck, since, until, only=only), meter)
                 if otlp is not None:
-                    return _otlp(engine, duck, rows, otlp, since, until)
+                    return _otlp(engine, rows, otlp)
                 if args.format == "parquet":
                     _parquet(rows, Path(args.output))
                 else:
@@ -160,10 +160,10 @@ def _otlp_options(args: argparse.Namespace, config: Any) -> Any:
     return found.options
 
 
-def _otlp(engine: Any, duck: Any, rows: Iterable[dict[str, Any]], options: Any, since: Any, until: Any) -> int:
-    from llmtap.telemetry.otlp_backfill import cache_verdicts, send_history
+def _otlp(engine: Any, rows: Iterable[dict[str, Any]], options: Any) -> int:
+    from llmtap.telemetry.otlp_backfill import send_history
 
-    stats = send_history(engine, rows, cache_verdicts(duck, since, until), options)
+    stats = send_history(engine, rows, options)
     print(f"llmtap export: {stats.sent} spans sent to {options.shown}", file=sys.stderr)
     if stats.given_up or stats.dropped:
         print(

@@ -20,8 +20,8 @@ The endpoint admits requests as the dashboard server does (SPEC §6, storage/acc
 only a `Host` that names its address, and a token off loopback or when the store is
 private to its user: `LLMTAP_METRICS_TOKEN`, else one made per run and printed.
 
-Not responsible for counting (metrics_count.py), bounding labels (metrics_labels.py), the
-cache-miss rule (cache_lines.py) or serving (metrics_serve.py).
+Not responsible for counting (metrics_count.py), bounding labels (metrics_labels.py), any
+verdict (the writer stores them, storage/verdicts.py) or serving (metrics_serve.py).
 """
 
 from __future__ import annotations

@@ -10,13 +10,17 @@ dead one gave out are read back so the caps hold across restarts (metrics_labels
 What is counted (each exchange once, as stored; a count the provider did not report adds
 nothing, it is not zero): requests by team, provider, model and finish reason; tokens by
 kind; cost in USD (the rows' priced cost; an unpriced row adds nothing); decode errors by
-provider; time to first token and total time by provider and model; cache misses by
-cause (cache_lines.py); tool-call problems by the status the record got when it was
+provider; time to first token and total time by provider and model; prompt-cache misses
+and the tokens they missed by cause, and would-be misses that were `not_cacheable`: the
+exchange's stored cache verdict, as the commit stored it (storage/verdicts.py decided it
+before the writer handed the rows over; a later write that lands before it and changes it
+is not counted again); tool-call problems by the status the record got when it was
 checked against its request's schema (the conversation-level checks of `report tools`,
 duplicate ids and missing or orphan results, need later requests and are not counted).
 
 Not responsible for serving the metrics (metrics_serve.py), for bounding label values
-(metrics_labels.py) or for the cache-miss rule (cache_lines.py).
+(metrics_labels.py) or for deciding any verdict (the writer stores them by
+protocols/rules.py).
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ from typing import Any
 
 from llmtap.storage.private import private_dir
 from llmtap.storage.rows import RowSet
-from llmtap.telemetry.cache_lines import NOT_CACHEABLE, CacheLines
 from llmtap.telemetry.metrics_labels import Labels, bounded
 
 WHO = ("team", "provider", "model")
@@ -73,13 +76,12 @@ def seen_triples(folder: Path) -> Iterator[tuple[str, str, str]]:
 class Counting:
     """The observer. `observe` runs on the writer's thread after each commit."""
 
-    def __init__(self, folder: Path, labels: Labels, *, lines: int = 50_000) -> None:
+    def __init__(self, folder: Path, labels: Labels) -> None:
         multiprocess(folder)
         from prometheus_client import CollectorRegistry, Counter, Histogram
 
         labels.seed(seen_triples(folder))
         self.labels = labels
-        self.cache = CacheLines(lines)
         # A registry of its own: the values go to the files, nothing here is served.
         registry = CollectorRegistry(auto_describe=False)
 
@@ -94,7 +96,10 @@ class Counting:
         self.cost = counter("llmtap_cost_usd", "Priced cost in US dollars", WHO)
         self.decode_errors = counter("llmtap_decode_errors", "Exchanges stored with a decode error", ["provider"])
         self.cache_misses = counter(
-            "llmtap_cache_misses", "Prompt-cache misses (report cache's rule), by cause", ["cause"]
+            "llmtap_cache_misses", "Prompt-cache misses (the stored verdicts), by cause", ["cause"]
+        )
+        self.cache_missed_tokens = counter(
+            "llmtap_cache_missed_tokens", "Input tokens a cache hit would have read, of the misses, by cause", ["cause"]
         )
         self.not_cacheable = counter(
             "llmtap_cache_not_cacheable",
@@ -107,7 +112,7 @@ class Counting:
         self.duration = histogram("llmtap_request_duration_seconds", "From request to the end of the answer")
 
     def observe(self, rows: RowSet) -> None:
-        for row in sorted(rows.exchanges, key=lambda r: (r["started_at"], r["id"])):
+        for row in rows.exchanges:
             self._exchange(row)
         for call in rows.tool_calls:
             if call.get("status") != "valid":
@@ -129,11 +134,15 @@ class Counting:
             millis = row.get(column)
             if millis is not None:
                 histogram.labels(who[1], who[2]).observe(millis / 1000)
-        cause = self.cache.observe(row)
-        if cause == NOT_CACHEABLE:
+        verdict = row.get("cache_verdict")
+        if verdict == "not_cacheable":
             self.not_cacheable.inc()
-        elif cause is not None:
+        elif verdict == "miss":
+            cause = str(row.get("cache_cause"))
             self.cache_misses.labels(cause).inc()
+            missed = row.get("cache_missed_tokens")
+            if missed:
+                self.cache_missed_tokens.labels(cause).inc(missed)
 
     def close(self) -> None:
         """The files stay: the proxy's side reads them until it stops."""

@@ -3,12 +3,17 @@ observer that sends one span per exchange the store took. The settings (`setting
 the `[otlp]` table) are otlp_config.py's, re-exported here.
 
 The observer runs in the writer's process: after each commit it hands the rows to a thread
-of its own, which works out each exchange's conversation and cache verdict
-(otlp_lines.py), makes its span's parts (otlp_spans.py) and gives them to the SDK's batch
-processor (otlp_export.py); nothing the writer does waits on it or on the endpoint.
+of its own, which makes each exchange's span parts (otlp_spans.py) and gives them to the
+SDK's batch processor (otlp_export.py); nothing the writer does waits on it or on the
+endpoint. Each row comes with its verdicts as the commit stored them (its conversation and
+cache verdict, storage/verdicts.py): a span says them as they were then. A later write
+that lands before an exchange already sent (an import, another proxy's late commit) may
+change the stored verdicts of that one; its span is not sent again, `llmtap export
+--format otlp` sends the stored ones.
 
-Not responsible for the backfill (`llmtap export --format otlp`, cli/export.py, which
-shares the same parts), nor for what the spans say or how they travel.
+Not responsible for deciding any verdict (the writer did), for the backfill
+(`llmtap export --format otlp`, otlp_backfill.py, which shares the same parts), nor for
+what the spans say or how they travel.
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from llmtap.storage.rows import RowSet
 from llmtap.telemetry.otlp_config import OtlpSection, OtlpSettings, endpoint_url, headers_from, settings_from
 from llmtap.telemetry.otlp_export import ExportOptions, Sender
-from llmtap.telemetry.otlp_lines import Lines
 from llmtap.telemetry.otlp_spans import from_table_row, span_parts, trace_key
 
 if TYPE_CHECKING:
@@ -42,7 +46,6 @@ class SpanObserver:
 
     def __init__(self, options: ExportOptions) -> None:
         self.sender = Sender(options)
-        self.lines = Lines()
         self.skipped = 0  # rows dropped at the hand-over: the thread could not keep up
         self._limit = options.max_queue
         self._waiting = 0
@@ -87,13 +90,11 @@ class SpanObserver:
         calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for call in rows.tool_calls:
             calls[call["exchange_id"]].append(call)
-        for row in sorted(rows.exchanges, key=lambda r: (r["started_at"], r["id"])):
+        for row in rows.exchanges:
             try:
-                conversation = self.lines.conversation(row)
-                cache = self.lines.cache(row)
                 exported = from_table_row(row, calls.get(row["id"], []))
-                exported["conversation_id"] = conversation
-                self.sender.send(span_parts(exported, trace_key(row["thread_key"], conversation, row["id"]), cache))
+                trace = trace_key(row["thread_key"], row["conversation_id"], row["id"])
+                self.sender.send(span_parts(exported, trace))
             except Exception:  # noqa: BLE001 - one exchange's span never stops the others
                 if not self._failed:  # once: a bug here would otherwise log per exchange
                     log.exception("llmtap otlp: an exchange could not become a span (the first such; no more logged)")

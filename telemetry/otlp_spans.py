@@ -7,14 +7,16 @@ request's own settings are otlp_request.py's.
 
 Both the live export (a committed table row) and the backfill (an `llmtap export` row)
 come here as the same thing: the canonical dict of storage/export.py (`to_canonical`) with
-`cost_usd`, `price_status`, `price_version` and `conversation_id` beside it, so a span's
-values are export's values, column for column.
+`cost_usd`, `price_status` and `price_version` beside it, so a span's values are export's
+values, column for column, and the exchange's stored verdicts (STORED: its conversation
+and prompt-cache verdict, decided when it was written, storage/verdicts.py), so a span
+says what every report reads.
 
 Metadata only: no prompt, answer text, tool arguments, bodies or key (not even its last
 four characters) ever becomes an attribute.
 
-Not responsible for which conversation an exchange belongs to (the caller says), nor for
-sending spans (otlp_export.py).
+Not responsible for deciding a conversation or a cache verdict (the writer stored them;
+nothing here applies a rule), nor for sending spans (otlp_export.py).
 """
 
 from __future__ import annotations
@@ -60,6 +62,15 @@ TOKENS = {
     "reasoning_tokens": "gen_ai.usage.reasoning.output_tokens",
 }
 THREAD = "thread:"  # a trace key of a conversation the wire named (trace_key)
+# the stored verdict columns a span reads (storage/verdicts.py decided them)
+STORED = ("conversation_id", "cache_verdict", "cache_cause", "cache_missed_tokens", "cache_message_index")
+# a stored cache column -> its attribute; a NULL verdict (the exchange takes no part) says none
+CACHE = {
+    "cache_verdict": "llmtap.cache.verdict",  # first | hit | miss | not_cacheable
+    "cache_cause": "llmtap.cache.cause",  # a miss's (or not_cacheable's) cause
+    "cache_missed_tokens": "llmtap.cache.missed_tokens",
+    "cache_message_index": "llmtap.cache.message_index",  # message_edited: the first that differs
+}
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -83,34 +94,37 @@ def ids_for(trace_key: str, exchange_id: str) -> tuple[int, int]:
 
 
 def trace_key(thread_key: str | None, conversation_id: str | None, exchange_id: str) -> str:
-    """A conversation's identity as conversation_ids.sql has it: the digits of its
-    thread_key after the first letter when it has one (a session or response chain, at
-    any gap), else the id of its first exchange."""
+    """A trace's identity: the digits of the exchange's thread_key after the first letter
+    when it has one (a session or response chain is one conversation at any gap: its
+    trace stays the same even when an earlier exchange of it is stored later), else its
+    stored conversation_id (the id of its conversation's first exchange)."""
     if thread_key:
         return THREAD + thread_key[1:]
     return "first:" + (conversation_id or exchange_id)
 
 
 def from_table_row(row: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:
-    """A committed `exchanges` row and its `tool_calls` rows as an export row (without the
-    conversation, which the caller adds)."""
+    """A committed `exchanges` row (its verdict columns decided: the writer hands its
+    observers the rows as stored) and its `tool_calls` rows as an export row with the
+    stored verdicts."""
     canonical = to_canonical(row, [{"name": c["name"], "status": c["status"], "kind": c["kind"]} for c in calls])
     pico = row.get("cost_total_pico")
     canonical["cost_usd"] = None if pico is None else Decimal(int(pico)).scaleb(-12)
     canonical["price_status"] = row.get("price_status")
     canonical["price_version"] = row.get("price_version")
+    canonical.update({name: row.get(name) for name in STORED})
     return canonical
 
 
-def span_parts(row: dict[str, Any], trace: str, cache: dict[str, Any] | None = None) -> SpanParts:
-    """`row`: an export row (or `from_table_row`'s) with its `conversation_id`; `trace`:
-    `trace_key`'s identity; `cache`: the cache verdict ({"verdict", "cause"}), if known."""
+def span_parts(row: dict[str, Any], trace: str) -> SpanParts:
+    """`row`: an export row (or `from_table_row`'s) with the STORED columns; `trace`:
+    `trace_key`'s identity."""
     operation = OPERATIONS.get(row["protocol"], "chat")
     model = row["model_requested"] or row["model"]
     trace_id, span_id = ids_for(trace, row["id"])
     start = _ns(row["started_at"])
     end = _ns(row["ended_at"]) if row["ended_at"] is not None else start
-    attributes = _genai(row, operation, named=trace.startswith(THREAD)) | _llmtap(row, cache)
+    attributes = _genai(row, operation, named=trace.startswith(THREAD)) | _llmtap(row)
     error = (row["status"] or 0) >= 400 or row["error"] is not None
     if error:
         attributes["error.type"] = (row["error"] or {}).get("type") or str(row["status"] or "_OTHER")
@@ -191,7 +205,7 @@ def _first_chunk_s(row: dict[str, Any]) -> float | None:
     return max((utc(first) - utc(started)) / timedelta(seconds=1), 0.0)
 
 
-def _llmtap(row: dict[str, Any], cache: dict[str, Any] | None) -> dict[str, Any]:
+def _llmtap(row: dict[str, Any]) -> dict[str, Any]:
     calls = row["tool_calls"] or []
     cost = row.get("cost_usd")
     out: dict[str, Any] = {
@@ -221,9 +235,8 @@ def _llmtap(row: dict[str, Any], cache: dict[str, Any] | None) -> dict[str, Any]
     if calls:
         out["llmtap.tool_calls.statuses"] = [str(c["status"]) for c in calls]
         out["llmtap.tool_calls.names"] = [str(c["name"] or "") for c in calls]
-    if cache is not None:
-        out["llmtap.cache.verdict"] = cache.get("verdict")
-        out["llmtap.cache.cause"] = cache.get("cause")
+    if row.get("cache_verdict") is not None:
+        out.update({attribute: row.get(column) for column, attribute in CACHE.items()})
     return out
 
 

@@ -1,9 +1,11 @@
 """`llmtap proxy --metrics` end to end: the real proxy (console script, its writer process)
 in front of a local upstream that plays the corpus's recorded responses; `/metrics`
 scraped over HTTP and parsed with prometheus-client's own parser; the counters compared
-with `llmtap report usage / cost / cache / tools --format json` over the same store.
+with `llmtap report usage / cost / tools --format json` over the same store, and the
+cache counters with the store's own cache verdicts.
 
-Not responsible for the label caps' arithmetic or the cache rule's details (test_metrics_units.py).
+Not responsible for the label caps' arithmetic (test_metrics_units.py) or the cache verdicts
+themselves (tests/storage/test_verdicts.py).
 """
 
 from __future__ import annotations
@@ -251,7 +253,7 @@ def test_counters_equal_the_reports_for_corpus_traffic(running: Running) -> None
     cases = [c for c in load_cases() if c.request is not None]
     assert len(cases) >= 40
     # every case twice in a row, with the same key: the second continues the first's line,
-    # so the cache rule has misses to find
+    # so the stored cache verdicts have misses
     for index, case in enumerate(cases):
         reply = harness.stream_reply(case) if case.case["streamed"] else harness.json_reply(case)
         token = running.routes.add(reply)
@@ -268,7 +270,7 @@ def test_counters_equal_the_reports_for_corpus_traffic(running: Running) -> None
     _usage_equals_report_usage(running, families)
     _cost_equals_report_cost(running, families)
     _finish_errors_and_latency_equal_the_store(running, families)
-    _cache_and_tools_equal_their_reports(running, families)
+    _cache_equals_the_store_and_tools_their_report(running, families)
     assert _value(families, "llmtap_writer_restarts") == 0
     assert _value(families, "llmtap_rejected_records") == 0
     assert _value(families, "llmtap_spool_records") == 0
@@ -324,14 +326,21 @@ def _finish_errors_and_latency_equal_the_store(running: Running, families: Famil
         assert sum(_by(families, family, f"{family}_sum").values()) == pytest.approx(seconds)
 
 
-def _cache_and_tools_equal_their_reports(running: Running, families: Families) -> None:
-    misses = _report(running, "cache", "--list")
-    causes = Counter(row["cause"] for row in misses if row["cause"] != "below_minimum")
+def _cache_equals_the_store_and_tools_their_report(running: Running, families: Families) -> None:
+    stored = _sql(running, "SELECT cache_verdict, cache_cause, cache_missed_tokens FROM exchanges")
+    causes = Counter(cause for verdict, cause, _ in stored if verdict == "miss")
     assert causes, "sending each request twice makes misses"
     assert _by(families, "llmtap_cache_misses", "llmtap_cache_misses_total", "cause") == {
         (cause,): float(n) for cause, n in causes.items()
     }
-    not_cacheable = sum(1 for row in misses if row["cause"] == "below_minimum")
+    missed: Counter[str] = Counter()
+    for verdict, cause, tokens in stored:
+        if verdict == "miss" and tokens:
+            missed[cause] += tokens
+    assert _by(families, "llmtap_cache_missed_tokens", "llmtap_cache_missed_tokens_total", "cause") == {
+        (cause,): float(n) for cause, n in missed.items()
+    }
+    not_cacheable = sum(1 for verdict, _, _ in stored if verdict == "not_cacheable")
     assert _value(families, "llmtap_cache_not_cacheable") == not_cacheable
 
     problems = Counter(row["status"] for row in _report(running, "tools", "--list") if row["status"] in STATUSES)

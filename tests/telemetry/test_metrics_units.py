@@ -1,13 +1,13 @@
 """The metrics' parts that need no proxy: `--metrics` and `[metrics]` settings (and the
-one-line usage error for a bad one), the label caps, and the cache-miss rule's causes.
+one-line usage error for a bad one), the label caps, and the models' cache minimums.
 
-Not responsible for the counters against the reports (test_metrics_proxy.py).
+Not responsible for the counters against the store (test_metrics_proxy.py) or the stored
+cache verdicts they count (test_stored_verdicts.py).
 """
 
 from __future__ import annotations
 
 import socket
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +15,7 @@ import pytest
 
 from llmtap.protocols import rules
 from llmtap.storage.rows import RowSet
-from llmtap.telemetry import cache_lines, metrics
-from llmtap.telemetry.cache_lines import CacheLines
+from llmtap.telemetry import metrics
 from llmtap.telemetry.metrics_labels import MAX_LENGTH, OTHER, UNKNOWN, Labels, bounded
 from llmtap.telemetry.settings import Telemetry
 from tests.helpers import llmtap
@@ -173,7 +172,7 @@ def test_values_a_dead_writer_gave_out_count_against_the_caps() -> None:
     assert labels.who("t0", "anthropic", "gpt-4o", True) == (OTHER, OTHER, OTHER)
 
 
-# -- the cache rule ------------------------------------------------------------------------
+# -- the cache minimums ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -190,89 +189,3 @@ def test_values_a_dead_writer_gave_out_count_against_the_caps() -> None:
 )
 def test_a_models_minimum_is_the_first_pattern_that_matches(model: str | None, tokens: int | None) -> None:
     assert rules.minimum(model) == tokens
-
-
-T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-
-
-def _row(at: float = 0, **changes: Any) -> dict[str, Any]:
-    row = {
-        "id": f"{at:08.1f}",
-        "team": "t",
-        "key_fingerprint": "k1",
-        "thread_key": None,
-        "model": "claude-sonnet-4",
-        "protocol": "anthropic.messages",
-        "status": 200,
-        "started_at": T0 + timedelta(seconds=at),
-        "ended_at": T0 + timedelta(seconds=at + 2),
-        "first_message_hash": "m0",
-        "message_hashes": ["m0", "m1"],
-        "tools_hash": "tools",
-        "system_hash": "system",
-        "request_cache_breakpoints": 1,
-        "request_cache_ttl": None,
-        "usage_input_tokens": 5000,
-        "usage_cache_read_input_tokens": 0,
-    }
-    return row | changes
-
-
-@pytest.mark.parametrize(
-    ("second", "cause"),
-    [
-        ({}, "unexplained"),
-        ({"usage_cache_read_input_tokens": 4800}, None),  # a hit
-        ({"usage_cache_read_input_tokens": None}, None),  # unknown is no miss
-        ({"tools_hash": "other"}, "tools_changed"),
-        ({"system_hash": None}, "system_changed"),
-        ({"message_hashes": ["m0", "edited", "m2"]}, "message_edited"),
-        ({"message_hashes": ["m0", "m1", "m2", "m3"]}, "unexplained"),  # a continuation
-        ({"message_hashes": ["m0"]}, "unexplained"),  # a shorter retry
-        ({"started_at": T0 + timedelta(seconds=400)}, "ttl_expired"),
-        ({"started_at": T0 + timedelta(seconds=4000)}, None),  # a new run without a thread
-        ({"request_cache_breakpoints": 0}, "no_breakpoint"),
-        ({"request_cache_breakpoints": 0, "protocol": "openai.chat"}, "unexplained"),
-        ({"status": 529}, None),  # an error takes no part
-        ({"model": "claude-opus-4-5"}, None),  # another line (the first of its own)
-        ({"key_fingerprint": "k2"}, None),
-    ],
-)
-def test_the_second_request_of_a_line(second: dict[str, Any], cause: str | None) -> None:
-    lines = CacheLines()
-    assert lines.observe(_row()) is None  # the first of a line is never a miss
-    assert lines.observe(_row(10, **second)) == cause
-
-
-def test_a_thread_is_one_line_at_any_gap() -> None:
-    lines = CacheLines()
-    lines.observe(_row(thread_key="s1"))
-    assert lines.observe(_row(4000, thread_key="s1")) == "ttl_expired"
-
-
-def test_a_previous_request_under_the_minimum_could_not_be_cached() -> None:
-    lines = CacheLines()
-    lines.observe(_row(usage_input_tokens=900))
-    assert lines.observe(_row(10, tools_hash="changed")) == cache_lines.NOT_CACHEABLE
-
-
-def test_a_follow_up_is_compared_with_the_exchange_it_names() -> None:
-    lines = CacheLines()
-    chain = {"thread_key": "r1", "protocol": "openai.responses"}
-    lines.observe(_row(id="e1", **chain))
-    lines.observe(_row(5, id="e2", **chain, first_message_hash="y", message_hashes=["y"], tools_hash="other"))
-    second = _row(10, id="e3", **chain, first_message_hash="x", message_hashes=["x"], previous_exchange_id="e1")
-    # e2 came between them, of another chain of the thread; never message_edited: the
-    # server holds the history, the body only what is new
-    assert lines.observe(second) == "unexplained"
-    assert lines.observe(_row(400, id="e4", **chain, message_hashes=["z"], previous_exchange_id="e3")) == "ttl_expired"
-    # a follow-up of an exchange this process never saw has no turn before it here
-    assert lines.observe(_row(20, id="e5", **chain, previous_exchange_id="e0")) is None
-
-
-def test_only_the_most_recent_lines_are_kept() -> None:
-    lines = CacheLines(lines=2)
-    for key in ("a", "b", "c"):
-        lines.observe(_row(key_fingerprint=key))
-    assert lines.observe(_row(10, key_fingerprint="a")) is None  # forgotten: a first request again
-    assert lines.observe(_row(10, key_fingerprint="c")) == "unexplained"

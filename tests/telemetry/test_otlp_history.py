@@ -2,7 +2,7 @@
 receiver, against `llmtap export`'s rows: every exchange arrives once in each; ids,
 times and every attribute of a live span equal its backfilled twin's; the values equal
 export's (tokens, cost to the pico-dollar, team, finish, conversation); the cache
-verdicts the live export works out as rows arrive equal the cache report's.
+verdicts and conversations the spans say are the stored ones (storage/verdicts.py).
 
 Traffic: agent conversations answered by the simulated provider (its prompt cache hits
 and misses for real reasons), written by the real Writer (SQLite, and PostgreSQL when
@@ -24,7 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, select, text
 
 from llmtap.analytics.pricing import row_pricer
 from llmtap.simulator.provider import SimulatedProvider
@@ -32,6 +32,7 @@ from llmtap.simulator.upstream import Seen
 from llmtap.storage.engine import make_engine
 from llmtap.storage.ingest import HttpExchange, to_record
 from llmtap.storage.migrate import ensure_current
+from llmtap.storage.schema import exchanges as exchanges_table
 from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.writer import Writer
 from llmtap.telemetry.otlp import SpanObserver, settings_from
@@ -172,6 +173,11 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
             assert writer.flush(30)  # one commit per exchange, as live traffic mostly comes
         assert writer.close()
         live_spans = live.wait_for(len(exchanges))
+    names = ("id", "conversation_id", "cache_verdict", "cache_cause", "cache_missed_tokens")
+    with engine.connect() as connection:
+        stored = {
+            str(r["id"]): dict(r) for r in connection.execute(select(*[exchanges_table.c[n] for n in names])).mappings()
+        }
     engine.dispose()
     exported = llmtap("export", "--db", url, env=env)
     assert exported.code == 0, exported.err
@@ -180,14 +186,12 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         backfill = llmtap("export", "--db", url, "--format", "otlp", "--endpoint", later.url, env=env)
         assert backfill.code == 0, backfill.err
         backfilled = later.taken()
-    misses = llmtap("report", "cache", "--list", "--db", url, "--format", "json", env=env)
-    assert misses.code == 0, misses.err
     yield {
         "count": len(exchanges),
         "live": live_spans,
         "backfilled": backfilled,
         "rows": rows,
-        "misses": json.loads(misses.out),
+        "stored": stored,
         "stderr": backfill.err,
         "folder": folder,
     }
@@ -287,17 +291,18 @@ def test_values_equal_export_and_conventions(recorded: dict[str, Any]) -> None:
     assert any(c["status"] != "ok" for row in recorded["rows"] for c in row["tool_calls"])
 
 
-def test_live_cache_verdicts_equal_the_cache_report(recorded: dict[str, Any]) -> None:
+def test_spans_say_the_stored_cache_verdicts(recorded: dict[str, Any]) -> None:
     live = _by_exchange(recorded["live"])
-    report = {m["exchange_id"]: m["cause"] for m in recorded["misses"]}
-    assert {c for c in report.values() if c != "below_minimum"} >= {"system_changed", "tools_changed"}
+    stored = recorded["stored"]
+    causes = {r["cache_cause"] for r in stored.values() if r["cache_verdict"] == "miss"}
+    assert causes >= {"system_changed", "tools_changed"}, causes
     for exchange, span in live.items():
-        verdict, cause = span.attributes["llmtap.cache.verdict"], span.attributes.get("llmtap.cache.cause")
-        if exchange in report:
-            assert (verdict, cause) == (
-                "not_cacheable" if report[exchange] == "below_minimum" else "miss",
-                report[exchange],
-            )
+        row = stored[exchange]
+        a = span.attributes
+        assert a["llmtap.conversation.id"] == row["conversation_id"], exchange
+        if row["cache_verdict"] is None:  # takes no part: the span says nothing of the cache
+            assert not any(key.startswith("llmtap.cache.") for key in a), exchange
         else:
-            assert verdict in ("hit", "no cache read", "unknown") and cause is None, exchange
-    assert {s.attributes["llmtap.cache.verdict"] for s in live.values()} >= {"hit", "miss"}
+            said = (a["llmtap.cache.verdict"], a.get("llmtap.cache.cause"), a.get("llmtap.cache.missed_tokens"))
+            assert said == (row["cache_verdict"], row["cache_cause"], row["cache_missed_tokens"]), exchange
+    assert {s.attributes.get("llmtap.cache.verdict") for s in live.values()} >= {"first", "hit", "miss"}

@@ -1,24 +1,20 @@
 """The small rules of the span export: settings and their one-line errors (flags and
 `[otlp]`, through the real CLI), the provider and operation names of the GenAI
-conventions, deterministic ids, the live conversation's gap rule and bounded memory, and
-`export --format otlp` against an endpoint that never answers (exit 1, one line, no
-traceback, no header value printed).
+conventions, deterministic ids and trace keys, and `export --format otlp` against an
+endpoint that never answers (exit 1, one line, no traceback, no header value printed).
 
-Not responsible for spans on the wire (test_otlp_export.py) or their values against
-export's (test_otlp_history.py).
+Not responsible for spans on the wire (test_otlp_export.py), their values against
+export's (test_otlp_history.py) or against the stored verdicts (test_stored_verdicts.py).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from llmtap.protocols.rules import minimum
 from llmtap.telemetry.otlp import headers_from, settings_from
-from llmtap.telemetry.otlp_lines import Lines
 from llmtap.telemetry.otlp_spans import ids_for, provider_name, trace_key
 from tests.helpers import free_port, llmtap
 
@@ -112,84 +108,6 @@ def test_ids_are_deterministic_and_per_conversation() -> None:
     assert trace_key(None, None, "x") == "first:x"
 
 
-START = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
-
-
-def row(n: int, at: timedelta, **changes: Any) -> dict[str, Any]:
-    base = {
-        "id": f"ex{n:03d}",
-        "started_at": START + at,
-        "ended_at": START + at + timedelta(seconds=2),
-        "thread_key": None,
-        "first_message_hash": "m1",
-        "key_fingerprint": "k1",
-        "team": "t",
-        "model": "claude-sonnet-4-5",
-        "protocol": "anthropic.messages",
-        "status": 200,
-        "usage_input_tokens": 5000,
-        "usage_cache_read_input_tokens": 4000,
-        "tools_hash": "t1",
-        "system_hash": "s1",
-        "message_hashes": ["m1"],
-        "request_cache_breakpoints": 1,
-        "request_cache_ttl": None,
-    }
-    return base | changes
-
-
-def test_a_line_continues_within_an_hour_and_starts_again_after() -> None:
-    lines = Lines()
-    assert lines.conversation(row(1, timedelta(0))) == "ex001"
-    assert lines.conversation(row(2, timedelta(minutes=50))) == "ex001"
-    assert lines.conversation(row(3, timedelta(minutes=50 + 61))) == "ex003"  # over an hour after ex002 ended
-    assert lines.conversation(row(4, timedelta(minutes=112), model="other")) == "ex004"  # another model: another line
-    assert lines.conversation(row(5, timedelta(minutes=113), first_message_hash=None)) == "ex005"  # its own
-    # a session: any gap
-    assert lines.conversation(row(6, timedelta(0), thread_key="sS1")) == "ex006"
-    assert lines.conversation(row(7, timedelta(days=2), thread_key="cS1")) == "ex006"
-
-
-def test_cache_verdicts_follow_the_report_rules() -> None:
-    lines = Lines()
-    s = timedelta(seconds=1)
-    edited: dict[str, Any] = {"usage_cache_read_input_tokens": 0, "message_hashes": ["m1", "xx"]}
-    changed = {"tools_hash": "t2", "system_hash": "s2"}
-    haiku: dict[str, Any] = {"model": "claude-3-haiku-20240307", "usage_cache_read_input_tokens": 0}
-    steps = [
-        (row(1, 0 * s, usage_cache_read_input_tokens=0), {"verdict": "no cache read"}),  # a line's first
-        (row(2, 30 * s), {"verdict": "hit"}),
-        # 100 of the previous 5,000 is under 5%: a miss; the messages only grew
-        (row(3, 60 * s, usage_cache_read_input_tokens=100, message_hashes=["m1", "zz"]), ("miss", "unexplained")),
-        (row(4, 90 * s, **edited), ("miss", "message_edited")),
-        (row(5, 900 * s, **edited), ("miss", "ttl_expired")),
-        (row(6, 910 * s, **edited, tools_hash="t2"), ("miss", "tools_changed")),
-        (row(7, 920 * s, **edited, **changed), ("miss", "system_changed")),
-        (row(8, 930 * s, **edited, **changed, request_cache_breakpoints=0), ("miss", "no_breakpoint")),
-        (row(9, 940 * s, status=429, usage_cache_read_input_tokens=0), {"verdict": "no cache read"}),  # off the line
-        (row(10, 950 * s, **(edited | {"usage_cache_read_input_tokens": None})), {"verdict": "no cache read"}),
-        (row(11, 960 * s, usage_input_tokens=None, usage_cache_read_input_tokens=None), {"verdict": "unknown"}),
-        (row(12, 0 * s, **haiku, usage_input_tokens=1500), {"verdict": "no cache read"}),
-        (row(13, 30 * s, **haiku), ("not_cacheable", "below_minimum")),  # 1,500 is under haiku-3's 2,048
-    ]  # fmt: skip
-    for given, expected in steps:
-        if isinstance(expected, tuple):
-            expected = {"verdict": expected[0], "cause": expected[1]}
-        assert lines.cache(given) == expected, given["id"]
-    assert minimum("claude-opus-4-5") == 4096 and minimum("gemini-2.5-pro") == 4096
-    assert minimum("gpt-4.1") == 1024 and minimum(None) is None
-
-
-def test_memory_is_bounded() -> None:
-    lines = Lines(size=100)
-    for n in range(1000):
-        lines.conversation(row(n, timedelta(seconds=n), first_message_hash=f"m{n}"))
-        lines.cache(row(n, timedelta(seconds=n), first_message_hash=f"m{n}"))
-    assert len(lines._conversations) == len(lines._cache._lines) == 100
-    # the oldest line was forgotten: it starts afresh (a limit the module's docstring states)
-    assert lines.conversation(row(1001, timedelta(seconds=1001), first_message_hash="m0")) == "ex1001"
-
-
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'store.db'}"
     for args, message in [
@@ -240,6 +158,7 @@ def test_export_to_an_endpoint_that_never_answers_stops_with_exit_1(tmp_path: Pa
 def test_the_hand_over_is_bounded_and_never_waits(tmp_path: Path) -> None:
     import threading
 
+    from llmtap.storage import verdicts
     from llmtap.storage.ingest import to_record
     from llmtap.storage.rows import RowSet, rows_for
     from llmtap.storage.secrets import KeyFingerprinter
@@ -253,6 +172,7 @@ def test_the_hand_over_is_bounded_and_never_waits(tmp_path: Path) -> None:
     first, second = RowSet(), RowSet()
     for n, rows in enumerate(records):
         (first if n < 6 else second).extend(rows)
+    verdicts.keyed([*first.exchanges, *second.exchanges])  # each verdict column in its place, as the writer hands them
     with Receiver() as receiver:
         observer = SpanObserver(ExportOptions(endpoint=receiver.url, max_queue=10, delay_ms=50))
         held = threading.Event()
