@@ -21,7 +21,7 @@ of the response it names; one whose parts come out as its own (it names a respon
 that had none) keeps its own; any other gets a digest of its parts.
 
 Not responsible for finding the response a request names (storage/threads.py), for
-comparing two requests (analytics/sql/cache_misses.sql, telemetry/cache_lines.py), nor for
+comparing two requests (protocols/rules.py, storage/verdicts.py), nor for
 protocols without chains.
 """
 

@@ -3,8 +3,7 @@ Cache): a chained request extends the prefix it names, so the chain's tools (top
 or in `additional_tools` items), instructions and developer messages stand for it unless
 it declares others, and its previous turn is the response it names. Over a store written
 by the real writer, on SQLite and PostgreSQL; `report cache --list`, the grouped report,
-`show` and the live rule (telemetry/cache_lines.py, fed by the writer as it commits)
-must agree.
+`show` and the stored verdicts the writer hands its observers as it commits must agree.
 
 The traffic (team `agents`, one key, gpt-5: minimum cacheable 1,024 tokens), each a chain
 of its own, Codex-shaped (tools in an `additional_tools` item with a namespace, the system
@@ -40,7 +39,6 @@ from llmtap.storage.migrate import ensure_current
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import RowSet
 from llmtap.storage.writer import Writer
-from llmtap.telemetry.cache_lines import CacheLines
 from tests.analytics import wire as w
 from tests.analytics.conftest import BACKENDS, blank_database
 from tests.helpers import llmtap
@@ -187,15 +185,15 @@ def traffic() -> dict[str, list[Recorded]]:
 
 
 class LiveCauses:
-    """The live rule as the proxy's writer runs it: each committed batch, row by row."""
+    """The verdicts the writer hands its observers: each committed batch, row by row."""
 
     def __init__(self) -> None:
-        self.lines = CacheLines()
         self.causes: dict[str, str | None] = {}
 
     def observe(self, rows: RowSet) -> None:
         for row in rows.exchanges:
-            self.causes[row["id"]] = self.lines.observe(row)
+            missed = row["cache_verdict"] in ("miss", "not_cacheable")
+            self.causes[row["id"]] = row["cache_cause"] if missed else None
 
     def close(self) -> None:
         pass
