@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llmtap.bench.peak_rss import run_measured
+from llmtap.workloads.peak_rss import run_measured
 
 LLMTAP = Path(sys.executable).parent / "llmtap"
 GEMINI = "/v1beta/models/gemini-3-pro-preview:streamGenerateContent?alt=sse"

@@ -34,76 +34,14 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from llmtap.bench.proxy_overhead import child_pids
-from llmtap.bench.scratch import scratch_postgres
 from llmtap.bench.soak import PG_ADMIN, _requests
 from llmtap.simulator.provider import SimulatedProvider
 from llmtap.simulator.upstream import Reply, Seen, Upstream
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Forwarder:
-    """A TCP forwarder to PostgreSQL that can refuse and cut connections on demand."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.port = free_port()
-        self.up = True
-        self._conns: list[socket.socket] = []
-        self._server = socket.create_server(("127.0.0.1", self.port))
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._server.accept()
-            except OSError:
-                return
-            if not self.up:
-                client.close()
-                continue
-            try:
-                upstream = socket.create_connection(self.target)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (source, sink):
-                try:
-                    s.close()
-                except OSError:
-                    pass
-
-    def stop(self) -> None:
-        self.up = False
-        with self._lock:
-            for conn in self._conns:
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-            self._conns.clear()
-
-    def start(self) -> None:
-        self.up = True
+from llmtap.workloads.costly_requests import bloating_request, slow_request
+from llmtap.workloads.network import Forwarder
+from llmtap.workloads.procfs import MemoryCeiling, child_pids, wait_gone
+from llmtap.workloads.proxy import Proxy
+from llmtap.workloads.scratch import scratch_postgres
 
 
 @dataclass
@@ -161,115 +99,6 @@ async def load(
 
     await asyncio.gather(*(worker(n) for n in range(clients)))
     return counts
-
-
-class Proxy:
-    def __init__(
-        self,
-        folder: Path,
-        db_url: str,
-        upstream: str,
-        spool: Path | None = None,
-        env: dict[str, str] | None = None,
-    ) -> None:
-        self.ports = {name: free_port() for name in ("anthropic", "openai", "gemini")}
-        command = [
-            sys.executable,
-            "-m",
-            "llmtap.cli.main",
-            "proxy",
-            "--no-regular",
-            "--quiet",
-            "--db",
-            db_url,
-            "--confdir",
-            str(folder / "mitmproxy"),
-        ]
-        for name, port in self.ports.items():
-            command += ["--reverse", f"{name}={port}", "--upstream", f"{name}={upstream}"]
-        environment = dict(os.environ, LLMTAP_HOME=str(folder / "home"), **(env or {}))
-        if spool is not None:
-            environment["LLMTAP_SPOOL"] = str(spool)
-        self.path = folder / f"proxy-{time.time_ns()}.log"
-        self.log = open(self.path, "wb")  # noqa: SIM115
-        self.process = subprocess.Popen(command, env=environment, stdout=self.log, stderr=subprocess.STDOUT)
-        for port in self.ports.values():
-            for _ in range(300):
-                try:
-                    socket.create_connection(("127.0.0.1", port), 0.2).close()
-                    break
-                except OSError:
-                    time.sleep(0.1)
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 180) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-        status = self.process.wait(timeout=timeout)
-        self.log.close()
-        return status
-
-
-# -- records that are costly to build, legitimately: the writer's bounds (SPEC §6) meet them --
-
-
-def slow_request(messages: int) -> bytes:
-    """An Anthropic request of many tiny messages: cheap on the wire (~70 bytes each), a
-    few tens of microseconds each to decode (100,000: about 7 MB and seconds of CPU)."""
-    turns = [
-        {"role": ("user", "assistant")[n % 2], "content": [{"type": "text", "text": f"x{n}"}]} for n in range(messages)
-    ]
-    return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": turns}).encode()
-
-
-def bloating_request(megabytes: int, messages: int = 20_000) -> bytes:
-    """An Anthropic request with an extra field of empty objects: 3 bytes each on the wire,
-    a Python dict of 64 bytes each once parsed (15 MB: about 400 MB while it is built), and
-    enough messages that its build holds that memory for a second or more."""
-    empties = b",".join([b"{}"] * (megabytes * 1_000_000 // 3))
-    head = slow_request(messages)[:-1]  # without its closing brace
-    return head + b', "padding": [' + empties + b"]}"
-
-
-class MemoryCeiling:
-    """A stand-in for the kernel's OOM killer on a machine with little memory: SIGKILLs any
-    process of a tree (a proxy and its writer process) whose resident memory passes
-    `ceiling_mb`, and notes which. Linux /proc; polls every 20 ms."""
-
-    def __init__(self, root: int, ceiling_mb: int) -> None:
-        self.root = root
-        self.ceiling_kb = ceiling_mb * 1024
-        self.killed: set[int] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="memory-ceiling", daemon=True)
-
-    def __enter__(self) -> MemoryCeiling:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _watch(self) -> None:
-        while not self._stop.wait(0.02):
-            for pid in [self.root, *child_pids(self.root)]:
-                if rss_kb(pid) > self.ceiling_kb:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        continue
-                    self.killed.add(pid)
-
-
-def rss_kb(pid: int, field: str = "VmRSS") -> int:
-    """A process's resident memory (`VmRSS`) or its peak (`VmHWM`) in kB; 0 when it is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def _stored(url: str, where: str = "true") -> int:
@@ -501,19 +330,6 @@ def _post(port: int, body: bytes, team: str) -> int:
         return 0
     finally:
         connection.close()
-
-
-def wait_gone(pids: list[int], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    for pid in pids:
-        while time.monotonic() < deadline:
-            try:
-                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                break
-            if state == "Z":
-                break
-            time.sleep(0.05)
 
 
 def main() -> None:

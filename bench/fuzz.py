@@ -27,9 +27,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from llmtap.bench.fuzz_bodies import PROTOCOLS, Wire, amplified, framed, load_seeds
-from llmtap.bench.fuzz_checks import checked, conversations
-from llmtap.bench.resource_oracle import Verdict, judge
+from llmtap.workloads.fuzz_bodies import PROTOCOLS, Wire, amplified, framed, load_seeds
+from llmtap.workloads.fuzz_checks import checked, conversations
+from llmtap.workloads.resource_oracle import Verdict, judge
 
 MB = 1024 * 1024
 PER_MB_FROM = 16 * 1024  # bytes: smaller bodies are all fixed cost

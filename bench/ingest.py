@@ -31,8 +31,8 @@ from pathlib import Path
 from sqlalchemy import Engine, func, select
 from sqlalchemy.engine import make_url
 
-from llmtap.bench.corpus import corpus_cases, corpus_http
-from llmtap.bench.scratch import postgres_reachable, scratch_postgres
+from llmtap.workloads.corpus import corpus_cases, corpus_http
+from llmtap.workloads.scratch import postgres_reachable, scratch_postgres
 from llmtap.storage import schema
 from llmtap.storage.engine import make_engine
 from llmtap.storage.ingest import to_record

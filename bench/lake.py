@@ -60,9 +60,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from llmtap.analytics.pricing import Pricer
-from llmtap.bench.peak_rss import run_measured
-from llmtap.bench.scratch import postgres_reachable
-from llmtap.bench.synthetic import fill
+from llmtap.workloads.peak_rss import run_measured
+from llmtap.workloads.scratch import postgres_reachable
+from llmtap.workloads.synthetic import fill
 from llmtap.lake import schema
 from llmtap.lake.catalog import STORE_TOKEN, WATERMARK, ensure_tables, open_catalog
 from llmtap.lake.sync import sync

@@ -55,6 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmtap.workloads.procfs import child_pids
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 EVENTS, EVENT_GAP = 10, 0.02
@@ -309,17 +311,6 @@ class Target:
             return None
         with sqlite3.connect(self.db) as conn:
             return conn.execute("select count(*) from exchanges").fetchone()[0]
-
-
-def child_pids(pid: int) -> list[int]:
-    """A process's children and theirs (Linux /proc)."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        try:
-            found += [int(n) for n in task.read_text().split()]
-        except OSError:
-            continue
-    return found + [grandchild for child in found for grandchild in child_pids(child)]
 
 
 def _threads_cpu(pid: int) -> tuple[float, float]:

@@ -37,8 +37,8 @@ from sqlalchemy.engine import make_url
 
 from llmtap.analytics import reports
 from llmtap.analytics.pricing import Pricer
-from llmtap.bench.scratch import postgres_reachable
-from llmtap.bench.synthetic import fill
+from llmtap.workloads.scratch import postgres_reachable
+from llmtap.workloads.synthetic import fill
 from llmtap.dashboards import data
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import upgrade

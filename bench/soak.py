@@ -29,7 +29,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from llmtap.bench.scratch import scratch_postgres
+from llmtap.workloads.scratch import scratch_postgres
 from llmtap.simulator.provider import SimulatedProvider
 from llmtap.simulator.upstream import Upstream
 

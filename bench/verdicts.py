@@ -28,8 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from llmtap.bench.scratch import scratch_postgres
-from llmtap.bench.synthetic import with_sessions
+from llmtap.workloads.scratch import scratch_postgres
+from llmtap.workloads.synthetic import with_sessions
 from llmtap.storage import verdicts
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import upgrade

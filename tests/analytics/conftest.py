@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from llmtap.analytics.pricing import Pricer
-from llmtap.bench.scratch import scratch_postgres
+from llmtap.workloads.scratch import scratch_postgres
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import ensure_current
 from llmtap.storage.writer import Writer

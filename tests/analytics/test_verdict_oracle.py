@@ -23,7 +23,7 @@ import pytest
 
 from llmtap.analytics.duck import connect
 from llmtap.analytics.pricing import Pricer
-from llmtap.bench.synthetic import Inserter, with_sessions
+from llmtap.workloads.synthetic import Inserter, with_sessions
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import ensure_current
 from llmtap.storage.rows import RowSet

@@ -110,7 +110,7 @@ def synthetic_store(tmp_path_factory: pytest.TempPathFactory):
     """make(days) -> (url, env): SYNTHETIC_ROWS exchanges of bench/synthetic.py's 25 teams
     spread over `days`, priced, at the schema's head; one store per span per session."""
     from llmtap.analytics.pricing import Pricer
-    from llmtap.bench.synthetic import fill
+    from llmtap.workloads.synthetic import fill
     from llmtap.storage.engine import make_engine
     from llmtap.storage.migrate import upgrade
 

@@ -15,8 +15,8 @@ import pytest
 
 from llmtap.analytics import audit, reports
 from llmtap.analytics.pricing import Pricer
-from llmtap.bench.scratch import scratch_postgres
-from llmtap.bench.synthetic import fill
+from llmtap.workloads.scratch import scratch_postgres
+from llmtap.workloads.synthetic import fill
 from llmtap.dashboards import data
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import upgrade

@@ -40,7 +40,7 @@ from sqlalchemy.pool import NullPool
 
 from llmtap.analytics import reports
 from llmtap.analytics.duck import connect
-from llmtap.bench.fleet import REQUEST, FleetProxy, Outcome, run_clients
+from llmtap.workloads.fleet import REQUEST, FleetProxy, Outcome, run_clients
 from llmtap.simulator.provider import SimulatedProvider
 from llmtap.simulator.upstream import Upstream
 from llmtap.storage import migrate

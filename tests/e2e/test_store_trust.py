@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
-from llmtap.bench.faults import Forwarder
+from llmtap.workloads.network import Forwarder
 from llmtap.simulator.upstream import Upstream
 from llmtap.storage import schema
 from llmtap.storage.engine import make_engine

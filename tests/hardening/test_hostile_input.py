@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from llmtap.bench.faults import Proxy
+from llmtap.workloads.proxy import Proxy
 from llmtap.simulator.upstream import Reply, Seen, Upstream
 
 CHAT = "/v1/chat/completions"

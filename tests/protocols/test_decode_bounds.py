@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from llmtap.bench.peak_rss import run_measured
+from llmtap.workloads.peak_rss import run_measured
 from llmtap.protocols import decode_exchange
 from llmtap.protocols.budget import MAX_TOOL_CALLS
 from tests.helpers import CONSOLE_SCRIPT

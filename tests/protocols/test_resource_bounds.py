@@ -2,8 +2,8 @@
 within its resource bound (SPEC §6: time linear in the body's size, memory a small
 multiple of it, whatever it contains).
 
-The exchanges come from bench/fuzz_bodies.py (recorded exchanges amplified, costly tool
-checks, framing at its limits); bench/resource_oracle.py measures each decode's CPU time
+The exchanges come from workloads/fuzz_bodies.py (recorded exchanges amplified, costly tool
+checks, framing at its limits); workloads/resource_oracle.py measures each decode's CPU time
 and peak memory against a baseline in the same run (the bytes' JSON parsed and held).
 This is the bounded run, derandomized, small bodies; `python -m llmtap.bench.fuzz` is the
 long one. Beside it, the shapes found so far, each as a fixed case.
@@ -17,9 +17,17 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from llmtap.bench.fuzz_bodies import PROTOCOLS, Wire, amplified, framed, load_seeds, sse_body
-from llmtap.bench.fuzz_checks import ROUTES, checked, conversations
-from llmtap.bench.resource_oracle import judge
+from llmtap.workloads.fuzz_bodies import PROTOCOLS, Wire, amplified, framed, load_seeds, sse_body
+from llmtap.workloads.fuzz_checks import (
+    ROUTES,
+    checked,
+    conversation_message,
+    conversation_request,
+    conversations,
+    function_request,
+    function_response,
+)
+from llmtap.workloads.resource_oracle import judge
 
 SEEDS = load_seeds()
 SCALE = 16 * 1024  # bytes: big enough that a quadratic or exponential cost shows
@@ -37,10 +45,8 @@ GATE = settings(
 def _long_conversation(protocol: str, messages: int) -> Wire:
     """The watchdog's costly record: a request of many tiny messages (7 MB of 100,000 took
     40 s to build)."""
-    from llmtap.bench.fuzz_checks import _conversation_request, _function_response, _message
-
-    request = _conversation_request(protocol, [_message(protocol, "user", f"m{n}") for n in range(messages)], 0)
-    response = json.dumps(_function_response(protocol, "t0", {"q": "x"})).encode()
+    request = conversation_request(protocol, [conversation_message(protocol, "user", f"m{n}") for n in range(messages)], 0)
+    response = json.dumps(function_response(protocol, "t0", {"q": "x"})).encode()
     return Wire("fixed", protocol, ROUTES[protocol], "application/json", response, json.dumps(request).encode())
 
 
@@ -98,10 +104,8 @@ def _gemini_partial_args(calls: int, pieces: int) -> Wire:
 
 
 def _schema_call(protocol: str, schema: dict, arguments: object) -> Wire:
-    from llmtap.bench.fuzz_checks import _function_request, _function_response
-
-    request = json.dumps(_function_request(protocol, "lookup", schema)).encode()
-    response = json.dumps(_function_response(protocol, "lookup", arguments)).encode()
+    request = json.dumps(function_request(protocol, "lookup", schema)).encode()
+    response = json.dumps(function_response(protocol, "lookup", arguments)).encode()
     return Wire("fixed", protocol, ROUTES[protocol], "application/json", response, request)
 
 

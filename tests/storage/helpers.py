@@ -21,8 +21,8 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.engine import make_url
 
 from llmtap.addon.tee import ExchangeMeta, PendingExchange
-from llmtap.bench import corpus as bench_corpus
-from llmtap.bench.scratch import scratch_postgres
+from llmtap.workloads import corpus as bench_corpus
+from llmtap.workloads.scratch import scratch_postgres
 from llmtap.protocols.canonical import Exchange, RequestFacts, ToolCall, ToolSpec, Usage
 from llmtap.storage import schema
 from llmtap.storage.ingest import HttpExchange

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import case, delete, func, select, update
 
-from llmtap.bench.corpus import case_meta
+from llmtap.workloads.corpus import case_meta
 from llmtap.storage import bodies as blobs
 from llmtap.storage import schema
 from llmtap.storage.maintenance import load_blob

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from llmtap.bench.import_size import make_har
-from llmtap.bench.peak_rss import run_measured
+from llmtap.workloads.har import make_har
+from llmtap.workloads.peak_rss import run_measured
 from llmtap.storage.importers.har import HarError, NestingGuard
 from tests.helpers import CONSOLE_SCRIPT, llmtap
 from tests.storage.helpers import count, exchange_ids

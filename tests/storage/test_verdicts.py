@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from llmtap.bench.synthetic import with_sessions
+from llmtap.workloads.synthetic import with_sessions
 from llmtap.storage import schema, verdicts
 from llmtap.storage.maintenance import reprocess
 from llmtap.storage.migrate import downgrade, upgrade

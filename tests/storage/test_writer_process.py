@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import select
 
 from llmtap.addon.tee import PendingExchange
-from llmtap.bench.faults import bloating_request
+from llmtap.workloads.costly_requests import bloating_request
 from llmtap.storage import schema
 from llmtap.storage.errors import StoreError
 from llmtap.storage.record import Recorded

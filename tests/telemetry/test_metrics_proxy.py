@@ -33,7 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from llmtap.bench.scratch import scratch_postgres
+from llmtap.workloads.scratch import scratch_postgres
 from llmtap.protocols.toolcheck import STATUSES
 from llmtap.simulator.upstream import Upstream
 from llmtap.storage.engine import make_engine

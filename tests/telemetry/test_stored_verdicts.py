@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry, values
 from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy import select
 
-from llmtap.bench.synthetic import with_sessions
+from llmtap.workloads.synthetic import with_sessions
 from llmtap.storage import schema, verdicts
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import ensure_current

@@ -9,7 +9,7 @@ Four families, each for every translator:
   events re-framed after edits that seek amplification: index fields set to huge or
   negative values (lists padded to an index), events repeated hundreds of times, strings
   grown, and, for Gemini, `partialArgs` calls whose paths pad arrays and nest objects.
-- `checked` and `conversations` (bench/fuzz_checks.py): costly tool checks, and requests
+- `checked` and `conversations` (workloads/fuzz_checks.py): costly tool checks, and requests
   whose own decoding is the cost.
 - `framed`: framing at its limits: SSE of many tiny or unterminated lines and comments, a
   JSON array of many tiny elements, AWS event-stream of many tiny frames.
@@ -18,7 +18,7 @@ Every exchange is plain data (`Wire`), so a failing example prints as something 
 with `llmtap decode`. Sizes are drawn up to a `scale` the caller chooses: CI keeps them
 small, the bench grows them.
 
-Not responsible for measuring (bench/resource_oracle.py) or for judging what a decoder
+Not responsible for measuring (workloads/resource_oracle.py) or for judging what a decoder
 made of the bytes (the property tests do that).
 """
 
@@ -373,7 +373,7 @@ def framed(draw: st.DrawFn, protocol: str, scale: int) -> Wire:
 
 def exchanges(protocol: str, seeds: dict[str, list[Seed]], scale: int) -> st.SearchStrategy[Wire]:
     """Every family for one translator."""
-    from llmtap.bench.fuzz_checks import checked, conversations
+    from llmtap.workloads.fuzz_checks import checked, conversations
 
     families = [checked(protocol, scale), conversations(protocol, scale), framed(protocol, scale)]
     if seeds.get(protocol):

@@ -62,7 +62,7 @@ def run_measured(
     return Measured(int(measured["code"]), int(measured["peak"]), float(measured["cpu"]), float(measured["wall"]))
 
 
-if __name__ == "__main__":  # pragma: no cover - a manual check: python bench/peak_rss.py CMD...
+if __name__ == "__main__":  # pragma: no cover - a manual check: python workloads/peak_rss.py CMD...
     measured = run_measured(sys.argv[1:])
     print(f"exit {measured.code}, peak RSS {measured.peak / 1e6:,.0f} MB", file=sys.stderr)
     sys.exit(measured.code)

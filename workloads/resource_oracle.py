@@ -20,7 +20,7 @@ The ratios are wide on purpose: they are not a speed test, they catch the shapes
 more than linear time or a multiple of the body (a backtracking pattern, a quadratic check,
 arrays padded to a far index), which overshoot them by orders of magnitude.
 
-Not responsible for making the exchanges (bench/fuzz_bodies.py) or for what the record says.
+Not responsible for making the exchanges (workloads/fuzz_bodies.py) or for what the record says.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from llmtap.bench.fuzz_bodies import EVENTSTREAM, Wire
+from llmtap.workloads.fuzz_bodies import EVENTSTREAM, Wire
 from llmtap.protocols import ExchangeDecoder
 from llmtap.protocols.canonical import Exchange
 

@@ -1,4 +1,4 @@
-"""Hostile exchanges of the second family for the resource fuzzing (bench/fuzz_bodies.py has
+"""Hostile exchanges of the second family for the resource fuzzing (workloads/fuzz_bodies.py has
 the others): a tool call whose request declares a costly check — a JSON Schema `pattern` or
 `patternProperties` that backtracks, `uniqueItems` over many unhashable items, an `enum`
 checked against every item of a long array, `anyOf` branches that double at every level of
@@ -6,7 +6,7 @@ a nested argument, a recursive `$ref`, a schema of thousands of properties, or a
 tool's regex or Lark grammar — and an argument built to trigger it; and requests whose own
 decoding is the cost (thousands of messages, tools and system parts).
 
-Not responsible for measuring (bench/resource_oracle.py).
+Not responsible for measuring (workloads/resource_oracle.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from llmtap.bench.fuzz_bodies import Wire
+from llmtap.workloads.fuzz_bodies import Wire
 
 ROUTES = {
     "anthropic.messages": "/v1/messages",
@@ -28,7 +28,7 @@ ROUTES = {
 }
 
 
-def _function_request(protocol: str, name: str, schema: dict[str, Any]) -> dict[str, Any]:
+def function_request(protocol: str, name: str, schema: dict[str, Any]) -> dict[str, Any]:
     if protocol == "anthropic.messages":
         return {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "go"}],
                 "tools": [{"name": name, "input_schema": schema}]}  # fmt: skip
@@ -47,7 +47,7 @@ def _function_request(protocol: str, name: str, schema: dict[str, Any]) -> dict[
             "toolConfig": {"tools": [{"toolSpec": {"name": name, "inputSchema": {"json": schema}}}]}}  # fmt: skip
 
 
-def _function_response(protocol: str, name: str, arguments: Any) -> dict[str, Any]:
+def function_response(protocol: str, name: str, arguments: Any) -> dict[str, Any]:
     text = json.dumps(arguments)
     if protocol == "anthropic.messages":
         return {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
@@ -165,13 +165,13 @@ def checked(draw: st.DrawFn, protocol: str, scale: int) -> Wire:
                         "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}  # fmt: skip
     else:
         schema, arguments = draw(costly_schema(scale))
-        request = _function_request(protocol, name, schema)
-        response = _function_response(protocol, name, arguments)
+        request = function_request(protocol, name, schema)
+        response = function_response(protocol, name, arguments)
     return Wire("checked", protocol, ROUTES[protocol], "application/json", json.dumps(response).encode(),
                 json.dumps(request).encode())  # fmt: skip
 
 
-def _message(protocol: str, role: str, text: str) -> dict[str, Any]:
+def conversation_message(protocol: str, role: str, text: str) -> dict[str, Any]:
     if protocol.startswith("gemini"):
         return {"role": "model" if role == "assistant" else "user", "parts": [{"text": text}]}
     if protocol == "bedrock.converse":
@@ -181,10 +181,10 @@ def _message(protocol: str, role: str, text: str) -> dict[str, Any]:
     return {"role": role, "content": text}
 
 
-def _conversation_request(protocol: str, messages: list[dict[str, Any]], tools: int) -> dict[str, Any]:
+def conversation_request(protocol: str, messages: list[dict[str, Any]], tools: int) -> dict[str, Any]:
     schema = {"type": "object", "properties": {"q": {"type": "string"}}}
-    body = _function_request(protocol, "t0", schema)
-    declared = [_function_request(protocol, f"t{n}", schema) for n in range(tools)]
+    body = function_request(protocol, "t0", schema)
+    declared = [function_request(protocol, f"t{n}", schema) for n in range(tools)]
     if protocol == "anthropic.messages":
         body.update(messages=messages, tools=[d["tools"][0] for d in declared] or body["tools"])
     elif protocol == "openai.chat":
@@ -206,9 +206,9 @@ def conversations(draw: st.DrawFn, protocol: str, scale: int) -> Wire:
     decoding (message counts, prefixes for the cache analysis, system size) is the cost."""
     count = draw(st.integers(2, max(2, scale // 40)))
     roles = draw(st.sampled_from([("user", "assistant"), ("user",), ("system", "user"), ("developer", "user")]))
-    messages = [_message(protocol, roles[n % len(roles)], f"m{n}") for n in range(count)]
+    messages = [conversation_message(protocol, roles[n % len(roles)], f"m{n}") for n in range(count)]
     tools = draw(st.sampled_from([0, 0, max(1, count // 4)]))
-    request = _conversation_request(protocol, messages, tools)
-    response = _function_response(protocol, "t0", {"q": "x"})
+    request = conversation_request(protocol, messages, tools)
+    response = function_response(protocol, "t0", {"q": "x"})
     return Wire("conversations", protocol, ROUTES[protocol], "application/json", json.dumps(response).encode(),
                 json.dumps(request).encode())  # fmt: skip
