@@ -6,7 +6,9 @@ under it with an `__init__.py` is a subpackage. Every other file inside a packag
 templates, the Alembic script template) is package data, so nothing the code reads can be
 left out of the wheel by a list that was not kept up to date.
 
-`bench/` is a developer's tool: editable installs carry it as `llmtap.bench`, wheels do not.
+`bench/` and `workloads/` are developers' tools (the benchmarks, and what they share with
+the tests): editable installs carry them as `llmtap.bench` and `llmtap.workloads`, wheels
+do not.
 Everything else (name, dependencies, entry point) is in pyproject.toml.
 """
 
@@ -21,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 NOT_PACKAGES = {"tests", "build", "dist", "docs"}
 NOT_DATA = {".py", ".pyc"}
 TOOL_FILES = {"ruff.toml"}  # a folder's lint rules, not something the code reads
-DEV_ONLY = "llmtap.bench"
+DEV_ONLY = ("llmtap.bench", "llmtap.workloads")
 
 
 def top_level_folders() -> list[Path]:
@@ -64,18 +66,23 @@ def data_files(folder: str) -> list[str]:
     return files
 
 
+def shipped(package: str) -> bool:
+    return not any(package == dev or package.startswith(dev + ".") for dev in DEV_ONLY)
+
+
 class BuildPyWithoutBench(build_py):
-    """Leaves `llmtap.bench` out of wheels; an editable install keeps it for the benchmarks."""
+    """Leaves `llmtap.bench` and `llmtap.workloads` out of wheels; an editable install keeps
+    them for the benchmarks and the tests."""
 
     def run(self) -> None:
         if not self.editable_mode:
-            self.packages = [p for p in self.packages if p != DEV_ONLY and not p.startswith(DEV_ONLY + ".")]
+            self.packages = [p for p in self.packages if shipped(p)]
             self.data_files = self._get_data_files()
         super().run()
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:  # type: ignore[override]
         if not self.editable_mode:
-            self.packages = [p for p in self.packages if p != DEV_ONLY and not p.startswith(DEV_ONLY + ".")]
+            self.packages = [p for p in self.packages if shipped(p)]
         return super().get_outputs(include_bytecode)
 
 

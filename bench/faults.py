@@ -20,12 +20,9 @@ import asyncio
 import contextlib
 import http.client
 import json
-import os
 import random
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time

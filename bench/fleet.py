@@ -26,21 +26,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import os
-import random
-import re
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 

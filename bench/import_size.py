@@ -5,8 +5,9 @@
 Writes a HAR of about `--size` bytes from the corpus cases (workloads/har.py). Then runs
 `llmtap import FILE` in a child process (the console script, a fresh SQLite store unless
 `--db`) and prints its wall time, entries per second, and its peak resident memory as
-the kernel counted it for that process alone (workloads/peak_rss.py: started from a small launcher, so no parent's high-water mark is counted in). Checks
-that the store holds every entry once, and the HAR is deleted after unless `--keep`.
+the kernel counted it for that process alone (workloads/peak_rss.py: started from a small
+launcher, so no parent's high-water mark is counted in). Checks that the store holds
+every entry once, and the HAR is deleted after unless `--keep`.
 
 Not a timed test: it prints numbers, and exits 0 either way (1 when the counts disagree).
 """
@@ -14,8 +15,6 @@ Not a timed test: it prints numbers, and exits 0 either way (1 when the counts d
 from __future__ import annotations
 
 import argparse
-import base64
-import json
 import os
 import re
 import shutil
@@ -23,10 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import func, select
 

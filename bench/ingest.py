@@ -31,8 +31,6 @@ from pathlib import Path
 from sqlalchemy import Engine, func, select
 from sqlalchemy.engine import make_url
 
-from llmtap.workloads.corpus import corpus_cases, corpus_http
-from llmtap.workloads.scratch import postgres_reachable, scratch_postgres
 from llmtap.storage import schema
 from llmtap.storage.engine import make_engine
 from llmtap.storage.ingest import to_record
@@ -41,6 +39,8 @@ from llmtap.storage.record import Recorded
 from llmtap.storage.rows import RowSet, rows_for
 from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.writer import Writer
+from llmtap.workloads.corpus import corpus_cases, corpus_http
+from llmtap.workloads.scratch import postgres_reachable, scratch_postgres
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("LLMTAP_CORPUS", ROOT / "tests" / "corpus"))

@@ -60,14 +60,14 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from llmtap.analytics.pricing import Pricer
-from llmtap.workloads.peak_rss import run_measured
-from llmtap.workloads.scratch import postgres_reachable
-from llmtap.workloads.synthetic import fill
 from llmtap.lake import schema
 from llmtap.lake.catalog import STORE_TOKEN, WATERMARK, ensure_tables, open_catalog
 from llmtap.lake.sync import sync
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import upgrade
+from llmtap.workloads.peak_rss import run_measured
+from llmtap.workloads.scratch import postgres_reachable
+from llmtap.workloads.synthetic import fill
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 SEED_ROWS = 20_000

@@ -37,11 +37,11 @@ from sqlalchemy.engine import make_url
 
 from llmtap.analytics import reports
 from llmtap.analytics.pricing import Pricer
-from llmtap.workloads.scratch import postgres_reachable
-from llmtap.workloads.synthetic import fill
 from llmtap.dashboards import data
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import upgrade
+from llmtap.workloads.scratch import postgres_reachable
+from llmtap.workloads.synthetic import fill
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 

@@ -29,9 +29,9 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from llmtap.workloads.scratch import scratch_postgres
 from llmtap.simulator.provider import SimulatedProvider
 from llmtap.simulator.upstream import Upstream
+from llmtap.workloads.scratch import scratch_postgres
 
 TEAMS = ("alpha", "beta", "gamma")
 PG_ADMIN = os.environ.get("LLMTAP_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")

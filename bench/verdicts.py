@@ -28,13 +28,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from llmtap.workloads.scratch import scratch_postgres
-from llmtap.workloads.synthetic import with_sessions
 from llmtap.storage import verdicts
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import upgrade
 from llmtap.storage.rows import RowSet
 from llmtap.storage.writer import Writer
+from llmtap.workloads.scratch import scratch_postgres
+from llmtap.workloads.synthetic import with_sessions
 
 Traffic = list[tuple[dict[str, Any], list[dict[str, Any]]]]
 

@@ -12,6 +12,6 @@ real providers' reasons. Used by the demo, the end-to-end tests and the benchmar
 
 Imports go one way: `upstream` <- `wire_common` <- `plan`, `prompt_cache` <- `wire_*` <-
 `provider`. Not responsible for proxying, recording or driving traffic (that is the proxy,
-the addon and `llmtap.cli.demo`); it imports nothing from `llmtap.cli`, `llmtap.addon` or
-`llmtap.bench`, so a wheel without the bench still carries it.
+the addon and `llmtap.cli.demo`); it imports nothing from `llmtap.cli`, `llmtap.addon`,
+`llmtap.bench` or `llmtap.workloads`, so a wheel without them still carries it.
 """

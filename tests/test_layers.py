@@ -7,6 +7,9 @@ The second half does not trust the ban lists: it copies pyproject.toml and every
 (folder, import) pair in it, runs ruff over the tree once, and expects exactly the
 forbidden ones refused, each for the import it plants.
 
+tests/ has a row and a `ruff.toml` too: it may import everything but bench/ (what a test
+shares with a benchmark is in workloads/), and a probe planted deep below it is refused.
+
 Not responsible for whether the code keeps the rules (`ruff check .` does that) nor for
 every folder having a `ruff.toml` at all (tests/test_packaging.py).
 """
@@ -106,16 +109,23 @@ def rows() -> dict[str, Row]:
 
 @pytest.fixture(scope="module")
 def layers(rows: dict[str, Row]) -> list[Row]:
-    """The rows of the package folders (tests/ has no bans)."""
-    return [row for name, row in sorted(rows.items()) if name != "tests"]
+    """Every row with a `ruff.toml`: the package folders, and tests/."""
+    return [row for _, row in sorted(rows.items())]
+
+
+DEV_ONLY = {"bench", "workloads"}  # editable installs only: the wheel leaves them out
 
 
 def test_the_table_has_a_row_for_every_package_folder(rows: dict[str, Row]) -> None:
     assert set(rows) == package_folders() | {"tests"}
-    assert rows["tests"].may_import == frozenset(package_folders()) and not rows["tests"].never_imports
+    assert rows["tests"].may_import == frozenset(package_folders() - {"bench"}) and not rows["tests"].never_imports
     # the rules the issue found missing, said in the table itself
     assert "lake" not in rows["analytics"].may_import and "telemetry" not in rows["analytics"].may_import
     assert "duckdb" in rows["dashboards"].never_imports
+    # what ships imports nothing the wheel leaves out; the shared workloads import no bench
+    assert all(not row.may_import & DEV_ONLY for name, row in rows.items() if name not in DEV_ONLY | {"tests"})
+    assert rows["workloads"].may_import == frozenset(package_folders() - {"cli", "bench", "workloads"})
+    assert "workloads" in rows["bench"].may_import
 
 
 def test_each_ruff_toml_bans_exactly_what_the_table_forbids(layers: list[Row]) -> None:
@@ -187,6 +197,31 @@ def test_ruff_refuses_every_import_the_table_forbids(
     assert let_through == [], f"ruff let these (folder, import) pairs through: {let_through}"
     for folder, target in pairs:
         assert all(message.startswith(f"`{target}` is banned") for message in refused[(folder, target)])
+
+
+def test_ruff_refuses_the_bench_anywhere_below_tests(tmp_path: Path) -> None:
+    """tests/ruff.toml holds for every folder below it (none has a config of its own,
+    `test_no_nested_ruff_config_shadows_a_folders_bans`): a probe two folders down, in a
+    copy of the configuration, is refused for the bench and let through for workloads/."""
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    deep = tmp_path / "tests" / "e2e" / "fleet"
+    deep.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "ruff.toml", tmp_path / "tests" / "ruff.toml")
+    (deep / "test_probe.py").write_text(
+        "from llmtap.bench.fleet import measure  # noqa: F401\n"
+        "from llmtap.workloads.fleet import FleetProxy  # noqa: F401\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "TID251", "--output-format", "json", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 1, ran.stderr[-2000:]
+    messages = [(d["location"]["row"], d["message"]) for d in json.loads(ran.stdout)]
+    assert len(messages) == 1 and messages[0][0] == 1, messages
+    assert messages[0][1].startswith("`llmtap.bench` is banned"), messages
 
 
 def test_ruff_lets_every_allowed_import_through(layers: list[Row], refused: dict[tuple[str, str], list[str]]) -> None:

@@ -23,6 +23,7 @@ CORPUS = Path(os.environ.get("LLMTAP_CORPUS", ROOT / "tests" / "corpus"))
 START = datetime(2026, 11, 2, tzinfo=UTC)
 TEAMS = ("alpha", "beta", "gamma")
 
+
 def _template(folder: Path) -> dict[str, Any]:
     """One case as a HAR entry without its time and team (filled per copy)."""
     meta = case_meta(folder)

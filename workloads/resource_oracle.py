@@ -35,9 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from llmtap.workloads.fuzz_bodies import EVENTSTREAM, Wire
 from llmtap.protocols import ExchangeDecoder
 from llmtap.protocols.canonical import Exchange
+from llmtap.workloads.fuzz_bodies import EVENTSTREAM, Wire
 
 CPU_FLOOR_S = 0.25
 CPU_RATIO = 60.0

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from llmtap.analytics.pricing import Pricer
-from llmtap.workloads.scratch import scratch_postgres
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import ensure_current
 from llmtap.storage.writer import Writer
+from llmtap.workloads.scratch import scratch_postgres
 from tests.analytics import traffic
 from tests.helpers import llmtap
 

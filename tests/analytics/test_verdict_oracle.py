@@ -23,11 +23,11 @@ import pytest
 
 from llmtap.analytics.duck import connect
 from llmtap.analytics.pricing import Pricer
-from llmtap.workloads.synthetic import Inserter, with_sessions
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import ensure_current
 from llmtap.storage.rows import RowSet
 from llmtap.storage.writer import Writer
+from llmtap.workloads.synthetic import Inserter, with_sessions
 from tests import oracles
 from tests.analytics import test_cache_chains
 from tests.analytics.conftest import BACKENDS, blank_database, fill
@@ -109,7 +109,7 @@ def test_synthetic_sessions_in_any_order(backend: str, order: str, sessions, tmp
 
 @pytest.mark.slow
 def test_a_million_synthetic_exchanges(tmp_path: Path) -> None:
-    """The synthetic store as bench/ builds it (bench/synthetic.Inserter: the writer's
+    """The synthetic store as bench/ builds it (workloads/synthetic.Inserter: the writer's
     verdict decisions, chunk by chunk), on SQLite: 100k exchanges in CI, 1M with
     LLMTAP_ORACLE_EXCHANGES=1000000 (and --timeout 3000; about N minutes here)."""
     size = int(os.environ.get("LLMTAP_ORACLE_EXCHANGES", "100000"))

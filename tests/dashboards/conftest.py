@@ -107,12 +107,12 @@ SYNTHETIC_ROWS = 3000  # a test-size store: the 1M one is bench/reports.py's
 
 @pytest.fixture(scope="session")
 def synthetic_store(tmp_path_factory: pytest.TempPathFactory):
-    """make(days) -> (url, env): SYNTHETIC_ROWS exchanges of bench/synthetic.py's 25 teams
+    """make(days) -> (url, env): SYNTHETIC_ROWS exchanges of workloads/synthetic.py's 25 teams
     spread over `days`, priced, at the schema's head; one store per span per session."""
     from llmtap.analytics.pricing import Pricer
-    from llmtap.workloads.synthetic import fill
     from llmtap.storage.engine import make_engine
     from llmtap.storage.migrate import upgrade
+    from llmtap.workloads.synthetic import fill
 
     made: dict[float, tuple[str, dict[str, str]]] = {}
 

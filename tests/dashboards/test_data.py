@@ -15,11 +15,11 @@ import pytest
 
 from llmtap.analytics import audit, reports
 from llmtap.analytics.pricing import Pricer
-from llmtap.workloads.scratch import scratch_postgres
-from llmtap.workloads.synthetic import fill
 from llmtap.dashboards import data
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import upgrade
+from llmtap.workloads.scratch import scratch_postgres
+from llmtap.workloads.synthetic import fill
 
 POSTGRES_URL = os.environ.get("LLMTAP_TEST_POSTGRES_URL", "").strip() or None
 ROWS, DAYS = 2000, 90

@@ -40,10 +40,10 @@ from sqlalchemy.pool import NullPool
 
 from llmtap.analytics import reports
 from llmtap.analytics.duck import connect
-from llmtap.workloads.fleet import REQUEST, FleetProxy, Outcome, run_clients
 from llmtap.simulator.provider import SimulatedProvider
 from llmtap.simulator.upstream import Upstream
 from llmtap.storage import migrate
+from llmtap.workloads.fleet import REQUEST, FleetProxy, Outcome, run_clients
 from tests import oracles
 from tests.corpus_tools import ROOT
 from tests.helpers import llmtap

@@ -21,10 +21,10 @@ import pytest
 from sqlalchemy import Engine, create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
-from llmtap.workloads.network import Forwarder
 from llmtap.simulator.upstream import Upstream
 from llmtap.storage import schema
 from llmtap.storage.engine import make_engine
+from llmtap.workloads.network import Forwarder
 from tests.e2e import harness
 from tests.e2e.harness import Proxy, Reply
 from tests.helpers import free_port

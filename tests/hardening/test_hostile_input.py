@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from llmtap.workloads.proxy import Proxy
 from llmtap.simulator.upstream import Reply, Seen, Upstream
+from llmtap.workloads.proxy import Proxy
 
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"

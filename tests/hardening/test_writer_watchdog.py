@@ -19,12 +19,12 @@ import httpx2
 import pytest
 from sqlalchemy import create_engine, select
 
-from llmtap.workloads.costly_requests import bloating_request, slow_request
-from llmtap.workloads.procfs import MemoryCeiling, rss_kb
-from llmtap.workloads.proxy import Proxy
 from llmtap.simulator.upstream import Reply, Seen, Upstream
 from llmtap.storage import schema
 from llmtap.storage.secrets import KeyFingerprinter
+from llmtap.workloads.costly_requests import bloating_request, slow_request
+from llmtap.workloads.procfs import MemoryCeiling, rss_kb
+from llmtap.workloads.proxy import Proxy
 from tests.e2e import harness
 from tests.storage.helpers import wait_until
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from llmtap.workloads.peak_rss import run_measured
 from llmtap.protocols import decode_exchange
 from llmtap.protocols.budget import MAX_TOOL_CALLS
+from llmtap.workloads.peak_rss import run_measured
 from tests.helpers import CONSOLE_SCRIPT
 
 pytestmark = pytest.mark.timeout(120)

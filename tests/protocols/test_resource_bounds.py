@@ -45,7 +45,9 @@ GATE = settings(
 def _long_conversation(protocol: str, messages: int) -> Wire:
     """The watchdog's costly record: a request of many tiny messages (7 MB of 100,000 took
     40 s to build)."""
-    request = conversation_request(protocol, [conversation_message(protocol, "user", f"m{n}") for n in range(messages)], 0)
+    request = conversation_request(
+        protocol, [conversation_message(protocol, "user", f"m{n}") for n in range(messages)], 0
+    )
     response = json.dumps(function_response(protocol, "t0", {"q": "x"})).encode()
     return Wire("fixed", protocol, ROUTES[protocol], "application/json", response, json.dumps(request).encode())
 

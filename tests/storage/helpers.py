@@ -21,12 +21,12 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.engine import make_url
 
 from llmtap.addon.tee import ExchangeMeta, PendingExchange
-from llmtap.workloads import corpus as bench_corpus
-from llmtap.workloads.scratch import scratch_postgres
 from llmtap.protocols.canonical import Exchange, RequestFacts, ToolCall, ToolSpec, Usage
 from llmtap.storage import schema
 from llmtap.storage.ingest import HttpExchange
 from llmtap.storage.record import Recorded
+from llmtap.workloads import corpus as bench_corpus
+from llmtap.workloads.scratch import scratch_postgres
 from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import case, delete, func, select, update
 
-from llmtap.workloads.corpus import case_meta
 from llmtap.storage import bodies as blobs
 from llmtap.storage import schema
 from llmtap.storage.maintenance import load_blob
 from llmtap.storage.migrate import upgrade
 from llmtap.storage.rows import PRICE_COLUMNS
 from llmtap.storage.writer import Writer
+from llmtap.workloads.corpus import case_meta
 from tests.corpus_tools import make_har
 from tests.helpers import llmtap
 from tests.storage.helpers import count, exchange_ids, make_record

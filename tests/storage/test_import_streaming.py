@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from llmtap.storage.importers.har import HarError, NestingGuard
 from llmtap.workloads.har import make_har
 from llmtap.workloads.peak_rss import run_measured
-from llmtap.storage.importers.har import HarError, NestingGuard
 from tests.helpers import CONSOLE_SCRIPT, llmtap
 from tests.storage.helpers import count, exchange_ids
 

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from llmtap.workloads.synthetic import with_sessions
 from llmtap.storage import schema, verdicts
 from llmtap.storage.maintenance import reprocess
 from llmtap.storage.migrate import downgrade, upgrade
 from llmtap.storage.rows import RowSet
 from llmtap.storage.writer import Writer
+from llmtap.workloads.synthetic import with_sessions
 from tests.storage.conftest import BACKENDS
 from tests.storage.helpers import fresh_postgres_database
 

@@ -20,12 +20,12 @@ import pytest
 from sqlalchemy import select
 
 from llmtap.addon.tee import PendingExchange
-from llmtap.workloads.costly_requests import bloating_request
 from llmtap.storage import schema
 from llmtap.storage.errors import StoreError
 from llmtap.storage.record import Recorded
 from llmtap.storage.shipped import identified, quarantined
 from llmtap.storage.writer_process import RESTARTS, WriterProcess, WriterSpec
+from llmtap.workloads.costly_requests import bloating_request
 from tests.storage.helpers import ROOT, count, held_exchange, make_record, wait_until
 
 ANTHROPIC_JSON = (

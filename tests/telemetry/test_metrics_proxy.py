@@ -33,10 +33,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from llmtap.workloads.scratch import scratch_postgres
 from llmtap.protocols.toolcheck import STATUSES
 from llmtap.simulator.upstream import Upstream
 from llmtap.storage.engine import make_engine
+from llmtap.workloads.scratch import scratch_postgres
 from tests.e2e import harness
 from tests.helpers import free_port, llmtap
 from tests.protocols.corpus import Case, load_cases

@@ -29,7 +29,6 @@ from prometheus_client import CollectorRegistry, values
 from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy import select
 
-from llmtap.workloads.synthetic import with_sessions
 from llmtap.storage import schema, verdicts
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import ensure_current
@@ -39,6 +38,7 @@ from llmtap.telemetry.metrics_count import Counting
 from llmtap.telemetry.metrics_labels import Labels
 from llmtap.telemetry.otlp import SpanObserver, settings_from
 from llmtap.telemetry.otlp_spans import ids_for, trace_key
+from llmtap.workloads.synthetic import with_sessions
 from tests.helpers import llmtap
 from tests.storage.conftest import BACKENDS
 from tests.storage.helpers import fresh_postgres_database
