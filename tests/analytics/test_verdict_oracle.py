@@ -13,7 +13,6 @@ problems, conversations of several turns): an empty comparison proves nothing.
 
 from __future__ import annotations
 
-import copy
 import os
 import random
 from pathlib import Path
@@ -26,11 +25,10 @@ from llmtap.analytics.pricing import Pricer
 from llmtap.bench.synthetic import Inserter, with_sessions
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import ensure_current
-from llmtap.storage.rows import RowSet
-from llmtap.storage.writer import Writer
 from tests import oracles
 from tests.analytics import test_cache_chains
 from tests.analytics.conftest import BACKENDS, blank_database, fill
+from tests.storage.helpers import write_batches
 
 
 def _compare(url: str) -> dict[str, Any]:
@@ -63,14 +61,7 @@ def _write(url: str, spool: Path, batches: list[list[tuple[dict[str, Any], list[
     engine = make_engine(url)
     try:
         ensure_current(engine)
-        writer = Writer(engine, spool_dir=spool, max_delay=0.01, batch_size=10_000)
-        try:
-            for batch in batches:
-                rows = copy.deepcopy(batch)
-                writer.submit(RowSet(exchanges=[r for r, _ in rows], tool_calls=[c for _, cs in rows for c in cs]))
-                assert writer.flush(timeout=60)
-        finally:
-            writer.close()
+        write_batches(engine, spool, batches)
     finally:
         engine.dispose()
 
