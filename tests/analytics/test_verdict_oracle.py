@@ -22,7 +22,7 @@ import pytest
 
 from llmtap.analytics.duck import connect
 from llmtap.analytics.pricing import Pricer
-from llmtap.bench.synthetic import Inserter, with_sessions
+from llmtap.bench.synthetic import Inserter, sessions_in_chunks, with_sessions
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import ensure_current
 from tests import oracles
@@ -109,13 +109,11 @@ def test_a_million_synthetic_exchanges(tmp_path: Path) -> None:
     try:
         ensure_current(engine)
         inserter = Inserter(engine)
-        traffic = with_sessions(size, days=max(size / 33_000, 1), seed=3)
         pricer = Pricer()
-        for chunk in _chunks(traffic, 20_000):
+        for chunk in sessions_in_chunks(size, days=max(size / 33_000, 1), seed=3):
             rows = [row for row, _ in chunk]
             pricer.price_rows(rows)
             inserter.insert(rows, [c for _, cs in chunk for c in cs])
-        del traffic
     finally:
         engine.dispose()
     held = _compare(url)
