@@ -33,7 +33,7 @@ def extra_cost_pico(missed: int | None, rate_input: int | None, rate_cache_read:
     return int(missed) * max(int(rate_input) - int(rate_cache_read or 0), 0)
 
 
-def cache(row: Mapping[str, Any]) -> dict[str, Any]:
+def cache(row: Mapping[Any, Any]) -> dict[str, Any]:
     """The row's stored cache verdict: `first`, `hit`, `miss` or `not_cacheable` (each
     with the turn it was compared with and the gap since it ended, but `first`), a miss's
     and a not-cacheable turn's cause and cost; `none` (and why) for a row that takes no
@@ -56,7 +56,7 @@ def cache(row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _no_part(row: Mapping[str, Any]) -> str:
+def _no_part(row: Mapping[Any, Any]) -> str:
     """Why a row has no verdict, in words, from its stored facts."""
     if row.get("first_message_hash") is None:
         return "no request decoded: nothing to compare"
@@ -67,7 +67,7 @@ def _no_part(row: Mapping[str, Any]) -> str:
     return "no cache-read count reported"
 
 
-def tool_problems(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+def tool_problems(row: Mapping[Any, Any]) -> list[dict[str, Any]]:
     """The conversation tool problems stored on the row (status duplicate_id,
     missing_result or orphan_result, call_id, tool, next_id), in their stored order;
     [] when it has none."""
