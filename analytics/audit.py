@@ -1,11 +1,11 @@
 """The audit trail: find, read and follow any recorded exchange.
 
-`log` lists exchanges newest first with filters (DuckDB over the store, the query of
-`audit_log.py`); `show` gathers one exchange in full — who, when, the request's facts
-and, when bodies were kept, its transcript and raw bodies, the answer, tool calls with
-their status, usage with provenance, cost with the price version, its stored cache
-verdict and tool problems; `conversation` lists the turns of the conversation it belongs
-to (SPEC §5), by the stored conversation_id, with totals.
+`log` lists exchanges newest first with filters (DuckDB over the store, `sql/log.sql`
+with `audit_log.py`'s parameters); `show` gathers one exchange in full — who, when, the
+request's facts and, when bodies were kept, its transcript and raw bodies, the answer,
+tool calls with their status, usage with provenance, cost with the price version, its
+stored cache verdict and tool problems; `conversation` lists the turns of the
+conversation it belongs to (SPEC §5), by the stored conversation_id, with totals.
 
 Every verdict shown is the one stored when the exchange was written (SPEC §5, "Verdicts
 are data"; `audit_verdicts.py` reads them): nothing here decides one, and nothing reads
@@ -55,7 +55,7 @@ def log(url: str, engine: Engine, filters: LogFilters, limit: int = 50) -> list[
     prompts (kept with bodies = full); an exchange whose text was not kept is not found."""
     connection = connect(url)
     try:
-        query = audit_log.SQL
+        query = audit_log.query()
         if not filters.search:
             return audit_log.rows(connection.execute(query, audit_log.params(filters, limit, 0)))
         needle = filters.search.casefold()

@@ -117,7 +117,9 @@ def recent(
     from llmtap.storage.engine import make_engine
 
     rows = audit_log.rows(
-        connection.execute(audit_log.SQL, audit_log.params(audit_log.LogFilters(since=since, until=until), limit, 0))
+        connection.execute(
+            audit_log.query(), audit_log.params(audit_log.LogFilters(since=since, until=until), limit, 0)
+        )
     )
     engine = make_engine(url)
     try:

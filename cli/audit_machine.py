@@ -18,8 +18,8 @@ from typing import Any
 
 from llmtap.cli.errors import UsageError
 
-# The columns of `log --format csv` (analytics/audit_log.py's query's, in its order; a test
-# keeps them equal), so that a log with no rows still has its header.
+# The columns of `log --format csv` (analytics/sql/log.sql's, in its order; a test keeps
+# them equal), so that a log with no rows still has its header.
 LOG_FIELDS = (
     "id",
     "started_at",

@@ -30,7 +30,7 @@ from sqlalchemy import Engine, select, text, update
 from llmtap.analytics import audit
 from llmtap.analytics.pricing import Pricer
 from llmtap.bench.scratch import scratch_postgres
-from llmtap.bench.synthetic import JSON_COLUMNS, with_sessions
+from llmtap.bench.synthetic import with_sessions
 from llmtap.storage import schema
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import upgrade
@@ -99,8 +99,6 @@ def _write(engine: Engine, spool: Path) -> None:
         for start in range(0, len(traffic), 100):
             batch = copy.deepcopy(traffic[start : start + 100])
             rows = [row for row, _ in batch]
-            for row in rows:  # the generator's JSON is text for a bare insert; the writer takes values
-                row.update({k: json.loads(v) for k, v in row.items() if k in JSON_COLUMNS and isinstance(v, str)})
             pricer.price_rows(rows)  # stored rates: a miss's extra cost is known
             writer.submit(RowSet(exchanges=rows, tool_calls=[c for _, calls in batch for c in calls]))
             assert writer.flush(timeout=60)
