@@ -253,6 +253,10 @@ def _log_table(rows: list[dict[str, Any]], zone: Any) -> None:
         )
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def _int(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else ""
 
@@ -382,7 +386,8 @@ def _print_exchange(data: dict[str, Any], zone: Any) -> None:
         )
     _section(console, "usage", [(k, v) for k, v in data["usage"].items() if k != "raw" and v is not None])
     _print_cost(console, data["cost"])
-    _section(console, "cache", [(k, v) for k, v in data["cache"].items() if v is not None])
+    _print_cache(console, data["cache"])
+    _print_problems(console, data.get("tool_problems") or [])
     if data.get("bodies"):
         bodies = data["bodies"]
         console.print("\n[bold]raw bodies (as stored: secrets redacted)[/]")
@@ -391,6 +396,27 @@ def _print_exchange(data: dict[str, Any], zone: Any) -> None:
         for name in ("request", "response"):
             if bodies.get(name):
                 emit(console, _shown(name, style="dim") + "\n" + _shown(_clip(bodies[name], TERMINAL_BODY), lines=True))
+
+
+def _print_cache(console: Console, cache: dict[str, Any]) -> None:
+    """The stored verdict, its money (extra cost) in the one money format."""
+    from llmtap.analytics.render import money
+
+    pairs = [(k, money(v) if isinstance(v, Decimal) else v) for k, v in cache.items() if v is not None]
+    _section(console, "cache", pairs)
+
+
+def _print_problems(console: Console, problems: list[dict[str, Any]]) -> None:
+    """The conversation's tool problems stored on the exchange, one line each."""
+    from llmtap.analytics.render import emit
+
+    if not problems:
+        return
+    console.print("\n[bold]tool problems[/]")
+    for problem in problems:
+        tool = f" {problem['tool']}" if problem.get("tool") else ""
+        following = f" (next request {problem['next_id']})" if problem.get("next_id") else ""
+        emit(console, _shown(f"  {problem.get('status')}{tool}: call {problem.get('call_id')}{following}"))
 
 
 def _print_cost(console: Console, cost: dict[str, Any]) -> None:
@@ -491,6 +517,15 @@ def _print_conversation(data: dict[str, Any], zone: Any) -> None:
         ),
         ("cache", [verdict(t) for t in turns], True, "left", f"{totals['cache_misses']:,} misses", 7, None),
         ("tool calls", [", ".join(str(n) for n in t["tool_calls"]) for t in turns], True, "left", "", 10, None),
+        (
+            "problems",
+            [", ".join(str(s) for s in t.get("tool_problems") or []) for t in turns],
+            True,
+            "left",
+            _count(totals.get("tool_problems", 0), "tool problem"),
+            11,
+            None,
+        ),
         ("id", [t["id"] for t in turns], False, "left", "", 0, None),
     ]
     columns = [
