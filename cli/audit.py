@@ -134,15 +134,35 @@ def _zone(args: argparse.Namespace) -> Any:
     return zone_named(args.tz)
 
 
-def _open(args: argparse.Namespace) -> tuple[str, Any]:
+def _open(args: argparse.Namespace, shown: str | None = None) -> tuple[str, Any]:
+    """The store, its stale rows priced first: every one for `log` (it sorts and sums by
+    cost), only the exchange `shown` and its conversation's turns for `show` (a lookup by
+    index, whatever the store's size)."""
+    from sqlalchemy import or_, select
+
     from llmtap.analytics.reprice import reprice
     from llmtap.cli.pricing import pricer_for
     from llmtap.cli.store import open_store, say_what_waits
+    from llmtap.storage.schema import exchanges
 
     settings = settings_module.load(args)
     engine = open_store(settings)
     say_what_waits(settings)
-    reprice(engine, pricer_for(settings, engine))
+    pricer = pricer_for(settings, engine)
+    if shown is None:
+        reprice(engine, pricer)
+    else:
+        from llmtap.analytics.audit import NotFound, resolve
+
+        try:
+            shown = resolve(engine, shown)
+        except NotFound:
+            return engine.url.render_as_string(hide_password=False), engine  # show says so
+        conversation = select(exchanges.c.conversation_id).where(exchanges.c.id == shown).scalar_subquery()
+        query = select(exchanges.c.id).where(or_(exchanges.c.id == shown, exchanges.c.conversation_id == conversation))
+        with engine.connect() as connection:
+            ids = [str(i) for i in connection.execute(query).scalars()]
+        reprice(engine, pricer, ids=ids)
     return engine.url.render_as_string(hide_password=False), engine
 
 
@@ -265,7 +285,7 @@ def run_show(args: argparse.Namespace) -> int:
     from llmtap.analytics import audit
 
     zone = _zone(args)
-    url, engine = _open(args)
+    url, engine = _open(args, shown=args.id)
     try:
         data = audit.conversation(url, engine, args.id) if args.conversation else audit.show(url, engine, args.id)
     except audit.NotFound as exc:
