@@ -15,7 +15,6 @@ from llmtap.protocols.vocabulary import FINISH_REASONS as FINISH_REASONS
 from llmtap.protocols.vocabulary import FinishReason as FinishReason
 from llmtap.protocols.vocabulary import ToolStatus
 
-
 # Where the usage counts came from: the provider's final report, the last cumulative count
 # of a stream that was cut (so possibly low), or nowhere.
 USAGE_PROVENANCE = ("reported", "partial", "missing")

@@ -33,7 +33,8 @@ from hypothesis import strategies as st
 
 from llmtap.protocols import ExchangeDecoder
 from llmtap.protocols.budget import ExchangeBudget
-from llmtap.protocols.canonical import FINISH_REASONS, Exchange
+from llmtap.protocols.canonical import Exchange
+from llmtap.protocols.vocabulary import FINISH_REASONS
 from llmtap.protocols.common import parse_json
 from llmtap.protocols.content import ContentDecoder
 from llmtap.protocols.contract import Translator

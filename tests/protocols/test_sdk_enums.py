@@ -39,7 +39,8 @@ from llmtap.protocols import (
     openai_chat,
     openai_responses,
 )
-from llmtap.protocols.canonical import FINISH_REASONS, Exchange
+from llmtap.protocols.canonical import Exchange
+from llmtap.protocols.vocabulary import FINISH_REASONS
 from llmtap.protocols.common import tier_word
 from llmtap.protocols.error_kinds import ERROR_KINDS
 from llmtap.protocols.exchange import decode_exchange
