@@ -20,31 +20,17 @@ from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import add_tz, moment
 from llmtap.cli.timeargs import zone as zone_named
+from llmtap.protocols.rules import BELOW_MINIMUM
+from llmtap.protocols.vocabulary import MISS_CAUSES, TOOL_STATUSES
+from llmtap.protocols.vocabulary import TOOL_PROBLEMS as CONVERSATION_PROBLEMS
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-TOOL_PROBLEMS = (
-    "invalid_json",
-    "schema_violation",
-    "unknown_tool",
-    "truncated",
-    "args_lost",
-    "unchecked",
-    "duplicate_id",
-    "missing_result",
-    "orphan_result",
-)
-CACHE_CAUSES = (
-    "tools_changed",
-    "system_changed",
-    "message_edited",
-    "ttl_expired",
-    "no_breakpoint",
-    "below_minimum",
-    "unexplained",
-)
+# `log --tool-problem`: any status of a call but `valid`, or a conversation's problem;
+# `log --cache-miss`: a cause (protocols/vocabulary.py holds both vocabularies).
+TOOL_FILTERS = (*(status for status in TOOL_STATUSES if status != "valid"), *CONVERSATION_PROBLEMS)
 TERMINAL_BODY = 4000  # characters of a raw body a terminal shows; --format json shows more
 
 
@@ -66,14 +52,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--tool-problem",
         nargs="?",
         const="any",
-        choices=("any", *TOOL_PROBLEMS),
+        choices=("any", *TOOL_FILTERS),
         help="only exchanges with tool-call problems (of this kind)",
     )
     parser.add_argument(
         "--cache-miss",
         nargs="?",
         const="any",
-        choices=("any", *CACHE_CAUSES),
+        choices=("any", *MISS_CAUSES),
         help="only cache misses (with this cause)",
     )
     parser.add_argument("--search", metavar="TEXT", help="text in answers and, where bodies were kept, prompts")
@@ -235,7 +221,7 @@ def _log_table(rows: list[dict[str, Any]], zone: Any) -> None:
             return f"{value:,.0f}" if value is not None else ""
         if name == "problems":
             miss = row["cache_miss"] and (
-                "not cacheable" if row["cache_miss"] == "below_minimum" else f"cache miss: {row['cache_miss']}"
+                "not cacheable" if row["cache_miss"] == BELOW_MINIMUM else f"cache miss: {row['cache_miss']}"
             )
             return ", ".join(filter(None, [value, miss]))
         if name in ("input", "cached", "output"):

@@ -277,7 +277,9 @@ class Walk:
         if not any(c.get("call_id") for c in calls):
             return
         before = _problems(earlier)
-        problems = [p for p in before if p["status"] != "missing_result"] + rules.missing_results(earlier, calls, row)
+        problems = [p for p in before if p["status"] != rules.MISSING_RESULT] + rules.missing_results(
+            earlier, calls, row
+        )
         if problems != before:
             earlier["tool_problems"] = problems or None
             self.changed[earlier_id] = problems or None
