@@ -12,7 +12,7 @@ proxies, a late follow-up, a root a chain re-keys) has its whole conversation ke
 again from the start after the insert, and every row whose verdict changed is updated.
 `recompute_all` walks every key (migration 0013, `reprocess`).
 
-Not responsible for the rules (protocols/rules.py), the insert (writer.py), nor reading
+Not responsible for the rules (protocols/rules.py), the insert (batch_insert.py), nor reading
 the verdicts (analytics, telemetry, dashboards read the stored columns).
 """
 
