@@ -37,8 +37,7 @@ from llmtap.addon.attribution import Attribution
 from llmtap.addon.chain import recording_addons
 from llmtap.addon.recorder import Recorder
 from llmtap.storage.private import open_private, private_dir
-from llmtap.storage.writer import Writer
-from llmtap.storage.writer_process import WriterProcess
+from llmtap.storage.sink import RecordSink
 
 UPSTREAMS = {
     "anthropic": "https://api.anthropic.com",
@@ -297,17 +296,13 @@ class _Announce:
         return out or planned(self.plan, self.master.options.listen_host)
 
 
-def run(
-    plan: ProxyPlan, writer: Writer | WriterProcess, attribution: Attribution, db_label: str, gate: Any = None
-) -> int:
+def run(plan: ProxyPlan, writer: RecordSink, attribution: Attribution, db_label: str, gate: Any = None) -> int:
     """Run until SIGINT/SIGTERM; returns the exit status. `gate`: the budget gate the CLI
     made (llmtap.telemetry.proxy_side), asked before a request is forwarded; None: none."""
     return asyncio.run(_main(plan, writer, attribution, db_label, gate))
 
 
-async def _main(
-    plan: ProxyPlan, writer: Writer | WriterProcess, attribution: Attribution, db_label: str, gate: Any = None
-) -> int:
+async def _main(plan: ProxyPlan, writer: RecordSink, attribution: Attribution, db_label: str, gate: Any = None) -> int:
     logging.getLogger("llmtap").setLevel(logging.INFO)
     opts = options.Options()
     master = DumpMaster(opts, with_termlog=True, with_dumper=False)

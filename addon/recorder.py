@@ -37,8 +37,7 @@ from llmtap.protocols.headers import retry_after, session_headers
 from llmtap.protocols.routing import may_be_json_object, websocket_protocol
 from llmtap.storage.ids import new_id
 from llmtap.storage.secrets import Literals, request_secrets
-from llmtap.storage.writer import Writer
-from llmtap.storage.writer_process import WriterProcess
+from llmtap.storage.sink import RecordSink
 
 log = logging.getLogger("llmtap.addon")
 
@@ -86,7 +85,7 @@ def _request_body(request: http.Request) -> bytes | None:
 
 # Opens the writer and attribution maps from mitmproxy's `llmtap_*` options (the
 # mitmdump script passes one: llmtap.cli.mitmdump_script).
-OptionsOpener = Callable[[Any], tuple[Writer | WriterProcess, Attribution]]
+OptionsOpener = Callable[[Any], tuple[RecordSink, Attribution]]
 
 
 class Recorder:
@@ -95,7 +94,7 @@ class Recorder:
 
     def __init__(
         self,
-        writer: Writer | WriterProcess | None = None,
+        writer: RecordSink | None = None,
         attribution: Attribution | None = None,
         open_from_options: OptionsOpener | None = None,
         on_handed: Callable[[ExchangeMeta], None] | None = None,

@@ -16,14 +16,15 @@ from mitmproxy import ctx
 from llmtap.addon.attribution import Attribution
 from llmtap.addon.chain import recording_addons
 from llmtap.addon.recorder import Recorder
-from llmtap.storage.writer import Writer
-from llmtap.storage.writer_process import WriterProcess
+from llmtap.storage.sink import RecordSink
 
 
 class Opened(Protocol):
-    writer: Writer | WriterProcess
     attribution: Attribution
     auth: Mapping[str, str]
+
+    @property
+    def writer(self) -> RecordSink: ...
 
     @property
     def gate(self) -> Any: ...
@@ -42,7 +43,7 @@ class Script:
         self.addons: list[Any] = [self.recorder]
         self.opened: Opened | None = None
 
-    def _open(self, options: Any) -> tuple[Writer | WriterProcess, Attribution]:
+    def _open(self, options: Any) -> tuple[RecordSink, Attribution]:
         opened = self.opener(options)
         chain = recording_addons(self.recorder, opened.attribution, opened.auth, opened.gate)
         for addon in chain:

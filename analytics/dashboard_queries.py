@@ -1,12 +1,13 @@
 """The dashboard's own SQL, over the DuckDB connection its reports share
 (`duck.connect(..., snapshot=True)`): the span and count of the exchanges shown, the
 newest items of a `--list` report with a count per kind, the tools with the most
-problems, and the newest exchanges as `llmtap log` lists them, with their details.
+problems, and the newest exchanges as `llmtap log` lists them, with their details (their
+verdicts are the stored ones, SPEC §5: none is worked out here).
 
 A listing is kept in the connection as the temp table `dashboard_<name>`: the tools'
-counts and the newest exchanges' verdicts read it rather than run the report again
-(100k+ items at 1M exchanges). Bounds are exchanges started in [since, until); an aware
-time is taken in UTC, a naive one as stored (naive UTC).
+counts read it rather than run the report again (100k+ items at 1M exchanges). Bounds
+are exchanges started in [since, until); an aware time is taken in UTC, a naive one as
+stored (naive UTC).
 
 Not responsible for what the page makes of the answers (dashboards/data.py: JSON-able
 values, wall times, series per period, the teams shown) nor for the reports themselves
@@ -22,7 +23,7 @@ from typing import Any
 
 import duckdb
 
-from llmtap.analytics import audit, reports
+from llmtap.analytics import audit, audit_log, reports
 
 # what dashboards/ holds and passes back, without importing duckdb itself
 type Connection = duckdb.DuckDBPyConnection
@@ -74,7 +75,7 @@ def listing(
     """The newest `shown` items of the `--list` report `name` (less those whose column
     `skip[0]` is `skip[1]`), money in dollars (Decimal), and how many there are of each
     `kind` (all of them): counted in DuckDB, not by fetching every item. Keeps the
-    items as `dashboard_<name>` for `tool_problem_counts` and `recent`."""
+    items as `dashboard_<name>` for `tool_problem_counts`."""
     table = f"dashboard_{name}"
     connection.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {reports.sql(name)}", _bounds(since, until))
     counts = dict(connection.execute(f'SELECT "{kind}", count(*) FROM {table} GROUP BY 1').fetchall())
@@ -110,26 +111,19 @@ def tool_problem_counts(connection: Connection) -> dict[str, dict[str, int]]:
 def recent(
     url: str, connection: Connection, since: datetime | None, until: datetime | None, limit: int
 ) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
-    """The newest `limit` exchanges as `llmtap log` lists them (its own SQL), each with
-    its inline detail (`audit.details`, None when it has none): their misses and tool
-    problems are the listings `listing` kept, not a third and fourth pass over the store."""
+    """The newest `limit` exchanges as `llmtap log` lists them (its own SQL, over this
+    connection's snapshot), each with its inline detail (`audit.details`, None when it has
+    none): their misses and tool problems are the stored verdicts, read with the rows."""
     from llmtap.storage.engine import make_engine
 
-    query = (
-        "WITH cache_misses AS (SELECT * FROM dashboard_cache_misses), "
-        "tool_problems AS (SELECT * FROM dashboard_tool_problems)\n" + reports.sql("log")
+    rows = audit_log.rows(
+        connection.execute(
+            audit_log.query(), audit_log.params(audit_log.LogFilters(since=since, until=until), limit, 0)
+        )
     )
-    params = audit._params(audit.LogFilters(since=since, until=until), limit, 0)
-    rows = audit._rows(connection.execute(query, params))
-    ids = [row["id"] for row in rows]
-    misses = connection.execute(
-        "SELECT exchange_id, cause, message_index, missed_tokens, extra_cost_usd, previous_exchange_id "
-        "FROM dashboard_cache_misses WHERE list_contains($ids, exchange_id)",
-        {"ids": ids},
-    ).fetchall()
     engine = make_engine(url)
     try:
-        extra = audit.details(url, engine, ids, verdicts=audit.miss_verdicts(misses))
+        extra = audit.details(url, engine, [row["id"] for row in rows])
     finally:
         engine.dispose()
     return [(row, extra.get(row["id"])) for row in rows]

@@ -1,15 +1,17 @@
 """What `llmtap export` writes per exchange: the stored canonical dict (storage/export.py)
-with the conversation it belongs to (sql/conversation_ids.sql, through DuckDB) and its
-money as exact decimal dollars, as a nested row (JSON Lines) or a flat one (CSV, Parquet)
-whose columns and types are fixed (COLUMNS), so a file has its money columns even when
-no row is priced.
+with the conversation it belongs to (its stored conversation_id, SPEC §5: the id of the
+conversation's first exchange, decided when it was written) and its money as exact
+decimal dollars, as a nested row (JSON Lines) or a flat one (CSV, Parquet) whose columns
+and types are fixed (COLUMNS), so a file has its money columns even when no row is
+priced.
 
 Money: the store's integer pico-dollars become `Decimal` dollars with every digit
 (`Decimal(pico).scaleb(-12)`); a row that is not priced has none (NULL), never 0, and a
 priced row's part that the store left empty (priced before that part existed) is 0. The
 sum of `cost_usd` over an export is the sum `report cost` makes over the same rows.
 
-Not responsible for pricing rows (the caller catches stale rows up first), nor for files.
+Not responsible for pricing rows (the caller catches stale rows up first), for deciding
+any conversation (protocols/rules.py does, when an exchange is written), nor for files.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from decimal import Decimal
 from typing import Any
 
 import duckdb
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from llmtap.analytics.render import json_c1_escaped
-from llmtap.analytics.reports import sql
 from llmtap.storage.export import TIMINGS, USAGE_COLUMNS, Only, exchange_pages
+from llmtap.storage.schema import exchanges
 
 # (export column, stored pico-dollar part); cost_usd is the sum of the others
 MONEY = (
@@ -93,39 +95,27 @@ _C1 = re.compile("[\x7f-\x9f]")
 
 def export_rows(
     engine: Engine,
-    duck: duckdb.DuckDBPyConnection,
+    duck: duckdb.DuckDBPyConnection | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
     *,
     only: Only | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Nested export rows of the exchanges started in [since, until) (and of `only`'s
-    teams, models and providers), oldest first, a page of the store at a time. `duck` is a
-    connection to the same store (analytics/duck.py)."""
-    _conversations(duck)
+    teams, models and providers), oldest first, a page of the store at a time, each page's
+    conversation ids read by primary key with it: no pass over the rest of the store.
+    `duck` (the caller's DuckDB connection, cli/export.py) is not read: nothing here needs
+    DuckDB since the conversation is stored."""
     for page in exchange_pages(engine, since, until, price=True, only=only):
-        ids = [row["id"] for row in page]
-        # The ids as one text, split by DuckDB: a Python list is converted value by value,
-        # and each value costs a failed `import numpy` where numpy is not installed.
-        found = dict(
-            duck.execute(
-                "SELECT id, conversation_id FROM export_conversations "
-                "WHERE id IN (SELECT unnest(string_split($1, ',')))",
-                [",".join(ids)],
-            ).fetchall()
-        )
+        found = _conversation_ids(engine, [row["id"] for row in page])
         for row in page:
             yield _with_money(row, found.get(row["id"]))
 
 
-def _conversations(duck: duckdb.DuckDBPyConnection) -> None:
-    """Every exchange's conversation, once: one DuckDB pass over the whole store (a
-    conversation may start before the exported period), kept in DuckDB's memory, sorted
-    by id so each page's look-up reads few blocks."""
-    duck.execute(
-        "CREATE OR REPLACE TEMP TABLE export_conversations AS "
-        f"SELECT id, conversation_id FROM ({sql('conversation_ids')}) ORDER BY id"
-    )
+def _conversation_ids(engine: Engine, ids: list[str]) -> dict[str, str | None]:
+    with engine.connect() as connection:
+        query = select(exchanges.c.id, exchanges.c.conversation_id).where(exchanges.c.id.in_(ids))
+        return {row.id: row.conversation_id for row in connection.execute(query)}
 
 
 def _with_money(row: dict[str, Any], conversation_id: str | None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ is whatever an unknown server said (pricing.py prices it at no model). Money is 
 `Decimal` dollars.
 
 Not responsible for the actual cost of the rows (pricing.py prices them when stored), for
-what a cache miss is (sql/cache_misses.sql) or for rendering (render.py).
+what a cache miss is (protocols/rules.py, stored by storage/verdicts.py) or for rendering (render.py).
 """
 
 from __future__ import annotations

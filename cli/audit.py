@@ -20,31 +20,17 @@ from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import add_tz, moment
 from llmtap.cli.timeargs import zone as zone_named
+from llmtap.protocols.rules import BELOW_MINIMUM
+from llmtap.protocols.vocabulary import MISS_CAUSES, TOOL_STATUSES
+from llmtap.protocols.vocabulary import TOOL_PROBLEMS as CONVERSATION_PROBLEMS
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-TOOL_PROBLEMS = (
-    "invalid_json",
-    "schema_violation",
-    "unknown_tool",
-    "truncated",
-    "args_lost",
-    "unchecked",
-    "duplicate_id",
-    "missing_result",
-    "orphan_result",
-)
-CACHE_CAUSES = (
-    "tools_changed",
-    "system_changed",
-    "message_edited",
-    "ttl_expired",
-    "no_breakpoint",
-    "below_minimum",
-    "unexplained",
-)
+# `log --tool-problem`: any status of a call but `valid`, or a conversation's problem;
+# `log --cache-miss`: a cause (protocols/vocabulary.py holds both vocabularies).
+TOOL_FILTERS = (*(status for status in TOOL_STATUSES if status != "valid"), *CONVERSATION_PROBLEMS)
 TERMINAL_BODY = 4000  # characters of a raw body a terminal shows; --format json shows more
 
 
@@ -66,14 +52,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--tool-problem",
         nargs="?",
         const="any",
-        choices=("any", *TOOL_PROBLEMS),
+        choices=("any", *TOOL_FILTERS),
         help="only exchanges with tool-call problems (of this kind)",
     )
     parser.add_argument(
         "--cache-miss",
         nargs="?",
         const="any",
-        choices=("any", *CACHE_CAUSES),
+        choices=("any", *MISS_CAUSES),
         help="only cache misses (with this cause)",
     )
     parser.add_argument("--search", metavar="TEXT", help="text in answers and, where bodies were kept, prompts")
@@ -134,15 +120,35 @@ def _zone(args: argparse.Namespace) -> Any:
     return zone_named(args.tz)
 
 
-def _open(args: argparse.Namespace) -> tuple[str, Any]:
+def _open(args: argparse.Namespace, shown: str | None = None) -> tuple[str, Any]:
+    """The store, its stale rows priced first: every one for `log` (it sorts and sums by
+    cost), only the exchange `shown` and its conversation's turns for `show` (a lookup by
+    index, whatever the store's size)."""
+    from sqlalchemy import or_, select
+
     from llmtap.analytics.reprice import reprice
     from llmtap.cli.pricing import pricer_for
     from llmtap.cli.store import open_store, say_what_waits
+    from llmtap.storage.schema import exchanges
 
     settings = settings_module.load(args)
     engine = open_store(settings)
     say_what_waits(settings)
-    reprice(engine, pricer_for(settings, engine))
+    pricer = pricer_for(settings, engine)
+    if shown is None:
+        reprice(engine, pricer)
+    else:
+        from llmtap.analytics.audit import NotFound, resolve
+
+        try:
+            shown = resolve(engine, shown)
+        except NotFound:
+            return engine.url.render_as_string(hide_password=False), engine  # show says so
+        conversation = select(exchanges.c.conversation_id).where(exchanges.c.id == shown).scalar_subquery()
+        query = select(exchanges.c.id).where(or_(exchanges.c.id == shown, exchanges.c.conversation_id == conversation))
+        with engine.connect() as connection:
+            ids = [str(i) for i in connection.execute(query).scalars()]
+        reprice(engine, pricer, ids=ids)
     return engine.url.render_as_string(hide_password=False), engine
 
 
@@ -215,7 +221,7 @@ def _log_table(rows: list[dict[str, Any]], zone: Any) -> None:
             return f"{value:,.0f}" if value is not None else ""
         if name == "problems":
             miss = row["cache_miss"] and (
-                "not cacheable" if row["cache_miss"] == "below_minimum" else f"cache miss: {row['cache_miss']}"
+                "not cacheable" if row["cache_miss"] == BELOW_MINIMUM else f"cache miss: {row['cache_miss']}"
             )
             return ", ".join(filter(None, [value, miss]))
         if name in ("input", "cached", "output"):
@@ -253,6 +259,10 @@ def _log_table(rows: list[dict[str, Any]], zone: Any) -> None:
         )
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def _int(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else ""
 
@@ -261,7 +271,7 @@ def run_show(args: argparse.Namespace) -> int:
     from llmtap.analytics import audit
 
     zone = _zone(args)
-    url, engine = _open(args)
+    url, engine = _open(args, shown=args.id)
     try:
         data = audit.conversation(url, engine, args.id) if args.conversation else audit.show(url, engine, args.id)
     except audit.NotFound as exc:
@@ -382,7 +392,8 @@ def _print_exchange(data: dict[str, Any], zone: Any) -> None:
         )
     _section(console, "usage", [(k, v) for k, v in data["usage"].items() if k != "raw" and v is not None])
     _print_cost(console, data["cost"])
-    _section(console, "cache", [(k, v) for k, v in data["cache"].items() if v is not None])
+    _print_cache(console, data["cache"])
+    _print_problems(console, data.get("tool_problems") or [])
     if data.get("bodies"):
         bodies = data["bodies"]
         console.print("\n[bold]raw bodies (as stored: secrets redacted)[/]")
@@ -391,6 +402,27 @@ def _print_exchange(data: dict[str, Any], zone: Any) -> None:
         for name in ("request", "response"):
             if bodies.get(name):
                 emit(console, _shown(name, style="dim") + "\n" + _shown(_clip(bodies[name], TERMINAL_BODY), lines=True))
+
+
+def _print_cache(console: Console, cache: dict[str, Any]) -> None:
+    """The stored verdict, its money (extra cost) in the one money format."""
+    from llmtap.analytics.render import money
+
+    pairs = [(k, money(v) if isinstance(v, Decimal) else v) for k, v in cache.items() if v is not None]
+    _section(console, "cache", pairs)
+
+
+def _print_problems(console: Console, problems: list[dict[str, Any]]) -> None:
+    """The conversation's tool problems stored on the exchange, one line each."""
+    from llmtap.analytics.render import emit
+
+    if not problems:
+        return
+    console.print("\n[bold]tool problems[/]")
+    for problem in problems:
+        tool = f" {problem['tool']}" if problem.get("tool") else ""
+        following = f" (next request {problem['next_id']})" if problem.get("next_id") else ""
+        emit(console, _shown(f"  {problem.get('status')}{tool}: call {problem.get('call_id')}{following}"))
 
 
 def _print_cost(console: Console, cost: dict[str, Any]) -> None:
@@ -491,6 +523,15 @@ def _print_conversation(data: dict[str, Any], zone: Any) -> None:
         ),
         ("cache", [verdict(t) for t in turns], True, "left", f"{totals['cache_misses']:,} misses", 7, None),
         ("tool calls", [", ".join(str(n) for n in t["tool_calls"]) for t in turns], True, "left", "", 10, None),
+        (
+            "problems",
+            [", ".join(str(s) for s in t.get("tool_problems") or []) for t in turns],
+            True,
+            "left",
+            _count(totals.get("tool_problems", 0), "tool problem"),
+            11,
+            None,
+        ),
         ("id", [t["id"] for t in turns], False, "left", "", 0, None),
     ]
     columns = [

@@ -89,8 +89,8 @@ def log(rows: list[dict[str, Any]], form: str, zone: tzinfo) -> None:
 
 def show(data: dict[str, Any], form: str, zone: tzinfo, *, conversation: bool) -> None:
     """json: the object; jsonl: an exchange on one line, a conversation's turns a line
-    each; csv: a conversation's turns, a row each (tool calls by name, the cache verdict
-    and cause as two columns). One exchange is no table: csv needs --conversation."""
+    each; csv: a conversation's turns, a row each (tool calls by name, tool problems by
+    status, the cache verdict and cause as two columns). One exchange is no table: csv needs --conversation."""
     from llmtap.analytics.render import as_csv
     from llmtap.analytics.reports import Table
 
@@ -104,8 +104,9 @@ def show(data: dict[str, Any], form: str, zone: tzinfo, *, conversation: bool) -
     else:
         rows = [
             {
-                **{k: v for k, v in turn.items() if k not in ("tool_calls", "cache")},
+                **{k: v for k, v in turn.items() if k not in ("tool_calls", "tool_problems", "cache")},
                 "tool_calls": " ".join(str(name) for name in turn["tool_calls"]),
+                "tool_problems": " ".join(str(status) for status in turn.get("tool_problems") or []),
                 "cache": turn["cache"].get("verdict"),
                 "cache_cause": turn["cache"].get("cause"),
             }

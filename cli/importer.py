@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from llmtap.storage.record import Recorded
     from llmtap.storage.rows import RowSet
     from llmtap.storage.secrets import KeyFingerprinter
+    from llmtap.storage.sink import RecordSink
     from llmtap.storage.writer import Writer
 
     Item = HttpExchange | Recorded | RowSet | FollowUp
@@ -189,7 +190,7 @@ def _import_team(value: str | None) -> str | None:
     return team
 
 
-def _submit(item: HttpExchange | Recorded | RowSet | FollowUp, writer: Writer, counts: Counts, rules: Rules) -> None:
+def _submit(item: Item, writer: RecordSink, counts: Counts, rules: Rules) -> None:
     """One item of a file to the writer: a record, a follow-up, or counted as skipped."""
     from llmtap.storage.followups import FollowUp
     from llmtap.storage.imported import retrust

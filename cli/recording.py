@@ -14,10 +14,14 @@ import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmtap.cli.errors import UsageError
 from llmtap.cli.settings import Settings
+
+if TYPE_CHECKING:
+    from llmtap.storage.sink import RecordSink
+    from llmtap.storage.writer_process import WriterProcess
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,7 @@ class Listeners:
 
 @dataclass
 class Recording:
-    writer: Any  # storage.writer_process.WriterProcess
+    writer: WriterProcess
     attribution: Any  # addon.attribution.Attribution
     side: Any  # telemetry.proxy_side.ProxySide
     auth: Mapping[str, str] = field(repr=False)  # [auth]: team -> proxy password
@@ -133,7 +137,7 @@ def start(
     return Recording(writer=writer, attribution=attribution, side=side, auth=dict(settings.auth))
 
 
-def close_writer(writer: Any) -> None:
+def close_writer(writer: RecordSink) -> None:
     """Hand everything over to the writer. The event loop that handled the first SIGTERM is
     gone by now, so a second one (a service manager or script repeating its stop) would
     kill the process mid-hand-over with status -15; the manager's SIGKILL still ends a

@@ -26,11 +26,12 @@ from llmtap.cli import output, pricing
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
 from llmtap.cli.timeargs import add_tz, moment
+from llmtap.protocols.vocabulary import REPORT_KINDS
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-KINDS = ("usage", "cost", "cache", "finish", "tools", "errors", "latency", "conversations", "budgets", "whatif")
+KINDS = REPORT_KINDS
 PRICED = ("cost", "cache", "conversations")  # the reports that read prices (cache: what a miss cost)
 GROUPED = ("usage", "cost", "cache", "finish", "tools", "errors", "latency")  # grouped --by
 LISTED = {"cache": "each cache miss", "tools": "each tool call that is not valid, and each conversation problem"}

@@ -272,10 +272,10 @@ var LlmtapExchanges = (function () {
     var form = document.getElementById("filters");
     FILTERS.forEach(function (name) { options(form.elements[name], distinct(current, name === "finish" ? "finish_reason" : name)); });
     options(form.elements.status, distinct(current, "status"));
-    options(form.elements.tool_problem, ["invalid_json", "schema_violation", "unknown_tool", "truncated", "args_lost",
-      "unchecked", "duplicate_id", "missing_result", "orphan_result"]);
-    options(form.elements.cache_miss, ["tools_changed", "system_changed", "message_edited", "ttl_expired",
-      "no_breakpoint", "unexplained"]);
+    var V = LlmtapVocabulary;  // vocabulary.js, generated from protocols/vocabulary.py
+    options(form.elements.tool_problem,
+      V.TOOL_STATUSES.filter(function (s) { return s !== "valid"; }).concat(V.TOOL_PROBLEMS));
+    options(form.elements.cache_miss, V.MISS_CAUSES.filter(function (c) { return c !== NOT_CACHEABLE; }));
     total = d.exchanges_total === undefined ? current.length : d.exchanges_total;
     kept = d.exchanges_shown || current.length;
     applyFilters();

@@ -24,7 +24,7 @@ from llmtap.analytics.render import money, zone_label
 from llmtap.dashboards import shown
 
 # The page's own scripts, in order: formats and colours, the tables, the charts (which run).
-SCRIPTS = ("format.js", "exchanges.js", "dashboard.js")
+SCRIPTS = ("vocabulary.js", "format.js", "exchanges.js", "dashboard.js")  # vocabulary.js: generated
 
 
 def _template_source(name: str) -> str:

@@ -1,6 +1,6 @@
 """The served exchange and conversation pages as `llmtap show` prints them: sections of
 labelled values in `show`'s order (who, when, where, request, transcript, answer, tool
-calls, usage, cost with its parts, cache), times as wall time in the zone asked for,
+calls, usage, cost with its parts, cache, tool problems), times as wall time in the zone asked for,
 money in the CLI's one format, counts with separators, tool calls with their status,
 lists and maps as words — never a value's JSON.
 
@@ -104,6 +104,7 @@ def exchange(data: dict[str, Any], zone: tzinfo = UTC) -> list[Section]:
     sections.append(usage)
     sections.append(_cost(data["cost"]))
     sections.append(_cache(data["cache"]))
+    sections.append(_problems(data.get("tool_problems") or []))
     return [s for s in sections if s.pairs or s.lines]
 
 
@@ -234,6 +235,16 @@ def _cache(cache: dict[str, Any]) -> Section:
     return section
 
 
+def _problems(problems: list[dict[str, Any]]) -> Section:
+    """The conversation's tool problems stored on the exchange, a line each."""
+    section = Section("Tool problems")
+    for problem in problems:
+        tool = f" {problem['tool']}" if problem.get("tool") else ""
+        following = f" (next request {problem['next_id']})" if problem.get("next_id") else ""
+        section.lines.append(f"{problem.get('status')}{tool}: call {problem.get('call_id')}{following}")
+    return section
+
+
 def conversation_turns(turns: list[dict[str, Any]], zone: tzinfo = UTC) -> list[dict[str, str]]:
     """The conversation page's rows, each cell as text: time in `zone`, counts with
     separators, money (`unpriced` where there is no price), the cache verdict in words."""
@@ -251,6 +262,7 @@ def conversation_turns(turns: list[dict[str, Any]], zone: tzinfo = UTC) -> list[
                 "cost": usd(turn["cost_usd"]) if turn.get("cost_usd") is not None else "unpriced",
                 "cache": cache_words(turn.get("cache") or {}),
                 "tool_calls": ", ".join(str(n) for n in turn.get("tool_calls") or []),
+                "problems": ", ".join(str(p) for p in turn.get("tool_problems") or []),
                 "id": str(turn["id"]),
             }
         )

@@ -8,21 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
-# SPEC §2 "Canonical finish reasons"; each translator maps its raw values onto these.
-FinishReason = Literal[
-    "end_turn",
-    "max_tokens",
-    "tool_use",
-    "stop_sequence",
-    "content_filter",
-    "refusal",
-    "pause_turn",
-    "context_window",
-    "error",
-]
-FINISH_REASONS: tuple[FinishReason, ...] = get_args(FinishReason)
+# SPEC §2 "Canonical finish reasons" and the tool-call statuses: protocols/vocabulary.py.
+from llmtap.protocols.vocabulary import FINISH_REASONS as FINISH_REASONS
+from llmtap.protocols.vocabulary import FinishReason as FinishReason
+from llmtap.protocols.vocabulary import ToolStatus
 
 # Where the usage counts came from: the provider's final report, the last cumulative count
 # of a stream that was cut (so possibly low), or nowhere.
@@ -89,9 +80,9 @@ class ToolCall:
     arguments_raw: str
     valid_json: bool
     kind: str = "function"
-    # Set by `toolcheck`: valid, truncated, unknown_tool, invalid_json, args_lost,
-    # schema_violation (SPEC §5), with a sentence saying why when not valid.
-    status: str = "valid"
+    # Set by `toolcheck`: one of vocabulary.TOOL_STATUSES (SPEC §5), with a sentence
+    # saying why when not valid.
+    status: ToolStatus = "valid"
     status_detail: str | None = None
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from llmtap.protocols import lark_regex, linear_regex
 from llmtap.protocols.budget import CheckClock, Overrun
+from llmtap.protocols.vocabulary import ToolStatus
 
 MAX_DEFINITION = 32 * 1024
 MAX_INPUT = 256 * 1024
@@ -42,7 +43,7 @@ MAX_EARLEY_INPUT = 16 * 1024  # Earley parsing is cubic at worst; LALR is linear
 MAX_PARSERS = 64
 _DETAIL = 200
 
-Verdict = tuple[str, str | None]
+Verdict = tuple[ToolStatus, str | None]
 _VALID: Verdict = ("valid", None)
 _cache: OrderedDict[str, Any] = OrderedDict()
 _lock = threading.Lock()

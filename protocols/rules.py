@@ -17,7 +17,9 @@ Words used below, each of one exchange (a row of `exchanges`, as a mapping):
 - taking part (cache): a line, usage, a cache-read count and no error status.
 
 Not responsible for reading or writing the store (storage/verdicts.py), the tool-call checks
-against a schema (protocols/tool_checks.py and friends) or the words' vocabularies.
+against a schema (protocols/toolcheck.py and friends) or the words' vocabularies
+(protocols/vocabulary.py: every verdict, cause and problem below is typed by it, so mypy
+refuses a word it does not hold).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from llmtap.protocols import vocabulary
+from llmtap.protocols.vocabulary import MissCause, ToolProblem
+
 RUN_GAP_S = 3600  # without a thread_key, a longer gap starts a new conversation
 MISS_SHARE = 0.05  # a continuing request that reads under this share of the previous input misses
 DEFAULT_TTL_S = 300  # Anthropic's default cache lifetime: 5 minutes
@@ -38,7 +43,8 @@ BREAKPOINT_PROTOCOLS = ("anthropic.messages", "bedrock.converse")  # caching nee
 CHAINED = ("c", "r")  # thread_key letters of a response chain: the server holds the history
 ERROR_STATUS = 400  # a response at or above it takes no part in the cache rule
 
-BELOW_MINIMUM = "below_minimum"
+BELOW_MINIMUM: MissCause = "below_minimum"  # the cause of every `not_cacheable`
+MISSING_RESULT: ToolProblem = "missing_result"  # the one problem a later request decides again
 
 # The minimum cacheable prompt length per model, in tokens, first match wins (SQL ILIKE
 # patterns). Anthropic: https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching;
@@ -165,8 +171,8 @@ def takes_part(row: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class CacheVerdict:
-    verdict: str | None  # first | hit | miss | not_cacheable; None: takes no part
-    cause: str | None = None
+    verdict: vocabulary.CacheVerdict | None  # None: takes no part
+    cause: MissCause | None = None
     message_index: int | None = None
     missed_tokens: int | None = None
     previous_id: str | None = None
@@ -224,6 +230,7 @@ def cache_verdict(row: Mapping[str, Any], previous: Mapping[str, Any] | None) ->
         return CacheVerdict("not_cacheable", BELOW_MINIMUM, missed_tokens=0, previous_id=previous_id, gap_ms=gap_ms)
     missed = max(min(prev_input, row["usage_input_tokens"]) - read, 0)
     index = None
+    cause: MissCause
     if row.get("tools_hash") != previous.get("tools_hash"):
         cause = "tools_changed"
     elif row.get("system_hash") != previous.get("system_hash"):
@@ -257,7 +264,7 @@ def ids(value: Any) -> list[str]:
     return [str(v) for v in value or []]
 
 
-def problem(status: str, call_id: str, tool: str | None = None, next_id: str | None = None) -> dict[str, Any]:
+def problem(status: ToolProblem, call_id: str, tool: str | None = None, next_id: str | None = None) -> dict[str, Any]:
     return {"status": status, "call_id": call_id, "tool": tool, "next_id": next_id}
 
 
@@ -292,7 +299,7 @@ def missing_results(
         return []
     answered = set(ids(following.get("request_tool_result_ids")))
     return [
-        problem("missing_result", call["call_id"], call.get("name"), str(following["id"]))
+        problem(MISSING_RESULT, call["call_id"], call.get("name"), str(following["id"]))
         for call in sorted(calls, key=lambda c: c["position"])
         if call.get("call_id") is not None and call["call_id"] not in answered
     ]

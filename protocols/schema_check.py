@@ -36,8 +36,9 @@ from typing import Any
 
 from llmtap.protocols import linear_regex
 from llmtap.protocols.budget import CheckClock, Overrun
+from llmtap.protocols.vocabulary import ToolStatus
 
-Verdict = tuple[str, str | None]
+Verdict = tuple[ToolStatus, str | None]
 _DETAIL = 500
 # Where a `$schema` string is data, not a dialect: left as it is.
 _VALUES = frozenset(("const", "enum", "default", "examples"))

@@ -27,8 +27,9 @@ from typing import Any
 from llmtap.protocols import grammar, schema_check
 from llmtap.protocols.budget import CheckClock
 from llmtap.protocols.canonical import Exchange, ToolCall, ToolSpec
+from llmtap.protocols.vocabulary import TOOL_STATUSES, ToolStatus
 
-STATUSES = ("valid", "truncated", "unknown_tool", "invalid_json", "args_lost", "schema_violation", "unchecked")
+STATUSES = TOOL_STATUSES  # the name telemetry and older tests import
 
 
 def check_tool_calls(ex: Exchange, clock: CheckClock | None = None) -> None:
@@ -61,7 +62,7 @@ def _declared(tools: list[ToolSpec]) -> dict[str, ToolSpec]:
 
 def _status(
     call: ToolCall, declared: dict[str, ToolSpec] | None, truncated: bool, clock: CheckClock, keys: dict[int, str]
-) -> tuple[str, str | None]:
+) -> tuple[ToolStatus, str | None]:
     if truncated:
         return "truncated", "the output reached its token limit inside this call"
     if declared is not None and call.name not in declared:

@@ -5,7 +5,7 @@ no tool arguments, no bodies); `metadata` (the default) keeps the canonical reco
 the answer text and tool arguments but no raw bodies; `full` keeps the raw request and
 response bodies too, redacted, compressed and content-addressed.
 
-Not responsible for executing SQL (see `writer.py`).
+Not responsible for executing SQL (see `batch_insert.py`).
 """
 
 from __future__ import annotations

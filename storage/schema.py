@@ -9,7 +9,7 @@ which blob, so a conversation's repeated prefix is stored once and pruning can c
 by triggers (see `facts.py`): a report scans a tenth of the bytes a scan of `exchanges`
 would, whose rows carry answer text, tool specs and request parameters.
 
-Not responsible for writing rows (see `writer.py`) or for migrations (see `migrations/`,
+Not responsible for writing rows (see `writer.py` and `batch_insert.py`) or for migrations (see `migrations/`,
 which must describe exactly these tables).
 """
 

@@ -36,7 +36,7 @@ NULL leaves the exchange to the prefix rule. The session id is read off the requ
 headers by protocols/headers.py (`session_id`).
 
 Not responsible for the reports' use of the key (analytics/sql/*.sql) nor for writing
-rows (writer.py); a follow-up stored before the root it names (an import out of time
+rows (batch_insert.py); a follow-up stored before the root it names (an import out of time
 order) is not joined to it afterwards.
 """
 

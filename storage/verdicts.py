@@ -12,7 +12,7 @@ proxies, a late follow-up, a root a chain re-keys) has its whole conversation ke
 again from the start after the insert, and every row whose verdict changed is updated.
 `recompute_all` walks every key (migration 0013, `reprocess`).
 
-Not responsible for the rules (protocols/rules.py), the insert (writer.py), nor reading
+Not responsible for the rules (protocols/rules.py), the insert (batch_insert.py), nor reading
 the verdicts (analytics, telemetry, dashboards read the stored columns).
 """
 
@@ -277,7 +277,9 @@ class Walk:
         if not any(c.get("call_id") for c in calls):
             return
         before = _problems(earlier)
-        problems = [p for p in before if p["status"] != "missing_result"] + rules.missing_results(earlier, calls, row)
+        problems = [p for p in before if p["status"] != rules.MISSING_RESULT] + rules.missing_results(
+            earlier, calls, row
+        )
         if problems != before:
             earlier["tool_problems"] = problems or None
             self.changed[earlier_id] = problems or None

@@ -55,10 +55,13 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from llmtap.storage import access_log, watchdog
+from llmtap.storage.record import Recorded
+from llmtap.storage.rows import RowSet
 from llmtap.storage.shipped import Identified, identified, pickled, quarantined, read_frame, write_frame
+from llmtap.storage.sink import Pending, RecordSink
 from llmtap.storage.writer import STOP, BuildWatch, Observer, Writer, WriterStats, drain
 
 log = logging.getLogger("llmtap.storage")
@@ -202,7 +205,7 @@ class _Child:
 
 
 class WriterProcess:
-    """The `Writer`'s interface, with the writing done by a child process."""
+    """The `Writer`'s interface (a `RecordSink`), with the writing done by a child process."""
 
     def __init__(self, spec: WriterSpec, *, command: list[str] | None = None) -> None:
         self.spec = spec
@@ -229,7 +232,7 @@ class WriterProcess:
 
     # -- the caller's side: as `Writer` ---------------------------------------------------
 
-    def submit(self, record: Any) -> None:
+    def submit(self, record: Recorded | Pending | RowSet) -> None:
         """Hand over one record; returns at once, never raises."""
         self._queue.put(record)
         self._submitted += 1  # only the event loop's thread submits
@@ -470,6 +473,12 @@ class WriterProcess:
             self._replace_child()  # it exited with records unsettled: it died
         if self._fallback is not None:
             self._fallback.close()
+
+
+if TYPE_CHECKING:  # mypy holds both writers to the one interface the proxy and the CLI use
+
+    def _both_are_sinks(writer: Writer, process: WriterProcess) -> tuple[RecordSink, RecordSink]:
+        return writer, process
 
 
 if __name__ == "__main__":

@@ -583,7 +583,14 @@ def with_sessions(n: int, *, days: float, seed: int) -> list[tuple[dict[str, Any
     first message) in a client's session (a thread_key): both conversation identities take
     part (bench/verdicts.py, tests/storage/test_verdicts.py). The rows are in the writer's
     form: JSON columns as values (the generator's JSON text would be encoded again)."""
-    out = []
+    return [pair for chunk in sessions_in_chunks(n, days=days, seed=seed) for pair in chunk]
+
+
+def sessions_in_chunks(
+    n: int, *, days: float, seed: int
+) -> Iterator[list[tuple[dict[str, Any], list[dict[str, Any]]]]]:
+    """`with_sessions`, a chunk of the generator's at a time (in time order), for a store
+    too large to hold in memory at once."""
     for exchanges, calls in Generator(n, days=days, seed=seed).rows():
         by_id: dict[str, list[dict[str, Any]]] = {}
         for row in (*exchanges, *calls):
@@ -592,11 +599,12 @@ def with_sessions(n: int, *, days: float, seed: int) -> list[tuple[dict[str, Any
                     row[name] = json.loads(row[name])
         for call in calls:
             by_id.setdefault(call["exchange_id"], []).append(call)
+        chunk = []
         for row in exchanges:
             if int(row["first_message_hash"] or "0", 16) % 4 == 0:
                 row["thread_key"] = "s" + row["first_message_hash"][:31].rjust(31, "0")
-            out.append((row, by_id.get(row["id"], [])))
-    return out
+            chunk.append((row, by_id.get(row["id"], [])))
+        yield chunk
 
 
 class Inserter:

@@ -20,7 +20,8 @@ def _turn(turn_id: str, cost: Decimal | None) -> dict:
         "output_tokens": 80,
         "cost_usd": cost,
         "tool_calls": [],
-        "cache": {"verdict": "no cache read"},
+        "tool_problems": [],
+        "cache": {"verdict": "first"},
     }
 
 
@@ -35,6 +36,7 @@ def _page(costs: list[Decimal | None]) -> str:
         "cost_usd": sum(priced, Decimal(0)) if priced else None,
         "cost_shown": cost_shown(priced, len(costs) - len(priced)),
         "cache_misses": 0,
+        "tool_problems": 0,
     }
     return page.render_conversation({"exchange_id": "T0", "turns": turns, "totals": totals}, store="store")
 
@@ -49,3 +51,19 @@ def test_priced_turns_read_as_the_cli_reads_them() -> None:
     html = _page([Decimal("0.0123456"), None, Decimal("1234.5")])
     assert "$0.01235" in html and "$1,234.50" in html
     assert "$1,234.51 + 1 unpriced turn" in html
+
+
+def test_a_turns_tool_problems_are_on_the_page() -> None:
+    turns = [_turn("T0", None), {**_turn("T1", None), "tool_problems": ["missing_result", "orphan_result"]}]
+    totals = {
+        "turns": 2,
+        "input_tokens": 2400,
+        "cache_read_tokens": 0,
+        "output_tokens": 160,
+        "cost_usd": None,
+        "cost_shown": cost_shown([], 2),
+        "cache_misses": 0,
+        "tool_problems": 2,
+    }
+    html = page.render_conversation({"exchange_id": "T0", "turns": turns, "totals": totals}, store="store")
+    assert "missing_result, orphan_result" in html and "2 tool problems" in html

@@ -1,4 +1,5 @@
-"""`llmtap demo` in a temporary folder: the whole job, checked by what it leaves behind."""
+"""`llmtap demo` in a temporary folder: the whole job, checked by what it leaves behind,
+its scenario traffic's stored verdicts against the window oracle (tests/oracles) included."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import sys
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
+
+from llmtap.analytics.duck import connect
+from tests import oracles
 
 
 def test_demo_records_reports_and_leaves_nothing_running(tmp_path: Path):
@@ -76,6 +80,15 @@ def test_demo_records_reports_and_leaves_nothing_running(tmp_path: Path):
         timeout=60,
     )
     assert '"system_changed"' in misses.stdout and '"tools_changed"' in misses.stdout
+    # the scenario traffic's verdicts, decided by the proxy's writer as it recorded, are
+    # what the window oracle decides over the whole store
+    duck = connect(f"sqlite:///{folder / 'llmtap.db'}")
+    try:
+        assert oracles.differences(duck) == {}
+        held = oracles.counts(duck)
+    finally:
+        duck.close()
+    assert {"system_changed", "tools_changed"} <= set(held["causes"]), held
     # nothing left running: no llmtap proxy started from this folder survives
     survivors = subprocess.run(["pgrep", "-f", str(folder / "mitmproxy")], capture_output=True, text=True)
     assert survivors.stdout.strip() == ""

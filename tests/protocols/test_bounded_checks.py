@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from llmtap.protocols.canonical import Exchange, RequestFacts, ToolCall, ToolSpec
-from llmtap.protocols.toolcheck import STATUSES, check_tool_calls
+from llmtap.protocols.toolcheck import check_tool_calls
+from llmtap.protocols.vocabulary import TOOL_STATUSES
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -62,7 +63,7 @@ def grammar_tool(syntax: str, definition: str) -> ToolSpec:
 
 
 def test_unchecked_is_a_status() -> None:
-    assert "unchecked" in STATUSES
+    assert "unchecked" in TOOL_STATUSES
 
 
 # -- regular expressions that backtrack: RE2 decides them ----------------------------------------

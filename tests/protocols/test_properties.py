@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from llmtap.protocols import ExchangeDecoder
 from llmtap.protocols.budget import ExchangeBudget
-from llmtap.protocols.canonical import FINISH_REASONS, Exchange
+from llmtap.protocols.canonical import Exchange
 from llmtap.protocols.common import parse_json
 from llmtap.protocols.content import ContentDecoder
 from llmtap.protocols.contract import Translator
@@ -41,6 +41,7 @@ from llmtap.protocols.errors import DecodeError
 from llmtap.protocols.exchange import TRANSLATORS
 from llmtap.protocols.jsonarray import JSONArraySplitter
 from llmtap.protocols.sse import SSEDecoder, SSEEvent
+from llmtap.protocols.vocabulary import FINISH_REASONS
 from tests.protocols.corpus import Case, load_cases
 
 PROPS = settings(

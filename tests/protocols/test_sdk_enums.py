@@ -39,10 +39,11 @@ from llmtap.protocols import (
     openai_chat,
     openai_responses,
 )
-from llmtap.protocols.canonical import FINISH_REASONS, Exchange
+from llmtap.protocols.canonical import Exchange
 from llmtap.protocols.common import tier_word
 from llmtap.protocols.error_kinds import ERROR_KINDS
 from llmtap.protocols.exchange import decode_exchange
+from llmtap.protocols.vocabulary import FINISH_REASONS
 from tests.protocols import sdk_enums as sdk
 
 

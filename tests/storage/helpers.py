@@ -284,3 +284,23 @@ def held_exchange(index: int, *, request: bytes, answer: bytes, team: str = "tea
         content_type="application/json",
     )
     return PendingExchange(None, meta, None, body=answer)
+
+
+def write_batches(
+    engine: Engine, spool_dir: Path, batches: list[list[tuple[dict[str, Any], list[dict[str, Any]]]]]
+) -> None:
+    """Each batch of (exchange row, its tool-call rows) through the real writer, one
+    commit each (copies: the writer fills the rows in)."""
+    import copy
+
+    from llmtap.storage.rows import RowSet
+    from llmtap.storage.writer import Writer
+
+    writer = Writer(engine, spool_dir=spool_dir, max_delay=0.01, batch_size=10_000)
+    try:
+        for batch in batches:
+            rows = copy.deepcopy(batch)
+            writer.submit(RowSet(exchanges=[r for r, _ in rows], tool_calls=[c for _, cs in rows for c in cs]))
+            assert writer.flush(timeout=60)
+    finally:
+        writer.close()

@@ -6,7 +6,6 @@ tests/analytics/test_verdict_oracle.py; this checks the writer against its own f
 
 from __future__ import annotations
 
-import copy
 import itertools
 import random
 import threading
@@ -21,11 +20,9 @@ from sqlalchemy import select
 from llmtap.storage import schema, verdicts
 from llmtap.storage.maintenance import reprocess
 from llmtap.storage.migrate import downgrade, upgrade
-from llmtap.storage.rows import RowSet
-from llmtap.storage.writer import Writer
 from llmtap.workloads.synthetic import with_sessions
 from tests.storage.conftest import BACKENDS
-from tests.storage.helpers import fresh_postgres_database
+from tests.storage.helpers import fresh_postgres_database, write_batches
 
 COLUMNS = [schema.exchanges.c[name] for name in ("id", *verdicts.VERDICT_COLUMNS)]
 
@@ -37,14 +34,7 @@ def _traffic(n: int) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
 
 
 def _write(engine: Any, spool_dir: Any, batches: list[list[tuple[dict[str, Any], list[dict[str, Any]]]]]) -> None:
-    writer = Writer(engine, spool_dir=spool_dir, max_delay=0.01, batch_size=10_000)
-    try:
-        for batch in batches:
-            rows = copy.deepcopy(batch)
-            writer.submit(RowSet(exchanges=[r for r, _ in rows], tool_calls=[c for _, cs in rows for c in cs]))
-            assert writer.flush(timeout=60)
-    finally:
-        writer.close()
+    write_batches(engine, spool_dir, batches)
 
 
 def _stored(engine: Any) -> dict[str, tuple[Any, ...]]:

@@ -43,6 +43,7 @@ from tests.helpers import llmtap
 from tests.storage.conftest import BACKENDS
 from tests.storage.helpers import fresh_postgres_database
 from tests.telemetry.otlp_receiver import Received, Receiver
+from tests.telemetry.test_otlp_history import _by_exchange
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -209,15 +210,6 @@ def _by_cause(samples: list[Any], name: str) -> dict[str, float]:
         if sample.name == name:
             out[sample.labels["cause"]] += sample.value
     return dict(out)
-
-
-def _by_exchange(spans: list[Received]) -> dict[str, Received]:
-    found: dict[str, Received] = {}
-    for span in spans:
-        exchange = span.attributes["llmtap.exchange.id"]
-        assert exchange not in found, f"{exchange} arrived twice"
-        found[exchange] = span
-    return found
 
 
 def test_the_hand_made_cases_are_stored_as_they_say(written: dict[str, Any]) -> None:
