@@ -1,5 +1,5 @@
 """What deciding the verdicts costs the writer (issue 27, goal under 0.3 ms a record):
-synthetic conversations (bench/synthetic.py; every fourth in a client's session) written
+synthetic conversations (workloads/synthetic.py; every fourth in a client's session) written
 through the `Writer` into a fresh store twice in the same run, once as it runs and once
 with `storage/verdicts.py` switched off (no lookups, no walks), in time order and then
 shuffled (every batch lands before rows its conversations already hold, so they are
