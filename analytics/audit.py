@@ -10,7 +10,7 @@ conversation it belongs to (SPEC §5), by the stored conversation_id, with total
 Every verdict shown is the one stored when the exchange was written (SPEC §5, "Verdicts
 are data"; `audit_verdicts.py` reads them): nothing here decides one, and nothing reads
 more of the store than the exchanges shown: a conversation is a look-up of the index on
-conversation_id. Measured at 1M exchanges on SQLite (bench/synthetic.fill, 2-core machine,
+conversation_id. Measured at 1M exchanges on SQLite (workloads/synthetic.fill, 2-core machine,
 2026-12-02; 50 random exchanges): `conversation` 2.3 ms median (8 turns; 51 ms the
 coldest), 1.5 ms for the largest (17 turns), `show` 0.4 ms; working the verdicts out over
 the whole store, as they were before, took 2.7 to 25 s and 3.7 to 4.6 s. (The CLI's own

@@ -30,7 +30,7 @@ MB = 1 << 20
 
 def peak_import(path: Path, url: str, home: Path) -> tuple[int, str, str, int]:
     """`llmtap import PATH` as a child process: exit code, stdout, stderr, and the peak
-    resident memory of that command alone (bench/peak_rss.py: a pytest worker's own
+    resident memory of that command alone (workloads/peak_rss.py: a pytest worker's own
     high-water mark is not counted in)."""
     command = [str(CONSOLE_SCRIPT)] if CONSOLE_SCRIPT.exists() else [sys.executable, "-m", "llmtap.cli.main"]
     out, err = home / "out.txt", home / "err.txt"

@@ -5,7 +5,7 @@ missed tokens by cause equal the stored `exchanges` columns; every live span's c
 attributes, conversation id and trace equal its exchange's stored verdicts, and so do its
 backfilled twin's (`llmtap export --format otlp`).
 
-Traffic: synthetic conversations (bench/synthetic.with_sessions: misses of several causes,
+Traffic: synthetic conversations (workloads/synthetic.with_sessions: misses of several causes,
 every fourth conversation in a client's session) and one two-turn line per hand-made case,
 each written to show one verdict (a miss of each cause, a hit, a not_cacheable, a new run
 after an hour, a row that takes no part). On SQLite, and PostgreSQL when
