@@ -40,8 +40,13 @@ def blank(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def _remove_day(lake: Path, day: datetime) -> set[str]:
-    """Remove the tables' files of `day`'s partition; the tables that had some."""
-    folders = list(lake.glob(f"llmtap/*/data/day={day.date().isoformat()}"))
+    """Remove the fact tables' files of `day`'s partition (not the summary's); the tables
+    that had some."""
+    folders = [
+        folder
+        for table in ("exchanges", "tool_calls")
+        for folder in lake.glob(f"llmtap/{table}/data/day={day.date().isoformat()}")
+    ]
     for folder in folders:
         shutil.rmtree(folder)
     return {folder.parent.parent.name for folder in folders}
