@@ -174,11 +174,14 @@ def summarize(
         if days is not None:
             # on the lake's own started_at (timestamptz): the scan prunes its days' files by it
             spans = _merged([(_start(day), _end(day)) for day in days])
-            within = " OR ".join(
-                f"(started_at >= TIMESTAMPTZ '{low.isoformat(sep=' ')}+00' "
-                f"AND started_at < TIMESTAMPTZ '{high.isoformat(sep=' ')}+00')"
-                for low, high in spans
-            ) or "false"
+            within = (
+                " OR ".join(
+                    f"(started_at >= TIMESTAMPTZ '{low.isoformat(sep=' ')}+00' "
+                    f"AND started_at < TIMESTAMPTZ '{high.isoformat(sep=' ')}+00')"
+                    for low, high in spans
+                )
+                or "false"
+            )
         connection.execute(
             "CREATE TEMP VIEW exchanges AS SELECT * REPLACE (make_timestamp(epoch_us(started_at)) AS started_at) "
             f"FROM {scan} WHERE {within}"
@@ -218,9 +221,7 @@ def answers(connection: duckdb.DuckDBPyConnection, kind: str, by: Sequence[str],
     return bool(found and found[0])
 
 
-def attach(
-    connection: duckdb.DuckDBPyConnection, metadata: str, gone_keys: str | None, gone_days: str | None
-) -> None:
+def attach(connection: duckdb.DuckDBPyConnection, metadata: str, gone_keys: str | None, gone_days: str | None) -> None:
     """Make the summary at `metadata` readable on `connection` (its lake's views made by
     lake_views.attach): `lake_daily`, the summary's rows as DuckDB types; `lake_tail_days`,
     the days of the store's tail; `gone_keys`/`gone_days`: queries of the keys deleted
@@ -238,7 +239,11 @@ def attach(
         "FROM lake_tail_exchanges"
     )
     for name, query in (("lake_gone_keys", gone_keys), ("lake_gone_days", gone_days)):
-        empty = "SELECT CAST(NULL AS VARCHAR) AS exchange_id" if name == "lake_gone_keys" else "SELECT CAST(NULL AS DATE) AS day"
+        empty = (
+            "SELECT CAST(NULL AS VARCHAR) AS exchange_id"
+            if name == "lake_gone_keys"
+            else "SELECT CAST(NULL AS DATE) AS day"
+        )
         connection.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {query or empty + ' WHERE false'}")
     connection.execute(f"SET VARIABLE {ENABLED} = true")
 
@@ -294,7 +299,10 @@ def gather(connection: duckdb.DuckDBPyConnection, since: datetime | None, until:
         f"CREATE OR REPLACE TEMP TABLE daily_parts AS SELECT {names} FROM lake_daily WHERE {' AND '.join(conditions)}"
     )
     for low, high in chosen.rows:
-        where = [f"started_at >= TIMESTAMP '{low.isoformat(sep=' ')}'", f"started_at < TIMESTAMP '{high.isoformat(sep=' ')}'"]
+        where = [
+            f"started_at >= TIMESTAMP '{low.isoformat(sep=' ')}'",
+            f"started_at < TIMESTAMP '{high.isoformat(sep=' ')}'",
+        ]
         with window(connection, low, high):
             connection.execute(
                 f"INSERT INTO daily_parts SELECT {names} FROM ({summary_sql('exchanges', ' AND '.join(where))})"

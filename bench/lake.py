@@ -387,7 +387,7 @@ _BARE = (
     "import sys, duckdb; c = duckdb.connect(config={'threads': 2}); c.execute(\"SELECT team, "
     "CAST(started_at AS DATE) AS day, count(*), sum(usage_input_tokens), sum(usage_output_tokens), "
     "sum(cost_total_pico) FROM read_parquet('\" + sys.argv[1] + \"/llmtap/exchanges/data/*/*.parquet') "
-    "GROUP BY ALL\").fetchall()"
+    'GROUP BY ALL").fetchall()'
 )
 
 
@@ -408,7 +408,10 @@ def run_reads(lake: Lake) -> list[Run]:
     ]
     runs.append(time_command("bare DuckDB GROUP BY team, day", [sys.executable, "-c", _BARE, str(lake.warehouse)], 2.0))
     for run in runs:
-        print(f"  {run.label}: {run.seconds:.1f} s, {run.cpu:.1f} s CPU, {run.peak_mb:,.0f} MB {run.error}", file=sys.stderr)
+        print(
+            f"  {run.label}: {run.seconds:.1f} s, {run.cpu:.1f} s CPU, {run.peak_mb:,.0f} MB {run.error}",
+            file=sys.stderr,
+        )
     return runs
 
 

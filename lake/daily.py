@@ -126,4 +126,3 @@ def _replace(catalog: SqlCatalog, exchanges: Table, daily: Table, days: list[dat
         transaction.append(rows, snapshot_properties=summary)  # a snapshot even when empty: it names `current`
     replaced = len(days) if days is not None else len(set(rows.column("day").to_pylist()))
     return rows.num_rows, replaced
-

@@ -26,14 +26,14 @@ try:  # the lake extra (pyproject.toml): a one-line error without it
         BooleanType,
         DateType,
         DecimalType,
-        ListType,
-        StructType,
         DoubleType,
         IcebergType,
         IntegerType,
+        ListType,
         LongType,
         NestedField,
         StringType,
+        StructType,
         TimestamptzType,
     )
 except ImportError as missing:

@@ -208,7 +208,9 @@ def test_a_percentile_off_the_histogram_is_within_the_bound_of_the_exact_one() -
     try:
         worst = 0.0
         for _ in range(40):
-            values = [rng.choice([0.0, 10 ** rng.uniform(-2, 6), rng.uniform(1, 3)]) for _ in range(rng.randrange(1, 400))]
+            values = [
+                rng.choice([0.0, 10 ** rng.uniform(-2, 6), rng.uniform(1, 3)]) for _ in range(rng.randrange(1, 400))
+            ]
             connection.execute("CREATE OR REPLACE TABLE v AS SELECT unnest(?::DOUBLE[]) AS x", [values])
             bucketed = connection.execute(
                 f"SELECT {lake_daily._bucket('x')} AS b, count(*) AS n FROM v GROUP BY 1"
