@@ -280,8 +280,9 @@ def plan(connection: duckdb.DuckDBPyConnection, since: datetime | None, until: d
 
 
 def gather(connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> Plan:
-    """Fill `daily_rows` (a temp table and its view) with the summary's rows of the days
-    it answers and the summary SQL over the rows of the others, for window [since, until)."""
+    """Make `daily_rows` (a view: the summary's rows of the days
+    it answers, and a temp table of the summary SQL over the rows of the others), for
+    window [since, until)."""
     from llmtap.analytics.lake_views import window
 
     chosen = plan(connection, since, until)
@@ -295,9 +296,9 @@ def gather(connection: duckdb.DuckDBPyConnection, since: datetime | None, until:
     if chosen.first is not None and chosen.last is not None and chosen.first >= chosen.last:
         conditions = ["false"]
     names = ", ".join(_q(name) for name, _ in COLUMNS)
-    connection.execute(
-        f"CREATE OR REPLACE TEMP TABLE daily_parts AS SELECT {names} FROM lake_daily WHERE {' AND '.join(conditions)}"
-    )
+    # the rows' part is small (a few days) and made now; the summary's is read through a
+    # view, so that a report reads only the summary columns it sums
+    connection.execute(f"CREATE OR REPLACE TEMP TABLE daily_parts AS SELECT {names} FROM lake_daily WHERE false")
     for low, high in chosen.rows:
         where = [
             f"started_at >= TIMESTAMP '{low.isoformat(sep=' ')}'",
@@ -309,7 +310,8 @@ def gather(connection: duckdb.DuckDBPyConnection, since: datetime | None, until:
             )
     connection.execute(
         f"CREATE OR REPLACE TEMP VIEW {ROWS} AS SELECT *, CAST(day AS TIMESTAMP) AS started_at, "
-        "CAST(NULL AS VARCHAR) AS model_requested FROM daily_parts"
+        f"CAST(NULL AS VARCHAR) AS model_requested FROM (SELECT {names} FROM lake_daily "
+        f"WHERE {' AND '.join(conditions)} UNION ALL SELECT {names} FROM daily_parts)"
     )
     return chosen
 
