@@ -30,6 +30,12 @@ the views test; a filter on the views' converted `started_at` would not reach th
 so every file would be read. Outside `window()` the variables are unset and the views
 read every day (the cache, tools and conversation reports need the turns before the window).
 
+The lake's daily summary (`llmtap.daily`): when its snapshot was made from the exchanges
+table's current one, attach() also makes it readable (lake_daily.attach: the views
+`lake_daily`, `lake_tail_days`, `lake_gone_keys`, `lake_gone_days`, and the variable
+lake_daily.ENABLED), and the reports it answers read it (lake_daily.gather); else they
+read rows, as before it.
+
 Not responsible for writing the lake (llmtap.lake.sync), for the views over the store
 (duck.py) or for what the reports compute.
 """
