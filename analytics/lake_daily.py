@@ -12,8 +12,8 @@ Latency histograms: a value x > 0 falls in bucket floor(log2(x) × SUB_BUCKETS) 
 doubling), 0 in a bucket of its own, x < 0 mirrored; a bucket stands for its geometric
 middle, within RELATIVE_ERROR = 2^(1/16) − 1 ≈ 4.43% of every value in it. A percentile
 (DuckDB's quantile_cont: interpolated between two order statistics) read off the merged
-histograms interpolates between the two stand-ins, so it too is within ±4.43% of the
-exact one (tests/lake/test_daily_read.py checks it on every group).
+histograms (sql/latency_daily.sql) interpolates between the two stand-ins, so it too is
+within ±4.43% of the exact one (tests/lake/test_daily_kept.py checks it).
 
 A report reads, over a lake whose summary is as new as its exchanges (the summary's
 `llmtap.summarized` is the exchanges table's current snapshot): the summary's rows of the
@@ -30,7 +30,6 @@ it), for the rows' views (lake_views.py) or for the reports' own columns (report
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -121,36 +120,10 @@ def summary_sql(source: str, where: str = "true") -> str:
     return text.replace("$source", source).replace("$where", where)
 
 
-def middle(bucket: int) -> float:
-    """The value a bucket stands for: its geometric middle (0 for 0)."""
-    if bucket == 0:
-        return 0.0
-    octave = (abs(bucket) - _OFFSET + 0.5) / SUB_BUCKETS
-    return math.copysign(2.0**octave, bucket)
-
-
-def quantile(entries: Iterable[Mapping[str, int] | None], q: float) -> float | None:
-    """quantile_cont(q) of the values counted in `entries` (histogram entries {b, n},
-    a bucket possibly listed several times), within RELATIVE_ERROR; None when empty."""
-    counts: dict[int, int] = {}
-    for entry in entries:
-        if entry is not None:
-            counts[int(entry["b"])] = counts.get(int(entry["b"]), 0) + int(entry["n"])
-    total = sum(counts.values())
-    if total == 0:
-        return None
-    position = q * (total - 1)
-    low, high = math.floor(position), math.ceil(position)
-    values: dict[int, float] = {}
-    seen = 0
-    for bucket in sorted(counts):
-        first, seen = seen, seen + counts[bucket]
-        for rank in (low, high):
-            if first <= rank < seen:
-                values[rank] = middle(bucket)
-        if high < seen:
-            break
-    return values[low] + (position - low) * (values[high] - values[low])
+def middle_sql(bucket: str) -> str:
+    """middle() as SQL, of the bucket number in column `bucket`."""
+    octave = f"((abs({bucket}) - {_OFFSET} + 0.5) / {SUB_BUCKETS})"
+    return f"(CASE WHEN {bucket} = 0 THEN 0.0 ELSE sign({bucket}) * pow(2.0, {octave}) END)"
 
 
 # --- the sync's summarizing ----------------------------------------------------------
@@ -314,24 +287,6 @@ def gather(connection: duckdb.DuckDBPyConnection, since: datetime | None, until:
         f"WHERE {' AND '.join(conditions)} UNION ALL SELECT {names} FROM daily_parts)"
     )
     return chosen
-
-
-def latency_rows(columns: list[str], rows: list[tuple[Any, ...]]) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """latency_daily.sql's groups with their merged histograms as latency.sql's columns."""
-    keep = columns.index("requests")
-    out = [*columns[: keep + 1]]
-    for metric in ("ttfb", "ttft", "total"):
-        out += [f"{metric}_p50_ms", f"{metric}_p95_ms"]
-    made = []
-    for row in rows:
-        values = list(row[: keep + 1])
-        for metric in ("ttfb", "ttft", "total"):
-            entries = row[columns.index(metric)] or []
-            for q in (0.5, 0.95):
-                found = quantile(entries, q)
-                values.append(None if found is None else round(found, 1))
-        made.append(tuple(values))
-    return out, made
 
 
 def _start(day: date) -> datetime:

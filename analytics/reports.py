@@ -231,6 +231,8 @@ def sql(name: str) -> str:
     text = text.replace("$largest_minimum", str(max(tokens for _, tokens in MINIMUM_CACHEABLE)))
     for placeholder, words in _ERROR_TYPE_LISTS.items():
         text = text.replace(placeholder, _sql_list(words))
+    for edge in ("low", "high"):  # latency_daily.sql: a histogram bucket's value (lake_daily.py)
+        text = text.replace(f"$middle_{edge}", lake_daily.middle_sql(edge))
     return text.replace("$minimum_case", f"CASE {case} END")
 
 
@@ -367,8 +369,6 @@ def run(
             result = connection.execute(build(report, dims, tz, source=f"{kind}_daily"))
             columns = [d[0] for d in result.description]
             rows = result.fetchall()
-            if kind == "latency":
-                columns, rows = lake_daily.latency_rows(columns, rows)
         else:
             with window(connection, kind, since, until):
                 result = connection.execute(query, params)

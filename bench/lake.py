@@ -386,10 +386,12 @@ def time_report(lake: Lake, label: str, arguments: Sequence[str], goal: float) -
 # the reports the daily summary answers, read as reports.run does (no CLI: its catch-up
 # pricing, cli/pricing.catch_up, scans the lake's rows before every priced report)
 SUMMARY_READS = [(f"{kind} --by team,day (read)", kind) for kind in ("usage", "cost", "finish", "errors", "latency")]
+# (argv[4] "rows": the same report with the summary turned off, the lake read as rows)
 _READ = (
     "import sys; from llmtap.analytics import reports; from llmtap.analytics.duck import connect; "
-    "c = connect(sys.argv[1], lake=sys.argv[2]); reports.run(sys.argv[1], sys.argv[3], by=['team', 'day'], "
-    "connection=c); c.close()"
+    "c = connect(sys.argv[1], lake=sys.argv[2]); "
+    "sys.argv[4] == 'rows' and c.execute('RESET VARIABLE llmtap_lake_daily'); "
+    "reports.run(sys.argv[1], sys.argv[3], by=['team', 'day'], connection=c); c.close()"
 )
 # the bare baseline: DuckDB's GROUP BY team, day over the same Parquet files, nothing else
 _BARE = (
@@ -412,8 +414,13 @@ def time_command(label: str, command: list[str], goal: float) -> Run:
 def run_reads(lake: Lake) -> list[Run]:
     """The summary's reports in a process of their own each, and the bare scan."""
     runs = [
-        time_command(label, [sys.executable, "-c", _READ, lake.store_url, str(lake.warehouse), kind], 2.0)
+        time_command(
+            label.replace("(read)", f"({how})"),
+            [sys.executable, "-c", _READ, lake.store_url, str(lake.warehouse), kind, how],
+            2.0,
+        )
         for label, kind in SUMMARY_READS
+        for how in ("summary", "rows")
     ]
     runs.append(time_command("bare DuckDB GROUP BY team, day", [sys.executable, "-c", _BARE, str(lake.warehouse)], 2.0))
     for run in runs:
