@@ -33,11 +33,12 @@ and `whatif` read the store only and are not run.
 The daily summary: after the `add_files` commits the lake gains its summary exactly as a
 sync makes it (lake/daily.keep: every day, since none was made), and the reports it
 answers are also read through `reports.run` in a process each, beside the bare DuckDB
-`GROUP BY team, day` over the same Parquet files. At 10M (2-core machine): summary of
-1,357,747 rows made in 43.7 s; usage, cost, finish, errors, latency --by team,day read in
-1.4 / 1.9 / 1.4 / 1.5 / 6.4 s (196-727 MB peak) against 2.2 s (111 MB) for the bare scan;
-through the CLI 1.8 / 3.1 / 2.1 / 1.9 / 6.8 s, where rows took 7.5 / 8.4 / 8.3 / 7.3 / 35.1 s
-(1.7-6.1 GB). 100M with the summary was not measured (about 17 minutes to make).
+`GROUP BY team, day` over the same Parquet files, and again as rows (the summary turned
+off). At 10M (2-core machine): summary of 1,357,747 rows made in 43.7 s; usage, cost,
+finish, errors, latency --by team,day from the summary 1.8 / 2.3 / 1.7 / 1.5 / 4.7 s wall
+(1.7 / 2.2 / 1.5 / 1.4 / 4.5 s CPU, 200-446 MB), as rows 2.9 / 4.0 / 2.8 / 5.7 / 4.4 s
+(213-513 MB), the bare scan 2.4 s (111 MB). 100M with the summary was not measured (about
+17 minutes to make).
 
 Measured (2-core machine, shared with other work): docs/lake.md, "At fleet size". 100M
 exchanges + 35.8M tool calls written in 565 s (177,000 exchanges/s), 5.9 GB of Parquet.

@@ -215,7 +215,8 @@ def test_a_percentile_off_the_histogram_is_within_the_bound_of_the_exact_one() -
             ]
             connection.execute(
                 "CREATE OR REPLACE TABLE exchanges AS SELECT x AS ttfb_ms, x AS ttft_ms, x AS duration_ms, "
-                "CAST(i % 3 AS VARCHAR) AS team, 200 AS status, false AS warmup, CAST(NULL AS VARCHAR) AS background_state "
+                "CAST(i % 3 AS VARCHAR) AS team, 200 AS status, false AS warmup, "
+                "CAST(NULL AS VARCHAR) AS background_state "
                 "FROM (SELECT unnest(?::DOUBLE[]) AS x, unnest(range(?)) AS i)",
                 [values, len(values)],
             )
