@@ -30,6 +30,12 @@ the views test; a filter on the views' converted `started_at` would not reach th
 so every file would be read. Outside `window()` the variables are unset and the views
 read every day (the cache, tools and conversation reports need the turns before the window).
 
+The lake's daily summary (`llmtap.daily`): when its snapshot was made from the exchanges
+table's current one, attach() also makes it readable (lake_daily.attach: the views
+`lake_daily`, `lake_tail_days`, `lake_gone_keys`, `lake_gone_days`, and the variable
+lake_daily.ENABLED), and the reports it answers read it (lake_daily.gather); else they
+read rows, as before it.
+
 Not responsible for writing the lake (llmtap.lake.sync), for the views over the store
 (duck.py) or for what the reports compute.
 """
@@ -81,6 +87,7 @@ class LakeTable:
     metadata: str | None
     watermark: int
     token: str | None
+    snapshot: int | None = None  # the current snapshot's id
 
 
 def attach(
@@ -95,7 +102,7 @@ def attach(
     the store's rows for that view, in the view's columns plus `revision` (or a function of
     the watermark giving one that reads only the rows at or after it). `properties`: the
     lake's S3 settings in pyiceberg's names (`s3.endpoint`, `s3.access-key-id`, …)."""
-    _load_extensions(connection, warehouse, properties or {})
+    load_extensions(connection, warehouse, properties or {})
     try:
         tables = read_state(connection, warehouse)
         token = _store_token(connection)
@@ -108,8 +115,9 @@ def attach(
         gone = _tombstones(connection)
         for view, (lake_name, store_table, key) in TABLES.items():
             _point(connection, view, tables[lake_name], tails[view], gone, store_table, key)
+        _summary(connection, warehouse, tables["exchanges"], gone)
     except READ_ERRORS as exc:  # files gone or damaged, S3 away or refusing
-        raise LakeError(f"cannot read the lake at {warehouse}: {mask_passwords(_first_line(exc))}") from None
+        raise LakeError(f"cannot read the lake at {warehouse}: {mask_passwords(first_line(exc))}") from None
     return tables
 
 
@@ -169,8 +177,48 @@ def read_state(connection: duckdb.DuckDBPyConnection, warehouse: str) -> dict[st
                 f"the lake table {NAMESPACE}.{lake_name} at {warehouse} has no {WATERMARK} in its "
                 "current snapshot: it was not written by `llmtap lake sync`"
             ) from None
-        tables[lake_name] = LakeTable(lake_name, locations[lake_name], watermark, summary.get(STORE_TOKEN))
+        tables[lake_name] = LakeTable(
+            lake_name, locations[lake_name], watermark, summary.get(STORE_TOKEN), snapshot.get("snapshot-id")
+        )
     return tables
+
+
+def _summary(connection: duckdb.DuckDBPyConnection, warehouse: str, exchanges: LakeTable, gone: str | None) -> None:
+    """The lake's daily summary made readable (lake_daily.attach) when it is there and made
+    from the exchanges' current snapshot; else the reports read rows."""
+    from llmtap.analytics import lake_daily
+
+    connection.execute(f"RESET VARIABLE {lake_daily.ENABLED}")
+    if exchanges.metadata is None or exchanges.snapshot is None:
+        return
+    found = connection.execute(
+        "SELECT metadata_location FROM store.iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
+        "AND table_name = ?",
+        [CATALOG, NAMESPACE, lake_daily.TABLE],
+    ).fetchone()
+    if found is None or not found[0]:
+        return  # a lake from before the summary: its next sync makes it
+    metadata = _metadata(connection, str(found[0]))
+    snapshot = _current_snapshot(metadata, str(found[0]))
+    if snapshot is None or not _under(str(metadata.get("location", "")), warehouse):
+        return
+    summary = snapshot.get("summary") or {}
+    if not isinstance(summary, dict) or summary.get(lake_daily.SUMMARIZED) != str(exchanges.snapshot):
+        log.debug("llmtap: the lake's summary is older than its exchanges: reports read rows")
+        return
+    _check_manifests(connection, snapshot, str(found[0]))
+    gone_keys = gone_days = None
+    if gone is not None:
+        scan = f"iceberg_scan({_literal(exchanges.metadata)})"
+        gone_keys = (
+            f"SELECT exchange_id FROM {gone} WHERE table_name IN ('exchange_facts', 'exchanges') "
+            f"AND revision >= {int(exchanges.watermark)}"
+        )
+        gone_days = (
+            f"SELECT DISTINCT CAST(make_timestamp(epoch_us(l.started_at)) AS DATE) AS day FROM {scan} AS l "
+            f"SEMI JOIN ({gone_keys}) AS g ON g.exchange_id = l.id"
+        )
+    lake_daily.attach(connection, str(found[0]), gone_keys, gone_days)
 
 
 def _damaged(location: str, what: str) -> LakeError:
@@ -211,7 +259,7 @@ def _check_manifests(connection: duckdb.DuckDBPyConnection, snapshot: dict[str, 
         listed = connection.execute("SELECT manifest_path, manifest_length FROM read_avro(?)", [listing]).fetchall()
         sizes = _sizes(connection, [str(path) for path, _length in listed])
     except duckdb.Error as exc:
-        raise _damaged(location, mask_passwords(_first_line(exc))) from None
+        raise _damaged(location, mask_passwords(first_line(exc))) from None
     for path, length in listed:
         size = sizes.get(str(path))
         if size != length:
@@ -245,7 +293,7 @@ def unreadable(warehouse: str, exc: BaseException) -> LakeError | None:
     a data file removed mid-report, a Parquet file cut short), else None (not the lake's)."""
     if not isinstance(exc, READ_ERRORS):
         return None
-    text = _first_line(exc)
+    text = first_line(exc)
     place = warehouse.removeprefix("file://").rstrip("/")
     if place.startswith(("s3://", "s3a://")):
         place = place.split("://", 1)[1]
@@ -361,7 +409,7 @@ def _store_token(connection: duckdb.DuckDBPyConnection) -> str | None:
     return None if row is None else str(row[0])
 
 
-def _load_extensions(connection: duckdb.DuckDBPyConnection, warehouse: str, properties: Mapping[str, str]) -> None:
+def load_extensions(connection: duckdb.DuckDBPyConnection, warehouse: str, properties: Mapping[str, str]) -> None:
     from llmtap.analytics.duck import extension_path
 
     try:  # the lake extra (pyproject.toml), like pyiceberg for `lake sync`
@@ -424,7 +472,7 @@ def _under(location: str, warehouse: str) -> bool:
     return here == there or here.startswith(there + "/")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 

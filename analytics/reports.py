@@ -27,7 +27,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import duckdb
 from sqlalchemy import Engine
 
-from llmtap.analytics import lake_views
+from llmtap.analytics import lake_daily, lake_views
 from llmtap.analytics.duck import connect
 from llmtap.protocols.error_kinds import kinds
 
@@ -222,6 +222,8 @@ def sql(name: str) -> str:
     text = resources.files("llmtap.analytics").joinpath("sql", f"{name}.sql").read_text()
     for placeholder, words in _ERROR_TYPE_LISTS.items():
         text = text.replace(placeholder, _sql_list(words))
+    for edge in ("low", "high"):  # latency_daily.sql: a histogram bucket's value (lake_daily.py)
+        text = text.replace(f"$middle_{edge}", lake_daily.middle_sql(edge))
     return text
 
 
@@ -243,9 +245,13 @@ def dimensions_for(report: Report, by: list[str] | None) -> list[str]:
     return chosen
 
 
-def build(report: Report, by: list[str], tz: str = "UTC", extra: dict[str, str] | None = None) -> str:
+def build(
+    report: Report, by: list[str], tz: str = "UTC", extra: dict[str, str] | None = None, source: str | None = None
+) -> str:
     """`extra`: grouping columns (name: SQL expression, never user text) after `by`, for a
-    caller that splits each group further (report whatif: by another model's tier)."""
+    caller that splits each group further (report whatif: by another model's tier).
+    `source`: another .sql file than the report's own (its `_daily` one, over a lake's
+    summary: analytics/lake_daily.py)."""
     by = [*by, *(extra or {})]
     names = [_ident(name) for name in by]
     positions = [str(i + 1) for i in range(len(by))]
@@ -255,7 +261,7 @@ def build(report: Report, by: list[str], tz: str = "UTC", extra: dict[str, str] 
         known["day"] = _DAY_IN_ZONE.format(zone=quoted)
         known["hour"] = _HOUR_IN_ZONE.format(zone=quoted)
     known.update(extra or {})
-    text = Template(sql(report.name)).safe_substitute(
+    text = Template(sql(source or report.name)).safe_substitute(
         dims="".join(f"{known[name]} AS {_ident(name)},\n    " for name in by),
         names="".join(f"{n},\n    " for n in names),
         group_by=f"GROUP BY {', '.join(positions)}" if by else "",
@@ -332,10 +338,17 @@ def run(
             query = build(report, dims, tz)
             if kind == "conversations":
                 params["top"] = top
-        with window(connection, kind, since, until):
-            result = connection.execute(query, params)
+        if lake_daily.answers(connection, kind, dims, zone(tz).key, listing):
+            # over a lake's summary plus the rows it does not hold (lake_daily.gather)
+            lake_daily.gather(connection, params["since"], params["until"])
+            result = connection.execute(build(report, dims, tz, source=f"{kind}_daily"))
             columns = [d[0] for d in result.description]
             rows = result.fetchall()
+        else:
+            with window(connection, kind, since, until):
+                result = connection.execute(query, params)
+                columns = [d[0] for d in result.description]
+                rows = result.fetchall()
     finally:
         if own:
             connection.close()
@@ -360,8 +373,13 @@ def price_footer(
     own = connection is None
     connection = connection or connect(url)
     try:
-        with lake_views.window(connection, since, until):  # cost_footer.sql keeps to the window too
-            rows = connection.execute(_body("cost_footer"), _bounds(since, until)).fetchall()
+        bounds = _bounds(since, until)
+        if lake_daily.answers(connection, "cost", [], "UTC", False):  # a lake's summary and the rows it lacks
+            lake_daily.gather(connection, bounds["since"], bounds["until"])
+            rows = connection.execute(_body("cost_footer_daily")).fetchall()
+        else:
+            with lake_views.window(connection, since, until):  # cost_footer.sql keeps to the window too
+                rows = connection.execute(_body("cost_footer"), bounds).fetchall()
     finally:
         if own:
             connection.close()

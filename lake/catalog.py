@@ -1,6 +1,6 @@
 """The lake's catalog: pyiceberg's `SqlCatalog` named `llmtap`, kept in the store's own
 database (its tables `iceberg_tables` and `iceberg_namespace_properties` sit beside the
-store's), and the two tables of lake/schema.py created in it on first use. A store has one
+store's), and the tables of lake/schema.py created in it on first use. A store has one
 lake: a sync to another warehouse than the one its tables live in is refused.
 
 A warehouse is a folder (`/data/lake`, `file:///data/lake`) or `s3://bucket/prefix`,
@@ -49,6 +49,7 @@ TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
 TABLES = {
     schema.EXCHANGES: (schema.EXCHANGES_SCHEMA, schema.EXCHANGES_PARTITIONS),
     schema.TOOL_CALLS: (schema.TOOL_CALLS_SCHEMA, schema.TOOL_CALLS_PARTITIONS),
+    schema.DAILY: (schema.DAILY_SCHEMA, schema.DAILY_PARTITIONS),  # the summary (lake/daily.py)
 }
 
 

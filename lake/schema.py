@@ -4,6 +4,10 @@ reports read, costs in integer pico-dollars), under the same names, plus `revisi
 store's change stamp the row was synced at). Exchanges are partitioned by the UTC day of
 `started_at`; tool calls carry their exchange's `started_at` so they partition the same way.
 
+`llmtap.daily` is the daily summary sync keeps beside them (analytics/lake_daily.py says
+what it holds; its columns' DuckDB types become Iceberg ones here), partitioned by its
+`day` (identity), so a day's rows are replaced by whole files.
+
 Iceberg types: strings and JSON text as `string`, integers as `long`, booleans as
 `boolean`, floats as `double`, times as `timestamptz` (instants, microseconds, UTC).
 
@@ -17,14 +21,19 @@ from llmtap.lake.extra import LakeNotInstalled
 try:  # the lake extra (pyproject.toml): a one-line error without it
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import Schema
-    from pyiceberg.transforms import DayTransform
+    from pyiceberg.transforms import DayTransform, IdentityTransform
     from pyiceberg.types import (
         BooleanType,
+        DateType,
+        DecimalType,
         DoubleType,
         IcebergType,
+        IntegerType,
+        ListType,
         LongType,
         NestedField,
         StringType,
+        StructType,
         TimestamptzType,
     )
 except ImportError as missing:
@@ -32,11 +41,13 @@ except ImportError as missing:
 from sqlalchemy import BigInteger, Boolean, DateTime, Float, Integer, Table
 from sqlalchemy.types import TypeDecorator
 
+from llmtap.analytics import lake_daily
 from llmtap.storage import schema as store
 
 NAMESPACE = "llmtap"
 EXCHANGES = f"{NAMESPACE}.exchanges"
 TOOL_CALLS = f"{NAMESPACE}.tool_calls"
+DAILY = f"{NAMESPACE}.{lake_daily.TABLE}"
 
 
 def _iceberg_type(column_type: object) -> IcebergType:
@@ -73,3 +84,36 @@ def _by_day(schema: Schema) -> PartitionSpec:
 
 EXCHANGES_PARTITIONS = _by_day(EXCHANGES_SCHEMA)
 TOOL_CALLS_PARTITIONS = _by_day(TOOL_CALLS_SCHEMA)
+
+
+def _daily_schema() -> Schema:
+    """lake_daily.COLUMNS as Iceberg fields (a histogram: a list of {b, n} structs)."""
+    scalar: dict[str, IcebergType] = {
+        "DATE": DateType(),
+        "VARCHAR": StringType(),
+        "BIGINT": LongType(),
+        "DOUBLE": DoubleType(),
+        "DECIMAL(38,0)": DecimalType(38, 0),
+    }
+    fields = []
+    ids = iter(range(1, 10_000))
+    for name, duck_type in lake_daily.COLUMNS:
+        field_id = next(ids)
+        if duck_type == lake_daily.HISTOGRAM_TYPE:
+            element = StructType(
+                NestedField(next(ids), "b", IntegerType(), required=False),
+                NestedField(next(ids), "n", LongType(), required=False),
+            )
+            kind: IcebergType = ListType(next(ids), element, element_required=False)
+        else:
+            kind = scalar[duck_type]
+        fields.append(NestedField(field_id, name, kind, required=name == "day"))
+    return Schema(*fields)
+
+
+DAILY_SCHEMA = _daily_schema()
+DAILY_PARTITIONS = PartitionSpec(
+    PartitionField(
+        source_id=DAILY_SCHEMA.find_field("day").field_id, field_id=1000, transform=IdentityTransform(), name="day"
+    )
+)

@@ -30,6 +30,9 @@ Two syncs at once: each commit asserts the table's snapshot it started from (Ice
 optimistic commit); a sync that loses restarts from the lake's new state, so one sync's
 commits are never interleaved with another's and no key is ever held twice.
 
+After the fact tables, the daily summary is brought up to the exchanges it now holds
+(lake/daily.py: the days the commits touched, made again from the lake's rows).
+
 Not responsible for the catalog or the tables' shape (catalog.py, schema.py) or for reading
 the lake in reports.
 """
@@ -58,7 +61,7 @@ except ImportError as missing:
     raise LakeNotInstalled(missing.name) from None
 from sqlalchemy import Connection, Engine, text
 
-from llmtap.lake import schema
+from llmtap.lake import daily, schema
 from llmtap.lake.catalog import STORE_TOKEN, WATERMARK, LakeError, ensure_tables, lake_files, watermark
 from llmtap.storage.schema import EXCHANGE_FACT_COLUMNS, TOOL_CALL_FACT_COLUMNS
 
@@ -71,8 +74,9 @@ SYNC_ID = "llmtap.sync"  # snapshot summary: which sync made the commit
 
 @dataclass
 class TableSync:
-    """What one table's sync did: rows appended, keys deleted for the store's deletes,
-    commits made, restarts after a conflict, and the watermark the lake now holds."""
+    """What one table's sync did: rows appended, keys deleted for the store's deletes
+    (the summary: days replaced), commits made, restarts after a conflict, and the
+    watermark the lake now holds."""
 
     table: str
     written: int = 0
@@ -128,6 +132,11 @@ def sync(
         done = [
             _sync_table(engine, tables[source.name], source, chunk, progress) for source in (_EXCHANGES, _TOOL_CALLS)
         ]
+        summary = TableSync(schema.DAILY, watermark=done[0].watermark)
+        summary.written, summary.gone, summary.commits = daily.keep(
+            catalog, tables[schema.EXCHANGES], tables[schema.DAILY]
+        )
+        done.append(summary)
     _trim(engine, {"exchange_facts": done[0].watermark, "tool_call_facts": done[1].watermark})
     return done
 

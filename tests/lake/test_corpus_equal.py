@@ -30,7 +30,7 @@ from llmtap.storage.engine import make_engine
 from llmtap.storage.schema import exchanges
 from tests.analytics import traffic
 from tests.analytics.conftest import BACKENDS, blank_database, fill
-from tests.lake import read_lake
+from tests.lake import matching, read_lake
 
 KINDS = ("usage", "cost", "cache", "finish", "tools", "errors", "latency")
 OTHER_ZONE = "America/Los_Angeles"  # UTC-8/-7: a day there starts at 07:00 or 08:00 UTC
@@ -85,7 +85,7 @@ def _equal(
 ) -> list[dict[str, Any]]:
     url, over_store, over_lake = both
     rows = reports.run(url, kind, connection=over_store, **options).rows
-    assert reports.run(url, kind, connection=over_lake, **options).rows == rows, (kind, options)
+    matching.assert_same(reports.run(url, kind, connection=over_lake, **options).rows, rows, (kind, options))
     return rows
 
 

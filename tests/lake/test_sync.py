@@ -112,7 +112,13 @@ def test_the_first_sync_copies_all_and_the_next_only_what_is_new(store, tmp_path
     warehouse = str(tmp_path / "lake")
     write(engine, tmp_path / "spool", 0, 20)
     first = run_sync(url, warehouse)
-    assert [(t.written, t.commits) for t in first] == [(20, 1), (7, 1)]  # every third has a tool call
+    # every third has a tool call; the summary: one row a day (one team, model and key), one commit
+    assert [(t.table, t.written, t.commits) for t in first] == [
+        ("llmtap.exchanges", 20, 1),
+        ("llmtap.tool_calls", 7, 1),
+        ("llmtap.daily", first[2].written, 1),
+    ]
+    assert first[2].written > 0
     assert lake_totals(url, warehouse) == store_totals(engine)
     write(engine, tmp_path / "spool", 20, 6)
     since = changed_since(engine, first[0].watermark)
@@ -121,11 +127,12 @@ def test_the_first_sync_copies_all_and_the_next_only_what_is_new(store, tmp_path
     # hold the watermark back.
     assert second[0].written == since == 6
     if engine.dialect.name == "sqlite":
-        assert [t.written for t in second] == [6, 2]  # 21 and 24 have tool calls
+        assert [t.written for t in second[:2]] == [6, 2]  # 21 and 24 have tool calls
+    assert second[2].commits == 1 and second[2].gone >= 1  # the days the new rows went into
     assert second[0].watermark > first[0].watermark
     assert lake_totals(url, warehouse) == store_totals(engine) == (26, sum(1000 + 100 + i for i in range(26)), 9)
     third = run_sync(url, warehouse)
-    assert [(t.written, t.commits) for t in third] == [(0, 0), (0, 0)]
+    assert [(t.written, t.commits) for t in third] == [(0, 0), (0, 0), (0, 0)]  # the summary too
 
 
 @pytest.mark.skipif(not POSTGRES_URL, reason="LLMTAP_TEST_POSTGRES_URL is not set")

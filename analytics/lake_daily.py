@@ -1,0 +1,330 @@
+"""The lake's daily summary, `llmtap.daily` (SPEC §5 "Summaries are data"): what it holds,
+the SQL that makes it (sql/lake_daily.sql, run by `lake sync` over the lake's rows and by
+a report over the rows the summary does not hold), and a report's read of it.
+
+One row per UTC day × team × provider × model (coalesce(model, model_requested)) ×
+protocol × service tier × key (last 4, fingerprint) × price version, status and reason ×
+HTTP status × finish reason, with what the usage, cost, finish, errors and latency
+reports (and cost's footer) sum: requests, tokens by class, cost parts in pico-dollars,
+counts of warmups, errors by kind and cache verdicts, and three latency histograms.
+
+Latency histograms: a value x > 0 falls in bucket floor(log2(x) × SUB_BUCKETS) (8 a
+doubling), 0 in a bucket of its own, x < 0 mirrored; a bucket stands for its geometric
+middle, within RELATIVE_ERROR = 2^(1/16) − 1 ≈ 4.43% of every value in it. A percentile
+(DuckDB's quantile_cont: interpolated between two order statistics) read off the merged
+histograms (sql/latency_daily.sql) interpolates between the two stand-ins, so it too is
+within ±4.43% of the exact one (tests/lake/test_daily_kept.py checks it).
+
+A report reads, over a lake whose summary is as new as its exchanges (the summary's
+`llmtap.summarized` is the exchanges table's current snapshot): the summary's rows of the
+days wholly inside its --since/--until window that the store's tail does not touch, plus
+the summary SQL run over the rows of the other days of the window (the days of the tail's
+rows and of the lake rows deleted since the watermark, and the window's partial first and
+last days), each read with lake_views.window so only those days' files are read. A row
+of the store's tail keeps its day (a row keeps its `started_at`: lake/sync.py relies on
+the same). Days are UTC: `--by hour`, and `--by day` in another zone, read rows.
+
+Not responsible for writing the summary (lake/sync.py keeps it, lake/schema.py shapes
+it), for the rows' views (lake_views.py) or for the reports' own columns (reports.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+import duckdb
+
+SUMMARIZED = "llmtap.summarized"  # snapshot summary: the exchanges snapshot the summary is of
+TABLE = "daily"  # in the lake's namespace
+SUB_BUCKETS = 8  # histogram buckets per doubling
+RELATIVE_ERROR = 2 ** (1 / (2 * SUB_BUCKETS)) - 1  # ≈ 0.0443: a bucket's middle to its edges
+_OFFSET = 100_000  # bucket numbers: x > 0 above it, x < 0 below its negative, 0 is 0
+HISTOGRAMS = {"ttfb_hist": "ttfb_ms", "ttft_hist": "ttft_ms", "total_hist": "duration_ms"}
+HISTOGRAM_TYPE = "STRUCT(b INTEGER, n BIGINT)[]"
+# the summary's columns, in order, as DuckDB types (lake/schema.py makes the Iceberg ones)
+GROUPS = (
+    ("day", "DATE"),
+    ("team", "VARCHAR"),
+    ("provider", "VARCHAR"),
+    ("model", "VARCHAR"),
+    ("protocol", "VARCHAR"),
+    ("service_tier", "VARCHAR"),
+    ("key_last4", "VARCHAR"),
+    ("key_fingerprint", "VARCHAR"),
+    ("price_version", "VARCHAR"),
+    ("price_status", "VARCHAR"),
+    ("price_reason", "VARCHAR"),
+    ("status", "BIGINT"),
+    ("finish_reason", "VARCHAR"),
+)
+_COUNTS = (
+    "requests usage_missing input_tokens cache_read_tokens cache_write_tokens uncached_input_tokens "
+    "output_tokens reasoning_tokens"
+).split()
+_PICO = "cost_input_pico cost_cache_read_pico cost_cache_write_pico cost_output_pico cost_fee_pico cost_total_pico"
+_MORE = (
+    "generations incomplete errors rate_limited server_errors overloaded stream_errors interrupted decode_errors"
+).split()
+MEASURES = (
+    *((name, "BIGINT") for name in _COUNTS),
+    *((name, "DECIMAL(38,0)") for name in _PICO.split()),
+    *((name, "BIGINT") for name in _MORE),
+    ("retry_after_max_s", "DOUBLE"),
+    ("retry_after_sum_s", "DOUBLE"),
+    ("retry_after_count", "BIGINT"),
+    ("cache_first", "BIGINT"),
+    ("cache_hits", "BIGINT"),
+    ("cache_misses", "BIGINT"),
+    ("cache_not_cacheable", "BIGINT"),
+    ("cache_missed_tokens", "BIGINT"),
+    ("cache_extra_cost_pico", "DECIMAL(38,0)"),
+    ("latency_requests", "BIGINT"),
+    *((name, HISTOGRAM_TYPE) for name in HISTOGRAMS),
+)
+COLUMNS = (*GROUPS, *MEASURES)
+# the reports it answers (not listing), and the --by names it can group on
+REPORTS = frozenset({"usage", "cost", "finish", "errors", "latency"})
+DIMENSIONS = frozenset({"team", "provider", "model", "day", "key", "protocol", "status", "tier"})
+ENABLED = "llmtap_lake_daily"  # DuckDB variable: the connection's lake has a current summary
+ROWS = "daily_rows"  # the view a report's *_daily.sql reads
+
+
+def _bucket(column: str) -> str:
+    """The histogram bucket of a value, as SQL (see the module's docstring)."""
+    scale = f"{SUB_BUCKETS}"
+    return (
+        f"CASE WHEN {column} > 0 THEN {_OFFSET} + CAST(floor(log2({column}) * {scale}) AS INTEGER) "
+        f"WHEN {column} < 0 THEN -{_OFFSET} - CAST(floor(log2(-{column}) * {scale}) AS INTEGER) ELSE 0 END"
+    )
+
+
+def _histogram(column: str) -> str:
+    counted = f"histogram({_bucket(column)}) FILTER (WHERE timed AND {column} IS NOT NULL)"
+    return (
+        f"CAST(coalesce([{{'b': entry.key, 'n': entry.value}} FOR entry IN map_entries({counted})], []) "
+        f"AS {HISTOGRAM_TYPE})"
+    )
+
+
+def summary_sql(source: str, where: str = "true") -> str:
+    """sql/lake_daily.sql over `source` (a relation in the exchanges' columns, with
+    `started_at` a naive UTC timestamp) filtered by `where`."""
+    from llmtap.analytics.reports import sql
+
+    text = sql("lake_daily")
+    for name, column in HISTOGRAMS.items():
+        text = text.replace(f"${name}", _histogram(column))
+    return text.replace("$source", source).replace("$where", where)
+
+
+def middle_sql(bucket: str) -> str:
+    """middle() as SQL, of the bucket number in column `bucket`."""
+    octave = f"((abs({bucket}) - {_OFFSET} + 0.5) / {SUB_BUCKETS})"
+    return f"(CASE WHEN {bucket} = 0 THEN 0.0 ELSE sign({bucket}) * pow(2.0, {octave}) END)"
+
+
+# --- the sync's summarizing ----------------------------------------------------------
+
+
+def summarize(
+    metadata: str, warehouse: str, days: Sequence[date] | None, properties: Mapping[str, str] | None = None
+) -> Any:
+    """The summary rows of `days` (None: every day) of the exchanges table whose current
+    metadata file is `metadata`, as a pyarrow Table in COLUMNS' order and types. DuckDB
+    reads the lake's files (its iceberg extension, as the reports do), only those days'."""
+    from llmtap.analytics import lake_views
+
+    connection = duckdb.connect(
+        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False, "threads": 2}
+    )
+    try:
+        lake_views.load_extensions(connection, warehouse, properties or {})
+        scan = f"iceberg_scan({_literal(metadata)})"
+        within = "true"
+        if days is not None:
+            # on the lake's own started_at (timestamptz): the scan prunes its days' files by it
+            spans = _merged([(_start(day), _end(day)) for day in days])
+            within = (
+                " OR ".join(
+                    f"(started_at >= TIMESTAMPTZ '{low.isoformat(sep=' ')}+00' "
+                    f"AND started_at < TIMESTAMPTZ '{high.isoformat(sep=' ')}+00')"
+                    for low, high in spans
+                )
+                or "false"
+            )
+        connection.execute(
+            "CREATE TEMP VIEW exchanges AS SELECT * REPLACE (make_timestamp(epoch_us(started_at)) AS started_at) "
+            f"FROM {scan} WHERE {within}"
+        )
+        names = ", ".join(f"CAST({_q(name)} AS {data_type}) AS {_q(name)}" for name, data_type in COLUMNS)
+        return connection.execute(f"SELECT {names} FROM ({summary_sql('exchanges')}) ORDER BY 1").to_arrow_table()
+    except lake_views.READ_ERRORS as exc:
+        raise lake_views.LakeError(f"cannot read the lake at {warehouse}: {lake_views.first_line(exc)}") from None
+    finally:
+        connection.close()
+
+
+# --- a report's read -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which days a report reads from the summary and which as rows: the summary's days
+    are [first, last) less `dirty`; `rows` are the half-open instants read as rows."""
+
+    first: date | None
+    last: date | None
+    dirty: tuple[date, ...]
+    rows: tuple[tuple[datetime, datetime], ...]
+
+
+def answers(connection: duckdb.DuckDBPyConnection, kind: str, by: Sequence[str], tz: str, listing: bool) -> bool:
+    """Whether report `kind` grouped `by` can read the connection's lake summary."""
+    if listing or kind not in REPORTS or not set(by) <= DIMENSIONS:
+        return False
+    if "day" in by and tz != "UTC":
+        return False
+    try:
+        found = connection.execute(f"SELECT getvariable('{ENABLED}')").fetchone()
+    except duckdb.Error:
+        return False
+    return bool(found and found[0])
+
+
+def attach(connection: duckdb.DuckDBPyConnection, metadata: str, gone_keys: str | None, gone_days: str | None) -> None:
+    """Make the summary at `metadata` readable on `connection` (its lake's views made by
+    lake_views.attach): `lake_daily`, the summary's rows as DuckDB types; `lake_tail_days`,
+    the days of the store's tail; `gone_keys`/`gone_days`: queries of the keys deleted
+    since the watermark and of the days their lake rows are in (a scan of the lake's
+    keys: plan() runs it only when there are such keys)."""
+    scan = f"iceberg_scan({_literal(metadata)})"
+    held = {str(row[0]) for row in connection.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+    select = ", ".join(
+        f"CAST({_q(name)} AS {data_type}) AS {_q(name)}" if name in held else f"CAST(NULL AS {data_type}) AS {_q(name)}"
+        for name, data_type in COLUMNS
+    )
+    connection.execute(f"CREATE OR REPLACE TEMP VIEW lake_daily AS SELECT {select} FROM {scan}")
+    connection.execute(
+        "CREATE OR REPLACE TEMP VIEW lake_tail_days AS SELECT DISTINCT CAST(started_at AS DATE) AS day "
+        "FROM lake_tail_exchanges"
+    )
+    for name, query in (("lake_gone_keys", gone_keys), ("lake_gone_days", gone_days)):
+        empty = (
+            "SELECT CAST(NULL AS VARCHAR) AS exchange_id"
+            if name == "lake_gone_keys"
+            else "SELECT CAST(NULL AS DATE) AS day"
+        )
+        connection.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {query or empty + ' WHERE false'}")
+    connection.execute(f"SET VARIABLE {ENABLED} = true")
+
+
+def dirty_days(connection: duckdb.DuckDBPyConnection) -> set[date]:
+    """The days whose summary rows the store's tail makes stale: its rows' days, and the
+    days of the lake rows deleted since the watermark."""
+    days = {day for (day,) in connection.execute("SELECT day FROM lake_tail_days").fetchall() if day is not None}
+    if connection.execute("SELECT 1 FROM lake_gone_keys LIMIT 1").fetchone() is not None:
+        days |= {day for (day,) in connection.execute("SELECT day FROM lake_gone_days").fetchall() if day is not None}
+    return days
+
+
+def plan(connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> Plan:
+    """The days of window [since, until) (naive UTC) the summary answers, and the rest."""
+    dirty = sorted(
+        day
+        for day in dirty_days(connection)
+        if (since is None or _end(day) > since) and (until is None or _start(day) < until)
+    )
+    first = None if since is None else (since.date() if since.time() == time(0) else since.date() + timedelta(1))
+    last = None if until is None else until.date()
+    rows: list[tuple[datetime, datetime]] = []
+    if since is not None and until is not None and first is not None and last is not None and first >= last:
+        rows.append((since, until))  # within a day, or two partial ones
+    else:
+        if since is not None and first is not None and _start(first) > since:
+            rows.append((since, _start(first)))
+        for day in dirty:
+            rows.append((_later(since, _start(day)), _earlier(until, _end(day))))
+        if until is not None and last is not None and _start(last) < until:
+            rows.append((_start(last), until))
+    return Plan(first, last, tuple(dirty), tuple(_merged(rows)))
+
+
+def gather(connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> Plan:
+    """Make `daily_rows` (a view: the summary's rows of the days
+    it answers, and a temp table of the summary SQL over the rows of the others), for
+    window [since, until)."""
+    from llmtap.analytics.lake_views import window
+
+    chosen = plan(connection, since, until)
+    conditions = ["true"]
+    if chosen.first is not None:
+        conditions.append(f"day >= DATE '{chosen.first.isoformat()}'")
+    if chosen.last is not None:
+        conditions.append(f"day < DATE '{chosen.last.isoformat()}'")
+    if chosen.dirty:
+        conditions.append(f"day NOT IN ({', '.join(repr(d.isoformat()) for d in chosen.dirty)})")
+    if chosen.first is not None and chosen.last is not None and chosen.first >= chosen.last:
+        conditions = ["false"]
+    names = ", ".join(_q(name) for name, _ in COLUMNS)
+    # the rows' part is small (a few days) and made now; the summary's is read through a
+    # view, so that a report reads only the summary columns it sums
+    connection.execute(f"CREATE OR REPLACE TEMP TABLE daily_parts AS SELECT {names} FROM lake_daily WHERE false")
+    for low, high in chosen.rows:
+        where = [
+            f"started_at >= TIMESTAMP '{low.isoformat(sep=' ')}'",
+            f"started_at < TIMESTAMP '{high.isoformat(sep=' ')}'",
+        ]
+        with window(connection, low, high):
+            connection.execute(
+                f"INSERT INTO daily_parts SELECT {names} FROM ({summary_sql('exchanges', ' AND '.join(where))})"
+            )
+    connection.execute(
+        f"CREATE OR REPLACE TEMP VIEW {ROWS} AS SELECT *, CAST(day AS TIMESTAMP) AS started_at, "
+        f"CAST(NULL AS VARCHAR) AS model_requested FROM (SELECT {names} FROM lake_daily "
+        f"WHERE {' AND '.join(conditions)} UNION ALL SELECT {names} FROM daily_parts)"
+    )
+    return chosen
+
+
+def _start(day: date) -> datetime:
+    return datetime.combine(day, time(0))
+
+
+def _end(day: date) -> datetime:
+    return _start(day) + timedelta(days=1)
+
+
+def _later(a: datetime | None, b: datetime) -> datetime:
+    return b if a is None else max(a, b)
+
+
+def _earlier(a: datetime | None, b: datetime) -> datetime:
+    return b if a is None else min(a, b)
+
+
+def _merged(spans: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    """Half-open spans, overlapping and touching ones joined."""
+    merged: list[tuple[datetime, datetime]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def utc_days(values: Iterable[int]) -> list[date]:
+    """Iceberg day partition values (days since 1970-01-01) as dates."""
+    epoch = datetime(1970, 1, 1, tzinfo=UTC).date()
+    return sorted({epoch + timedelta(days=int(v)) for v in values})
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
