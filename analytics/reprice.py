@@ -109,10 +109,11 @@ def reprice(
     *,
     everything: bool = False,
     ids: list[str] | None = None,
+    only_stale: bool = False,
     progress: Progress | None = None,
 ) -> int:
-    """Price the stale rows (see `stale`), every row, or the stale rows among those `ids`
-    names; returns how many were priced. `progress` is told after each page how many it priced and of those
+    """Price the stale rows (see `stale`), every row, or the rows `ids` names (with
+    `only_stale`, the stale ones among them); returns how many were priced. `progress` is told after each page how many it priced and of those
     how many changed in money (only then is the old price read to compare)."""
     columns: list[Any] = [exchanges.c[name] for name in _INPUT]
     if progress is not None:
@@ -121,7 +122,7 @@ def reprice(
         done = 0
         for start in range(0, len(ids), PAGE):
             query = select(*columns).where(exchanges.c.id.in_(ids[start : start + PAGE]))
-            if not everything:
+            if only_stale:
                 query = query.where(stale(pricer))
             done += len(_price(engine, pricer, query, progress))
         return done

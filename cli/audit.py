@@ -148,7 +148,7 @@ def _open(args: argparse.Namespace, shown: str | None = None) -> tuple[str, Any]
         query = select(exchanges.c.id).where(or_(exchanges.c.id == shown, exchanges.c.conversation_id == conversation))
         with engine.connect() as connection:
             ids = [str(i) for i in connection.execute(query).scalars()]
-        reprice(engine, pricer, ids=ids)
+        reprice(engine, pricer, ids=ids, only_stale=True)
     return engine.url.render_as_string(hide_password=False), engine
 
 
