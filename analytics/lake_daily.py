@@ -4,7 +4,7 @@ a report over the rows the summary does not hold), and a report's read of it.
 
 One row per UTC day × team × provider × model (coalesce(model, model_requested)) ×
 protocol × service tier × key (last 4, fingerprint) × price version, status and reason ×
-HTTP status × finish reason, with what the usage, cost, finish, errors and latency
+HTTP status × finish reason, with what the usage, cost, finish, errors, latency and cache
 reports (and cost's footer) sum: requests, tokens by class, cost parts in pico-dollars,
 counts of warmups, errors by kind and cache verdicts, and three latency histograms.
 
@@ -86,7 +86,7 @@ MEASURES = (
 )
 COLUMNS = (*GROUPS, *MEASURES)
 # the reports it answers (not listing), and the --by names it can group on
-REPORTS = frozenset({"usage", "cost", "finish", "errors", "latency"})
+REPORTS = frozenset({"usage", "cost", "finish", "errors", "latency", "cache"})
 DIMENSIONS = frozenset({"team", "provider", "model", "day", "key", "protocol", "status", "tier"})
 ENABLED = "llmtap_lake_daily"  # DuckDB variable: the connection's lake has a current summary
 ROWS = "daily_rows"  # the view a report's *_daily.sql reads

@@ -113,8 +113,9 @@ def reprice(
     progress: Progress | None = None,
 ) -> int:
     """Price the stale rows (see `stale`), every row, or the rows `ids` names (with
-    `only_stale`, the stale ones among them); returns how many were priced. `progress` is told after each page how many it priced and of those
-    how many changed in money (only then is the old price read to compare)."""
+    `only_stale`, the stale ones among them); returns how many were priced. `progress` is
+    told after each page how many it priced and of those how many changed in money (only
+    then is the old price read to compare)."""
     columns: list[Any] = [exchanges.c[name] for name in _INPUT]
     if progress is not None:
         columns += [exchanges.c[name].label(f"old_{name}") for name in _MONEY]

@@ -59,7 +59,9 @@ SELECT
     count(*) FILTER (WHERE cache_verdict = 'miss') AS cache_misses,
     count(*) FILTER (WHERE cache_verdict = 'not_cacheable') AS cache_not_cacheable,
     CAST(sum(cache_missed_tokens) FILTER (WHERE cache_verdict = 'miss') AS BIGINT) AS cache_missed_tokens,
-    CAST(sum(cache_missed_tokens * greatest(rate_input_pico - coalesce(rate_cache_read_pico, 0), 0))
+    -- (greatest() skips NULLs in DuckDB, so the unpriced case is spelled out: NULL, not 0)
+    CAST(sum(CASE WHEN rate_input_pico IS NOT NULL THEN
+                 cache_missed_tokens * greatest(rate_input_pico - coalesce(rate_cache_read_pico, 0), 0) END)
         FILTER (WHERE cache_verdict = 'miss') AS DECIMAL(38, 0)) AS cache_extra_cost_pico,
     -- latency.sql: no errors, warmups or background work; log-spaced histograms
     count(*) FILTER (WHERE timed) AS latency_requests,

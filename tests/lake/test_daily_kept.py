@@ -57,15 +57,16 @@ def _write(engine: Engine, spool: Path, rng: random.Random, start: int, n: int) 
 
 
 def _change(engine: Engine, rng: random.Random, ids: list[str], n: int) -> None:
-    """New teams, statuses, costs and timings on `n` of the rows: what reprices and
-    reprocessing write."""
+    """New teams, statuses, costs, timings and cache verdicts on `n` of the rows: what
+    reprices and reprocessing write."""
     with engine.begin() as connection:
         for exchange_id in rng.sample(ids, min(n, len(ids))):
             connection.execute(
                 text(
                     "UPDATE exchanges SET team = :team, status = :status, cost_total_pico = :cost, "
                     "cost_input_pico = :cost, ttfb_ms = :ttfb, ttft_ms = :ttft, duration_ms = :total, "
-                    "retry_after_s = :retry WHERE id = :id"
+                    "retry_after_s = :retry, cache_verdict = :verdict, cache_missed_tokens = :missed, "
+                    "rate_input_pico = :rate WHERE id = :id"
                 ),
                 {
                     "id": exchange_id,
@@ -76,6 +77,10 @@ def _change(engine: Engine, rng: random.Random, ids: list[str], n: int) -> None:
                     "ttft": _timing(rng),
                     "total": _timing(rng),
                     "retry": rng.choice([None, None, float(rng.randrange(1, 60))]),
+                    # the cache verdicts as a reprocess may store them, priced or not
+                    "verdict": rng.choice([None, "first", "hit", "miss", "miss", "not_cacheable"]),
+                    "missed": rng.randrange(5000),
+                    "rate": rng.choice([None, rng.randrange(1, 5000)]),
                 },
             )
 
@@ -178,7 +183,8 @@ def test_reports_over_the_summary_equal_the_rows_and_percentiles_keep_their_boun
     connection = connect(url, lake=str(lake))
     try:
         checked = 0
-        for kind in ("usage", "cost", "finish", "errors", "latency"):
+        misses = 0
+        for kind in ("usage", "cost", "finish", "errors", "latency", "cache"):
             for by in BY:
                 if by is not None and not set(by) <= set(reports.REPORTS[kind].dimensions):
                     continue
@@ -190,7 +196,10 @@ def test_reports_over_the_summary_equal_the_rows_and_percentiles_keep_their_boun
                     matching.assert_same(got, want, (kind, by, window))
                     if kind == "latency":
                         checked += sum(1 for row in want for name in matching.PERCENTILES if row[name] is not None)
+                    if kind == "cache":
+                        misses += sum(row["misses"] for row in want)
         assert checked > 100  # percentiles were compared, not only empty groups
+        assert misses > 0  # the cache verdicts were compared, not only zeros
         for window in ({}, {"since": middle}):
             footer = reports.price_footer(url, connection=connection, **window)  # type: ignore[arg-type]
             assert footer == reports.price_footer(url, **window)  # type: ignore[arg-type]
