@@ -124,7 +124,7 @@ def _open(args: argparse.Namespace, shown: str | None = None) -> tuple[str, Any]
     """The store, its stale rows priced first: every one for `log` (it sorts and sums by
     cost), only the exchange `shown` and its conversation's turns for `show` (a lookup by
     index, whatever the store's size)."""
-    from sqlalchemy import or_, select
+    from sqlalchemy import select
 
     from llmtap.analytics.reprice import reprice
     from llmtap.cli.pricing import pricer_for
@@ -145,9 +145,9 @@ def _open(args: argparse.Namespace, shown: str | None = None) -> tuple[str, Any]
         except NotFound:
             return engine.url.render_as_string(hide_password=False), engine  # show says so
         conversation = select(exchanges.c.conversation_id).where(exchanges.c.id == shown).scalar_subquery()
-        query = select(exchanges.c.id).where(or_(exchanges.c.id == shown, exchanges.c.conversation_id == conversation))
+        query = select(exchanges.c.id).where(exchanges.c.conversation_id == conversation)  # by its index
         with engine.connect() as connection:
-            ids = [str(i) for i in connection.execute(query).scalars()]
+            ids = sorted({shown, *(str(i) for i in connection.execute(query).scalars())})
         reprice(engine, pricer, ids=ids, only_stale=True)
     return engine.url.render_as_string(hide_password=False), engine
 

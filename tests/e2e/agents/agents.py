@@ -37,6 +37,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 
+from llmtap.storage import verdicts
 from llmtap.storage.engine import make_engine
 from llmtap.storage.schema import exchanges
 from llmtap.storage.secrets import KeyFingerprinter
@@ -437,7 +438,8 @@ def _pause(session: Session) -> None:
     """Each run with a `pause`, as if it had paused before its last generation: the times
     of its exchanges before that one (its key's) moved back by the pause, in the store the
     proxy wrote (the fact copy follows by its triggers). Only the clock is changed: what
-    Codex sent, what the proxy recorded and how the store linked its turns are the run's."""
+    Codex sent, what the proxy recorded and how the store linked its turns are the run's;
+    the stored verdicts are then decided again over the moved clock."""
     paused = [run for run in session.runs.values() if run.agent.pause and run.key]
     if not paused:
         return
@@ -455,6 +457,9 @@ def _pause(session: Session) -> None:
                     if last is not None and row.started_at < last:
                         moved = {c.name: row._mapping[c.name] - run.agent.pause for c in times if row._mapping[c.name]}
                         connection.execute(update(exchanges).where(exchanges.c.id == row.id).values(**moved))
+            # a history whose clock moved is decided again, as `llmtap reprocess` decides
+            # it: the verdicts are data, stored when the exchanges were written
+            verdicts.recompute_all(connection)
     finally:
         engine.dispose()
 
