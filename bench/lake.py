@@ -34,11 +34,20 @@ The daily summary: after the `add_files` commits the lake gains its summary exac
 sync makes it (lake/daily.keep: every day, since none was made), and the reports it
 answers are also read through `reports.run` in a process each, beside the bare DuckDB
 `GROUP BY team, day` over the same Parquet files, and again as rows (the summary turned
-off). At 10M (2-core machine): summary of 1,357,747 rows made in 43.7 s; usage, cost,
-finish, errors, latency --by team,day from the summary 1.8 / 2.3 / 1.7 / 1.5 / 4.7 s wall
-(1.7 / 2.2 / 1.5 / 1.4 / 4.5 s CPU, 200-446 MB), as rows 2.9 / 4.0 / 2.8 / 5.7 / 4.4 s
-(213-513 MB), the bare scan 2.4 s (111 MB). 100M with the summary was not measured (about
-17 minutes to make).
+off). Measured 2026-12-02 on the 2-core machine (`--no-sync`), wall s (peak MB):
+
+                           10M                          100M
+  made                     Parquet 12 s, summary 24 s   Parquet 86 s, summary 101 s
+                           (1.36M summary rows)         (1.77M summary rows)
+  from the summary: usage, cost, finish, errors, latency by team,day
+                           1.1 / 1.4 / 1.2 / 1.0 / 2.6  1.3 / 1.5 / 1.2 / 1.1 / 3.9 (<= 473 MB)
+  the same as rows         1.7 / 2.5 / 1.6 / 2.9 / 2.3  7.9 / 12.8 / 7.2 / 21.3 / 13.8 (latency 3.3 GB)
+  bare GROUP BY team, day  1.2 (111 MB)                 9.8 (216 MB)
+  the CLI, those five      1.7 / 2.4 / 1.7 / 1.4 / 3.0  1.4 / 4.4 / 1.9 / 1.7 / 3.7
+  the CLI: cache, tools, conversations (stored verdicts)
+                           1.5 / 2.1 / 3.1              3.8 / 20.1 (3.2 GB) / 16.1
+
+(`cost` through the CLI pays its catch-up pricing's scan of the rows first.)
 
 Measured (2-core machine, shared with other work): docs/lake.md, "At fleet size". 100M
 exchanges + 35.8M tool calls written in 565 s (177,000 exchanges/s), 5.9 GB of Parquet.
