@@ -29,7 +29,7 @@ from sqlalchemy import Engine, select, text, update
 
 from llmtap.analytics import audit
 from llmtap.analytics.pricing import Pricer
-from llmtap.storage import schema
+from llmtap.storage import schema, verdicts
 from llmtap.storage.engine import make_engine
 from llmtap.storage.migrate import upgrade
 from llmtap.storage.rows import RowSet
@@ -48,14 +48,7 @@ BACKENDS = [
 STORED = (
     "id",
     "started_at",
-    "conversation_id",
-    "cache_verdict",
-    "cache_cause",
-    "cache_message_index",
-    "cache_missed_tokens",
-    "cache_previous_id",
-    "cache_gap_ms",
-    "tool_problems",
+    *verdicts.VERDICT_COLUMNS,
     "rate_input_pico",
     "rate_cache_read_pico",
     "usage_cache_read_input_tokens",
