@@ -47,7 +47,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -63,6 +63,7 @@ STORE_TOKEN = "llmtap.store_token"
 # DuckDB variables: the window of a report that reads only its --since/--until days (window())
 SINCE = "llmtap_lake_since"
 UNTIL = "llmtap_lake_until"
+_EPOCH = datetime(1970, 1, 1)
 # view -> (the lake table, the store's fact table, its key)
 TABLES = {
     "exchanges": ("exchanges", "exchange_facts", ("id",)),
@@ -126,16 +127,33 @@ def window(connection: duckdb.DuckDBPyConnection, since: datetime | None, until:
     """While a query runs that reads only the rows started at or after `since` and before
     `until` (naive datetimes are UTC): the lake's views read only the files of those days.
     The query must itself keep to the window (the views may still hand it rows outside,
-    from the store's tail); on a connection without a lake, nothing changes."""
+    from the store's tail); on a connection without a lake, nothing changes. Inside
+    another window, the inner one must lie within it; the outer is back after it."""
+    before = current_window(connection)
     try:
-        for name, moment in ((SINCE, since), (UNTIL, until)):
-            if moment is not None:
-                instant = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-                connection.execute(f"SET VARIABLE {name} = TIMESTAMPTZ '{instant.isoformat(sep=' ')}'")
+        _set_window(connection, since, until)
         yield
     finally:
         for name in (SINCE, UNTIL):
             connection.execute(f"RESET VARIABLE {name}")
+        _set_window(connection, *before)
+
+
+def _set_window(connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> None:
+    for name, moment in ((SINCE, since), (UNTIL, until)):
+        if moment is not None:
+            instant = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+            connection.execute(f"SET VARIABLE {name} = TIMESTAMPTZ '{instant.isoformat(sep=' ')}'")
+
+
+def current_window(connection: duckdb.DuckDBPyConnection) -> tuple[datetime | None, datetime | None]:
+    """The window a query on `connection` is inside (window()), as naive UTC datetimes."""
+    found = connection.execute(
+        f"SELECT epoch_us(CAST(getvariable('{SINCE}') AS TIMESTAMPTZ)), "
+        f"epoch_us(CAST(getvariable('{UNTIL}') AS TIMESTAMPTZ))"
+    ).fetchone() or (None, None)
+    since, until = (None if us is None else _EPOCH + timedelta(microseconds=int(us)) for us in found)
+    return since, until
 
 
 def read_state(connection: duckdb.DuckDBPyConnection, warehouse: str) -> dict[str, LakeTable]:

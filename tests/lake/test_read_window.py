@@ -17,8 +17,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from llmtap.analytics import reports
+from llmtap.analytics import lake_daily, reports
 from llmtap.analytics.duck import connect
+from llmtap.analytics.pricing import Pricer
+from llmtap.analytics.reprice import stale_ids
 from tests.analytics import traffic
 from tests.analytics.conftest import BACKENDS, blank_database, fill
 from tests.helpers import llmtap
@@ -118,11 +120,74 @@ def test_the_cli_report_since_a_day_reads_only_its_days(blank: str, tmp_path: Pa
     # no window, by hour (which the daily summary cannot answer): every day's files
     everything = llmtap("report", "cost", "--by", "hour", "--db", blank, "--lake", str(lake))
     assert everything.code != 0 and "day=" + traffic.DAY1.date().isoformat() in everything.err
-    # by day, the daily summary answers for the day whose rows are gone (the CLI's
-    # catch-up pricing still scans rows: analytics/reprice.stale_ids)
-    connection = connect(blank, lake=str(lake))
+    # by day, the daily summary answers for the day whose rows are gone, and the CLI's
+    # catch-up pricing reads the summary to know that no row of that day is stale
+    by_day = llmtap("report", "cost", "--by", "day", "--format", "json", "--db", blank, "--lake", str(lake))
+    assert by_day.code == 0, by_day.err
+    assert traffic.DAY1.date().isoformat() in {row["day"] for row in by_day.json()}
+
+
+def _models_of_one_day(url: str) -> dict[str, str]:
+    """day (ISO) -> a (provider, model) seen on that day only, as a price file entry."""
+    connection = connect(url)
     try:
-        summed = reports.run(blank, "cost", by=["day"], connection=connection)
+        found = connection.execute(
+            "SELECT any_value(CAST(started_at AS DATE)), provider, model FROM exchanges WHERE model IS NOT NULL "
+            "GROUP BY provider, model HAVING count(DISTINCT CAST(started_at AS DATE)) = 1 ORDER BY model"
+        ).fetchall()
     finally:
         connection.close()
-    assert traffic.DAY1.date().isoformat() in {row["day"] for row in summed.rows}
+    return {
+        day.isoformat(): f'[[price]]\nprovider = "{p}"\nmodel = "{m}"\ninput_mtok = 1\noutput_mtok = 2\n'
+        for day, p, m in found
+    }
+
+
+def _stale(url: str, lake: Path, pricer: Pricer, *, summary: bool, **window: datetime) -> list[str]:
+    connection = connect(url, lake=str(lake))
+    try:
+        if not summary:
+            connection.execute(f"RESET VARIABLE {lake_daily.ENABLED}")
+        with reports.window(connection, "cost", window.get("since"), window.get("until")):
+            return stale_ids(connection, pricer)
+    finally:
+        connection.close()
+
+
+def test_catch_up_pricing_reads_only_the_days_the_summary_flags(blank: str, tmp_path: Path) -> None:
+    """stale_ids over a lake with a current summary equals the same rule read over every
+    row (each pricer, each window, with a store tail), and reads the lake files of only
+    the days whose summary rows hold a stale row."""
+    known = traffic.build()
+    fill(blank, [k.rec for k in known[:-3]], tmp_path / "spool")
+    lake = tmp_path / "lake"
+    read_lake.sync(blank, lake)
+    one_day = _models_of_one_day(blank)  # of the lake's rows
+    fill(blank, [k.rec for k in known[-3:]], tmp_path / "spool")  # the store's tail
+    day1 = traffic.DAY1.date().isoformat()
+    assert day1 in one_day, "the traffic has a model of day 1 alone"
+    named = tmp_path / "day1.toml"
+    named.write_text(one_day[day1])
+    everything = tmp_path / "all.toml"
+    everything.write_text(
+        "".join(
+            f'[[price]]\nmodel = "{prefix}*"\ninput_mtok = 1\noutput_mtok = 1\n'
+            for prefix in ("gpt-", "claude-", "gemini-")
+        )
+    )
+    pricers = [Pricer(), Pricer(named), Pricer(everything)]
+    windows: list[dict[str, datetime]] = [{}, {"since": traffic.DAY2}, {"until": traffic.DAY2}]
+    flagged = 0
+    for pricer in pricers:
+        for window in windows:
+            by_rows = _stale(blank, lake, pricer, summary=False, **window)
+            assert _stale(blank, lake, pricer, summary=True, **window) == by_rows, (pricer.file_version, window)
+            flagged += bool(by_rows)
+    assert flagged >= 4, "the pricers name stale rows"
+
+    _remove_day(lake, traffic.DAY1)
+    assert _stale(blank, lake, Pricer(), summary=True) == []  # nothing stale: no day's files read
+    assert _stale(blank, lake, Pricer(everything), summary=True, since=traffic.DAY2)  # day 2's files alone
+    with pytest.raises(duckdb.IOException, match="day=" + day1):
+        _stale(blank, lake, Pricer(named), summary=True)
+    assert _stale(blank, lake, Pricer(named), summary=True, since=traffic.DAY2) == []
