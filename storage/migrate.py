@@ -17,17 +17,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from llmtap import migrations
 from llmtap.storage.errors import StoreError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 # One key for "llmtap migrates this database" (advisory locks are per database); the
 # number is arbitrary, chosen not to collide with small keys other tools pick.
@@ -38,6 +37,8 @@ LOCK_WAIT_S = 600.0
 
 
 def alembic_config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(Path(migrations.__file__).parent))
     config.set_main_option("file_template", "%%(year)d_%%(month).2d_%%(day).2d_%%(rev)s_%%(slug)s")
@@ -45,24 +46,36 @@ def alembic_config() -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
+    from alembic import command
+
     _run(engine, lambda config: command.upgrade(config, revision))
 
 
 def downgrade(engine: Engine, revision: str) -> None:
+    from alembic import command
+
     _run(engine, lambda config: command.downgrade(config, revision))
 
 
 def current(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
 
 
 def heads() -> list[str]:
+    from alembic.script import ScriptDirectory
+
     return list(ScriptDirectory.from_config(alembic_config()).get_heads())
 
 
 def ensure_current(engine: Engine) -> None:
-    """Upgrade a new or older database to head; a no-op when it is already there."""
+    """Upgrade a new or older database to head; a no-op when it is already there. A store
+    at head is known by one read of its revision table, without Alembic (its import and
+    the scripts' reading are most of a report's start-up)."""
+    if _at_head(engine):
+        return
     try:
         revision = current(engine)
     except SQLAlchemyError as exc:
@@ -76,7 +89,21 @@ def ensure_current(engine: Engine) -> None:
     upgrade(engine)
 
 
+def _at_head(engine: Engine) -> bool:
+    """Whether the store's one revision is migrations.HEAD (False when it cannot tell: no
+    revision table yet, several rows, or any error, which the slow path then reports)."""
+    try:
+        with engine.connect() as connection:
+            found = connection.execute(text("SELECT version_num FROM alembic_version")).fetchall()
+    except SQLAlchemyError:
+        return False
+    return [tuple(row) for row in found] == [(migrations.HEAD,)]
+
+
 def _known(revision: str) -> bool:
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
     try:
         return ScriptDirectory.from_config(alembic_config()).get_revision(revision) is not None
     except CommandError:
@@ -89,6 +116,8 @@ def _foreign_keys(connection: Connection, *, on: bool) -> None:
 
 
 def _run(engine: Engine, action: Callable[[Config], None]) -> None:
+    from alembic.util import CommandError
+
     config = alembic_config()
     try:
         with engine.connect() as connection:

@@ -4,6 +4,9 @@ matches `schema.py` exactly, downgrades and upgrades work with data in place, an
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -11,7 +14,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event, inspect, select, text
 
+from llmtap import migrations
 from llmtap.storage import migrate, schema
+from llmtap.storage.engine import make_engine
 from llmtap.storage.errors import StoreError
 from llmtap.storage.writer import Writer
 from tests.storage.helpers import count, exchange_ids, make_record
@@ -44,6 +49,35 @@ def test_single_head_and_a_linear_history():
     for rev in script.walk_revisions():
         assert not rev.is_merge_point and not rev.is_branch_point, rev.revision
     assert revisions()[-1] == migrate.heads()[0]
+    assert migrations.HEAD == migrate.heads()[0], "migrations.HEAD names the newest revision"
+
+
+def test_a_store_at_head_is_opened_without_alembic(tmp_path):
+    """ensure_current knows a current store by its revision row alone: Alembic is not even
+    imported (its import and the scripts' reading were most of a report's start-up); a
+    store behind head still migrates, and one at a revision it does not know is refused."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = make_engine(url)
+    try:
+        migrate.upgrade(engine, "0012")
+        migrate.ensure_current(engine)  # a revision behind: migrated the slow way
+        assert migrate.current(engine) == migrations.HEAD
+    finally:
+        engine.dispose()
+    probe = (
+        "import sys; from llmtap.storage.engine import make_engine; from llmtap.storage.migrate import ensure_current; "
+        f"e = make_engine({url!r}); ensure_current(e); print(sorted(m for m in sys.modules if m.startswith('alembic')))"
+    )
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]", found.stdout
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("UPDATE alembic_version SET version_num = 'ffff'"))
+        with pytest.raises(StoreError, match="ffff"):
+            migrate.ensure_current(engine)
+    finally:
+        engine.dispose()
 
 
 def test_blank_to_head_matches_the_models(db_url, engines):
