@@ -9,6 +9,7 @@ reports' latency percentiles read off it are within its stated bound of the exac
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from datetime import timedelta
@@ -22,8 +23,9 @@ from llmtap.analytics import lake_daily, reports
 from llmtap.analytics.duck import connect
 from llmtap.lake import daily
 from llmtap.lake.catalog import open_catalog
-from llmtap.lake.schema import DAILY, EXCHANGES
+from llmtap.lake.schema import DAILY, EXCHANGES, TOOL_CALLS
 from llmtap.lake.sync import sync
+from llmtap.protocols.vocabulary import TOOL_PROBLEMS, TOOL_STATUSES
 from llmtap.storage.engine import make_engine
 from llmtap.storage.maintenance import prune
 from llmtap.storage.migrate import upgrade
@@ -83,6 +85,20 @@ def _change(engine: Engine, rng: random.Random, ids: list[str], n: int) -> None:
                     "rate": rng.choice([None, rng.randrange(1, 5000)]),
                 },
             )
+            # its tool calls decided again and the conversation's problems with them, as a
+            # reprocess writes them (a call changes only with its exchange)
+            connection.execute(
+                text("UPDATE tool_calls SET status = :status WHERE exchange_id = :id"),
+                {"id": exchange_id, "status": rng.choice(TOOL_STATUSES)},
+            )
+            problems = [
+                {"status": rng.choice(TOOL_PROBLEMS), "call_id": f"toolu_{rng.randrange(99)}", "tool": "get_weather"}
+                for _ in range(rng.choice([0, 0, 1, 2, 3]))
+            ]
+            connection.execute(
+                text("UPDATE exchanges SET tool_problems = :problems WHERE id = :id"),
+                {"id": exchange_id, "problems": json.dumps(problems) if problems or rng.random() < 0.5 else None},
+            )
 
 
 def _timing(rng: random.Random) -> float | None:
@@ -102,13 +118,24 @@ def _rows(table: Any) -> list[dict[str, Any]]:
 def _kept_equals_scratch(url: str, lake: Path) -> int:
     catalog = open_catalog(url, str(lake))
     try:
-        exchanges, summary = catalog.load_table(EXCHANGES), catalog.load_table(DAILY)
-        current = exchanges.current_snapshot()
+        exchanges, calls = catalog.load_table(EXCHANGES), catalog.load_table(TOOL_CALLS)
+        summary = catalog.load_table(DAILY)
+        current, called = exchanges.current_snapshot(), calls.current_snapshot()
         assert current is not None and daily.summarized(summary) == current.snapshot_id
+        assert called is not None and daily.summarized(summary, lake_daily.SUMMARIZED_TOOL_CALLS) == called.snapshot_id
+        assert daily.shaped(summary)
         kept = summary.scan().to_arrow()
-        scratch = lake_daily.summarize(exchanges.metadata_location, str(lake), None)
+        scratch = lake_daily.summarize(exchanges.metadata_location, calls.metadata_location, str(lake), None)
         assert _rows(kept) == _rows(scratch)
-        assert sum(kept.column("requests").to_pylist()) == exchanges.scan(selected_fields=("id",)).to_arrow().num_rows
+        ids = set(exchanges.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
+        assert sum(kept.column("requests").to_pylist()) == len(ids)
+        held = calls.scan(selected_fields=("exchange_id", "status")).to_arrow().to_pylist()
+        # every call of a summarized exchange, by status
+        assert sum(kept.column("tool_calls").to_pylist()) == sum(1 for c in held if c["exchange_id"] in ids) > 0
+        for status in TOOL_STATUSES:
+            assert sum(kept.column(status).to_pylist()) == sum(
+                1 for c in held if c["exchange_id"] in ids and c["status"] == status
+            )
         return kept.num_rows
     finally:
         catalog.engine.dispose()
@@ -166,7 +193,14 @@ def test_a_lake_made_before_the_summary_gains_it_at_its_next_sync(store: tuple[s
     assert _kept_equals_scratch(url, lake) > 0
 
 
-BY = [None, ["team"], ["day", "model"], ["team", "provider", "status", "tier", "key", "protocol"], ["status"]]
+BY = [
+    None,
+    ["team"],
+    ["day", "model"],
+    ["team", "provider", "status", "tier", "key", "protocol"],
+    ["status"],
+    ["provider", "key", "protocol", "tier", "day"],
+]
 
 
 def test_reports_over_the_summary_equal_the_rows_and_percentiles_keep_their_bound(
@@ -183,8 +217,8 @@ def test_reports_over_the_summary_equal_the_rows_and_percentiles_keep_their_boun
     connection = connect(url, lake=str(lake))
     try:
         checked = 0
-        misses = 0
-        for kind in ("usage", "cost", "finish", "errors", "latency", "cache"):
+        misses = calls = problems = 0
+        for kind in ("usage", "cost", "finish", "errors", "latency", "cache", "tools"):
             for by in BY:
                 if by is not None and not set(by) <= set(reports.REPORTS[kind].dimensions):
                     continue
@@ -198,8 +232,12 @@ def test_reports_over_the_summary_equal_the_rows_and_percentiles_keep_their_boun
                         checked += sum(1 for row in want for name in matching.PERCENTILES if row[name] is not None)
                     if kind == "cache":
                         misses += sum(row["misses"] for row in want)
+                    if kind == "tools":
+                        calls += sum(row[status] for row in want for status in TOOL_STATUSES)
+                        problems += sum(row[problem] for row in want for problem in TOOL_PROBLEMS)
         assert checked > 100  # percentiles were compared, not only empty groups
         assert misses > 0  # the cache verdicts were compared, not only zeros
+        assert calls > 0 and problems > 0  # and the tool calls and problems
         for window in ({}, {"since": middle}):
             footer = reports.price_footer(url, connection=connection, **window)  # type: ignore[arg-type]
             assert footer == reports.price_footer(url, **window)  # type: ignore[arg-type]
