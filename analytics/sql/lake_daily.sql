@@ -5,11 +5,11 @@
 -- (days the store's tail touches, the window's partial days) and sums both alike. Each
 -- grouping column is what a report's --by reads (model: as coalesce(model,
 -- model_requested)); each measure is the per-row expression of the report's own .sql.
--- The tool calls (tools.sql) are counted per exchange and joined onto its row ($tool_calls:
--- a view of the calls with exchange_id and status, of the same days or more: only the
--- calls of $source's rows count, as tools.sql's join counts them); the conversation
--- problems are counted in each row's stored tool_problems. The statuses and problems
--- spliced in ($tool_call_counts, $tool_sums) are protocols/vocabulary.py's.
+-- The tool calls (tools.sql) are counted per exchange and joined onto its row (the calls'
+-- view has their exchange_id and status, of the same days or more: only the calls of the
+-- rows summed count, as tools.sql's join counts them); the conversation problems are
+-- counted in each row's stored tool_problems. The statuses and problems spliced in are
+-- protocols/vocabulary.py's (lake_daily.summary_sql).
 -- $source is the rows (a view in the exchanges' columns), $where a filter of them.
 SELECT
     CAST(started_at AS DATE) AS day,
