@@ -30,6 +30,7 @@ it), for the rows' views (lake_views.py) or for the reports' own columns (report
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -37,7 +38,11 @@ from typing import Any
 
 import duckdb
 
+from llmtap.protocols.vocabulary import TOOL_PROBLEMS, TOOL_STATUSES
+
 SUMMARIZED = "llmtap.summarized"  # snapshot summary: the exchanges snapshot the summary is of
+SUMMARIZED_TOOL_CALLS = "llmtap.summarized_tool_calls"  # and the tool_calls one ("": none yet)
+SHAPED = "llmtap.summary_shape"  # and the shape of its rows (SHAPE)
 TABLE = "daily"  # in the lake's namespace
 SUB_BUCKETS = 8  # histogram buckets per doubling
 RELATIVE_ERROR = 2 ** (1 / (2 * SUB_BUCKETS)) - 1  # ≈ 0.0443: a bucket's middle to its edges
@@ -83,10 +88,16 @@ MEASURES = (
     ("cache_extra_cost_pico", "DECIMAL(38,0)"),
     ("latency_requests", "BIGINT"),
     *((name, HISTOGRAM_TYPE) for name in HISTOGRAMS),
+    # tools.sql: the tool calls by status, and the problems across a conversation
+    ("tool_calls", "BIGINT"),
+    *((status, "BIGINT") for status in TOOL_STATUSES),
+    *((problem, "BIGINT") for problem in TOOL_PROBLEMS),
 )
 COLUMNS = (*GROUPS, *MEASURES)
+# the rows' shape: a summary made in another (older) one is not read, and made again whole
+SHAPE = hashlib.sha256(repr(COLUMNS).encode()).hexdigest()[:12]
 # the reports it answers (not listing), and the --by names it can group on
-REPORTS = frozenset({"usage", "cost", "finish", "errors", "latency", "cache"})
+REPORTS = frozenset({"usage", "cost", "finish", "errors", "latency", "cache", "tools"})
 DIMENSIONS = frozenset({"team", "provider", "model", "day", "key", "protocol", "status", "tier"})
 ENABLED = "llmtap_lake_daily"  # DuckDB variable: the connection's lake has a current summary
 ROWS = "daily_rows"  # the view a report's *_daily.sql reads
@@ -109,15 +120,35 @@ def _histogram(column: str) -> str:
     )
 
 
-def summary_sql(source: str, where: str = "true") -> str:
+def _tool_sql() -> tuple[str, str]:
+    """lake_daily.sql's tool parts: each exchange's count of calls by status (over the
+    calls), and their sums with the row's problems' counts (over a group's rows)."""
+    counts = ["count(*) AS calls_tool_calls"]
+    counts += [f"count(*) FILTER (WHERE status = '{status}') AS calls_{status}" for status in TOOL_STATUSES]
+    sums = [
+        f"CAST(coalesce(sum(llmtap_calls.calls_{name}), 0) AS BIGINT) AS {_q(name)}"
+        for name in ("tool_calls", *TOOL_STATUSES)
+    ]
+    sums += [
+        f"CAST(coalesce(sum(len(list_filter(llmtap_problems, p -> p = '{problem}'))), 0) AS BIGINT) AS {_q(problem)}"
+        for problem in TOOL_PROBLEMS
+    ]
+    return ",\n        ".join(counts), ",\n    ".join(sums)
+
+
+def summary_sql(source: str, where: str = "true", tool_calls: str = "tool_calls") -> str:
     """sql/lake_daily.sql over `source` (a relation in the exchanges' columns, with
-    `started_at` a naive UTC timestamp) filtered by `where`."""
+    `started_at` a naive UTC timestamp) filtered by `where`, with the tool calls of
+    `tool_calls` (a relation with the calls' exchange_id and status; those of other rows
+    than `source`'s are not counted)."""
     from llmtap.analytics.reports import sql
 
     text = sql("lake_daily")
     for name, column in HISTOGRAMS.items():
         text = text.replace(f"${name}", _histogram(column))
-    return text.replace("$source", source).replace("$where", where)
+    counts, sums = _tool_sql()
+    text = text.replace("$tool_call_counts", counts).replace("$tool_sums", sums)
+    return text.replace("$source", source).replace("$where", where).replace("$tool_calls", tool_calls)
 
 
 def middle_sql(bucket: str) -> str:
@@ -130,11 +161,17 @@ def middle_sql(bucket: str) -> str:
 
 
 def summarize(
-    metadata: str, warehouse: str, days: Sequence[date] | None, properties: Mapping[str, str] | None = None
+    metadata: str,
+    tool_calls: str | None,
+    warehouse: str,
+    days: Sequence[date] | None,
+    properties: Mapping[str, str] | None = None,
 ) -> Any:
     """The summary rows of `days` (None: every day) of the exchanges table whose current
-    metadata file is `metadata`, as a pyarrow Table in COLUMNS' order and types. DuckDB
-    reads the lake's files (its iceberg extension, as the reports do), only those days'."""
+    metadata file is `metadata`, with the tool calls of the tool_calls table whose current
+    one is `tool_calls` (None: it holds none yet), as a pyarrow Table in COLUMNS' order
+    and types. DuckDB reads the lake's files (its iceberg extension, as the reports do),
+    only those days'."""
     from llmtap.analytics import lake_views
 
     connection = duckdb.connect(
@@ -142,10 +179,10 @@ def summarize(
     )
     try:
         lake_views.load_extensions(connection, warehouse, properties or {})
-        scan = f"iceberg_scan({_literal(metadata)})"
         within = "true"
         if days is not None:
             # on the lake's own started_at (timestamptz): the scan prunes its days' files by it
+            # (a tool call carries its exchange's started_at, so its files are the same days')
             spans = _merged([(_start(day), _end(day)) for day in days])
             within = (
                 " OR ".join(
@@ -157,7 +194,15 @@ def summarize(
             )
         connection.execute(
             "CREATE TEMP VIEW exchanges AS SELECT * REPLACE (make_timestamp(epoch_us(started_at)) AS started_at) "
-            f"FROM {scan} WHERE {within}"
+            f"FROM iceberg_scan({_literal(metadata)}) WHERE {within}"
+        )
+        connection.execute(
+            "CREATE TEMP VIEW tool_calls AS "
+            + (
+                f"SELECT exchange_id, status FROM iceberg_scan({_literal(tool_calls)}) WHERE {within}"
+                if tool_calls is not None
+                else "SELECT CAST(NULL AS VARCHAR) AS exchange_id, CAST(NULL AS VARCHAR) AS status WHERE false"
+            )
         )
         names = ", ".join(f"CAST({_q(name)} AS {data_type}) AS {_q(name)}" for name, data_type in COLUMNS)
         return connection.execute(f"SELECT {names} FROM ({summary_sql('exchanges')}) ORDER BY 1").to_arrow_table()

@@ -116,7 +116,7 @@ def attach(
         gone = _tombstones(connection)
         for view, (lake_name, store_table, key) in TABLES.items():
             _point(connection, view, tables[lake_name], tails[view], gone, store_table, key)
-        _summary(connection, warehouse, tables["exchanges"], gone)
+        _summary(connection, warehouse, tables["exchanges"], tables["tool_calls"], gone)
     except READ_ERRORS as exc:  # files gone or damaged, S3 away or refusing
         raise LakeError(f"cannot read the lake at {warehouse}: {mask_passwords(first_line(exc))}") from None
     return tables
@@ -201,9 +201,17 @@ def read_state(connection: duckdb.DuckDBPyConnection, warehouse: str) -> dict[st
     return tables
 
 
-def _summary(connection: duckdb.DuckDBPyConnection, warehouse: str, exchanges: LakeTable, gone: str | None) -> None:
-    """The lake's daily summary made readable (lake_daily.attach) when it is there and made
-    from the exchanges' current snapshot; else the reports read rows."""
+def _summary(
+    connection: duckdb.DuckDBPyConnection,
+    warehouse: str,
+    exchanges: LakeTable,
+    tool_calls: LakeTable,
+    gone: str | None,
+) -> None:
+    """The lake's daily summary made readable (lake_daily.attach) when it is there, made
+    from the exchanges' and the tool calls' current snapshots, and in the rows' current
+    shape (lake_daily.SHAPE: an older one holds NULL in the newer columns); else the
+    reports read rows."""
     from llmtap.analytics import lake_daily
 
     connection.execute(f"RESET VARIABLE {lake_daily.ENABLED}")
@@ -221,8 +229,16 @@ def _summary(connection: duckdb.DuckDBPyConnection, warehouse: str, exchanges: L
     if snapshot is None or not _under(str(metadata.get("location", "")), warehouse):
         return
     summary = snapshot.get("summary") or {}
-    if not isinstance(summary, dict) or summary.get(lake_daily.SUMMARIZED) != str(exchanges.snapshot):
-        log.debug("llmtap: the lake's summary is older than its exchanges: reports read rows")
+    calls = "" if tool_calls.snapshot is None else str(tool_calls.snapshot)
+    if (
+        not isinstance(summary, dict)
+        or summary.get(lake_daily.SUMMARIZED) != str(exchanges.snapshot)
+        or summary.get(lake_daily.SUMMARIZED_TOOL_CALLS) != calls
+    ):
+        log.debug("llmtap: the lake's summary is older than its exchanges or tool calls: reports read rows")
+        return
+    if summary.get(lake_daily.SHAPED) != lake_daily.SHAPE:
+        log.debug("llmtap: the lake's summary is of an older shape: reports read rows until the next sync")
         return
     _check_manifests(connection, snapshot, str(found[0]))
     gone_keys = gone_days = None

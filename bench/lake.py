@@ -351,7 +351,9 @@ def make_lake(folder: Path, seed: Seed, total: int, days: int, workers: int) -> 
     registering = time.perf_counter() - clock
     clock = time.perf_counter()
     # the daily summary, as `lake sync` keeps it after its commits (lake/daily.py)
-    summary_rows, _days, _commits = daily.keep(catalog, tables[schema.EXCHANGES], tables[schema.DAILY])
+    summary_rows, _days, _commits = daily.keep(
+        catalog, tables[schema.EXCHANGES], tables[schema.TOOL_CALLS], tables[schema.DAILY]
+    )
     summarizing = time.perf_counter() - clock
     exchanges = sum(w.exchange_rows for w in written)
     calls = sum(w.call_rows for w in written)
@@ -395,7 +397,7 @@ def time_report(lake: Lake, label: str, arguments: Sequence[str], goal: float) -
 
 # the reports the daily summary answers, read as reports.run does (no CLI: its catch-up
 # pricing, cli/pricing.catch_up, scans the lake's rows before every priced report)
-SUMMARY_READS = [(f"{kind} --by team,day (read)", kind) for kind in ("usage", "cost", "finish", "errors", "latency")]
+SUMMARY_READS = [(f"{kind} --by team,day (read)", kind) for kind in ("usage", "cost", "finish", "errors", "latency", "tools")]
 # (argv[4] "rows": the same report with the summary turned off, the lake read as rows)
 _READ = (
     "import sys; from llmtap.analytics import reports; from llmtap.analytics.duck import connect; "

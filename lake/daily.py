@@ -46,57 +46,83 @@ log = logging.getLogger("llmtap.lake")
 ATTEMPTS = 20
 
 
-def summarized(daily: Table) -> int | None:
-    """The exchanges snapshot the summary was made from (None: never made)."""
+def summarized(daily: Table, key: str = lake_daily.SUMMARIZED) -> int | None:
+    """The exchanges snapshot the summary was made from (None: never made); with `key`
+    lake_daily.SUMMARIZED_TOOL_CALLS, the tool_calls one (None: none, or never made)."""
     snapshot = daily.current_snapshot()
     if snapshot is None or snapshot.summary is None:
         return None
-    value = snapshot.summary[lake_daily.SUMMARIZED]
+    value = snapshot.summary[key]
     return int(value) if value else None
 
 
-def changed_days(exchanges: Table, since: int | None) -> list[date] | None:
-    """The days whose rows changed from exchanges snapshot `since` to the current one
-    (None: every day, when `since` is not among its ancestors or was never made)."""
-    current = exchanges.current_snapshot()
+def shaped(daily: Table) -> bool:
+    """Whether the summary's rows are in lake_daily's current shape (lake_daily.SHAPE):
+    one made before its columns changed holds NULL in the new ones."""
+    snapshot = daily.current_snapshot()
+    return bool(snapshot is not None and snapshot.summary is not None and snapshot.summary[lake_daily.SHAPED] == lake_daily.SHAPE)
+
+
+def changed_days(table: Table, since: int | None, *, from_empty: bool = False) -> list[date] | None:
+    """The days whose rows changed from snapshot `since` of `table` (exchanges or
+    tool_calls: both partitioned by day) to the current one (None: every day, when `since`
+    is not among its ancestors or was never made). `from_empty`: `since` None is the
+    table before its first snapshot, so every day its history touched."""
+    current = table.current_snapshot()
     if current is None:
         return [] if since is None else None
-    if since is None:
+    if since is None and not from_empty:
         return None
     values: set[int] = set()
     snapshot = current
     while snapshot.snapshot_id != since:
-        for manifest in snapshot.manifests(exchanges.io):
+        for manifest in snapshot.manifests(table.io):
             if manifest.added_snapshot_id != snapshot.snapshot_id:
                 continue
-            for entry in manifest.fetch_manifest_entry(exchanges.io, discard_deleted=False):
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
                 if entry.status != ManifestEntryStatus.EXISTING and entry.snapshot_id == snapshot.snapshot_id:
                     day = entry.data_file.partition[0]
                     if day is None:
                         return None  # a row without a day: make everything again
                     values.add(int(day))
         if snapshot.parent_snapshot_id is None:
+            if since is None:
+                break  # the table's first snapshot: its whole history was read
             return None  # `since` is not an ancestor
-        parent = exchanges.snapshot_by_id(snapshot.parent_snapshot_id)
+        parent = table.snapshot_by_id(snapshot.parent_snapshot_id)
         if parent is None:
             return None  # expired history: make everything again
         snapshot = parent
     return lake_daily.utc_days(values)
 
 
-def keep(catalog: SqlCatalog, exchanges: Table, daily: Table) -> tuple[int, int, int]:
-    """Bring the summary up to the exchanges table's current snapshot; returns (summary
-    rows written, days replaced, commits)."""
+def keep(catalog: SqlCatalog, exchanges: Table, tool_calls: Table, daily: Table) -> tuple[int, int, int]:
+    """Bring the summary up to the exchanges and tool_calls tables' current snapshots;
+    returns (summary rows written, days replaced, commits)."""
     for attempt in range(ATTEMPTS):
         exchanges.refresh()
+        tool_calls.refresh()
         daily.refresh()
         current = exchanges.current_snapshot()
-        held = summarized(daily)
-        if current is None or held == current.snapshot_id:
+        calls = tool_calls.current_snapshot()
+        held, held_calls = summarized(daily), summarized(daily, lake_daily.SUMMARIZED_TOOL_CALLS)
+        if current is None:
             return 0, 0, 0
-        days = changed_days(exchanges, held)
+        same_shape = shaped(daily)
+        if (
+            same_shape
+            and held == current.snapshot_id
+            and held_calls == (None if calls is None else calls.snapshot_id)
+        ):
+            return 0, 0, 0
+        days = None
+        if same_shape:  # else the rows were made in another shape: all of them again
+            days = changed_days(exchanges, held)
+            # a summary of the same shape named the tool_calls snapshot it read, "" for none
+            called = changed_days(tool_calls, held_calls, from_empty=True)
+            days = None if days is None or called is None else sorted(set(days) | set(called))
         try:
-            written, replaced = _replace(catalog, exchanges, daily, days)
+            written, replaced = _replace(catalog, exchanges, tool_calls, daily, days)
             return written, replaced, 1
         except (CommitFailedException, ValidationException):
             log.info("llmtap: another sync committed to %s first; starting again", lake_daily.TABLE)
@@ -104,19 +130,32 @@ def keep(catalog: SqlCatalog, exchanges: Table, daily: Table) -> tuple[int, int,
     raise LakeError(f"{lake_daily.TABLE}: gave up after {ATTEMPTS} commits lost to other syncs; run lake sync again")
 
 
-def _replace(catalog: SqlCatalog, exchanges: Table, daily: Table, days: list[date] | None) -> tuple[int, int]:
+def _replace(
+    catalog: SqlCatalog, exchanges: Table, tool_calls: Table, daily: Table, days: list[date] | None
+) -> tuple[int, int]:
     current = exchanges.current_snapshot()
     assert current is not None
+    calls = tool_calls.current_snapshot()
     properties = {k: str(v) for k, v in catalog.properties.items() if k.startswith(("s3.", "client."))}
     try:
         rows = lake_daily.summarize(
-            exchanges.metadata_location, str(catalog.properties.get("warehouse", "")), days, properties
+            exchanges.metadata_location,
+            None if calls is None else tool_calls.metadata_location,
+            str(catalog.properties.get("warehouse", "")),
+            days,
+            properties,
         )
     except lake_views.LakeError as exc:
         raise LakeError(str(exc)) from None
     rows = rows.cast(daily.schema().as_arrow()) if rows.num_rows else daily.schema().as_arrow().empty_table()
     mark, token = watermark(exchanges)
-    summary = {lake_daily.SUMMARIZED: str(current.snapshot_id), WATERMARK: str(mark), STORE_TOKEN: token or ""}
+    summary = {
+        lake_daily.SUMMARIZED: str(current.snapshot_id),
+        lake_daily.SUMMARIZED_TOOL_CALLS: "" if calls is None else str(calls.snapshot_id),
+        lake_daily.SHAPED: lake_daily.SHAPE,
+        WATERMARK: str(mark),
+        STORE_TOKEN: token or "",
+    }
     doomed: BooleanExpression = AlwaysTrue() if days is None else In("day", [d.isoformat() for d in days])  # type: ignore[call-arg,arg-type]
     with daily.transaction() as transaction:
         if daily.current_snapshot() is not None and (days is None or days):

@@ -134,7 +134,7 @@ def sync(
         ]
         summary = TableSync(schema.DAILY, watermark=done[0].watermark)
         summary.written, summary.gone, summary.commits = daily.keep(
-            catalog, tables[schema.EXCHANGES], tables[schema.DAILY]
+            catalog, tables[schema.EXCHANGES], tables[schema.TOOL_CALLS], tables[schema.DAILY]
         )
         done.append(summary)
     _trim(engine, {"exchange_facts": done[0].watermark, "tool_call_facts": done[1].watermark})

@@ -5,6 +5,11 @@
 -- (days the store's tail touches, the window's partial days) and sums both alike. Each
 -- grouping column is what a report's --by reads (model: as coalesce(model,
 -- model_requested)); each measure is the per-row expression of the report's own .sql.
+-- The tool calls (tools.sql) are counted per exchange and joined onto its row (the calls'
+-- view has their exchange_id and status, of the same days or more: only the calls of the
+-- rows summed count, as tools.sql's join counts them); the conversation problems are
+-- counted in each row's stored tool_problems. The statuses and problems spliced in are
+-- protocols/vocabulary.py's (lake_daily.summary_sql).
 -- $source is the rows (a view in the exchanges' columns), $where a filter of them.
 SELECT
     CAST(started_at AS DATE) AS day,
@@ -67,13 +72,22 @@ SELECT
     count(*) FILTER (WHERE timed) AS latency_requests,
     $ttfb_hist AS ttfb_hist,
     $ttft_hist AS ttft_hist,
-    $total_hist AS total_hist
+    $total_hist AS total_hist,
+    $tool_sums
 FROM (
     SELECT *, (coalesce(status, 0) >= 400 OR error_type IS NOT NULL OR error_code IS NOT NULL
                OR finish_reason = 'error') AS is_error,
            lower(error_type) AS etype, lower(error_code) AS ecode,
-           (coalesce(status, 0) < 400 AND NOT coalesce(warmup, false) AND background_state IS NULL) AS timed
+           (coalesce(status, 0) < 400 AND NOT coalesce(warmup, false) AND background_state IS NULL) AS timed,
+           CASE WHEN tool_problems IS NOT NULL
+                THEN list_transform(from_json(tool_problems, '[{"status": "VARCHAR"}]'), p -> p.status) END
+               AS llmtap_problems
     FROM $source
     WHERE $where
 ) AS e
+LEFT JOIN (
+    SELECT exchange_id, $tool_call_counts
+    FROM $tool_calls
+    GROUP BY exchange_id
+) AS llmtap_calls ON llmtap_calls.exchange_id = e.id
 GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13

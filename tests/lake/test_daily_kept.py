@@ -9,6 +9,7 @@ reports' latency percentiles read off it are within its stated bound of the exac
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from datetime import timedelta
@@ -16,17 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, select, text
 
 from llmtap.analytics import lake_daily, reports
 from llmtap.analytics.duck import connect
 from llmtap.lake import daily
 from llmtap.lake.catalog import open_catalog
-from llmtap.lake.schema import DAILY, EXCHANGES
+from llmtap.lake.schema import DAILY, EXCHANGES, TOOL_CALLS
 from llmtap.lake.sync import sync
+from llmtap.protocols.vocabulary import TOOL_PROBLEMS, TOOL_STATUSES
 from llmtap.storage.engine import make_engine
 from llmtap.storage.maintenance import prune
 from llmtap.storage.migrate import upgrade
+from llmtap.storage import schema
 from llmtap.storage.writer import Writer
 from tests.lake import matching
 from tests.storage.helpers import T0, make_record
@@ -83,6 +86,20 @@ def _change(engine: Engine, rng: random.Random, ids: list[str], n: int) -> None:
                     "rate": rng.choice([None, rng.randrange(1, 5000)]),
                 },
             )
+            # its tool calls decided again and the conversation's problems with them, as a
+            # reprocess writes them (a call changes only with its exchange)
+            connection.execute(
+                text("UPDATE tool_calls SET status = :status WHERE exchange_id = :id"),
+                {"id": exchange_id, "status": rng.choice(TOOL_STATUSES)},
+            )
+            problems = [
+                {"status": rng.choice(TOOL_PROBLEMS), "call_id": f"toolu_{rng.randrange(99)}", "tool": "get_weather"}
+                for _ in range(rng.choice([0, 0, 1, 2, 3]))
+            ]
+            connection.execute(
+                text("UPDATE exchanges SET tool_problems = :problems WHERE id = :id"),
+                {"id": exchange_id, "problems": json.dumps(problems) if problems or rng.random() < 0.5 else None},
+            )
 
 
 def _timing(rng: random.Random) -> float | None:
@@ -102,13 +119,24 @@ def _rows(table: Any) -> list[dict[str, Any]]:
 def _kept_equals_scratch(url: str, lake: Path) -> int:
     catalog = open_catalog(url, str(lake))
     try:
-        exchanges, summary = catalog.load_table(EXCHANGES), catalog.load_table(DAILY)
-        current = exchanges.current_snapshot()
+        exchanges, calls = catalog.load_table(EXCHANGES), catalog.load_table(TOOL_CALLS)
+        summary = catalog.load_table(DAILY)
+        current, called = exchanges.current_snapshot(), calls.current_snapshot()
         assert current is not None and daily.summarized(summary) == current.snapshot_id
+        assert called is not None and daily.summarized(summary, lake_daily.SUMMARIZED_TOOL_CALLS) == called.snapshot_id
+        assert daily.shaped(summary)
         kept = summary.scan().to_arrow()
-        scratch = lake_daily.summarize(exchanges.metadata_location, str(lake), None)
+        scratch = lake_daily.summarize(exchanges.metadata_location, calls.metadata_location, str(lake), None)
         assert _rows(kept) == _rows(scratch)
-        assert sum(kept.column("requests").to_pylist()) == exchanges.scan(selected_fields=("id",)).to_arrow().num_rows
+        ids = set(exchanges.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
+        assert sum(kept.column("requests").to_pylist()) == len(ids)
+        held = calls.scan(selected_fields=("exchange_id", "status")).to_arrow().to_pylist()
+        # every call of a summarized exchange, by status
+        assert sum(kept.column("tool_calls").to_pylist()) == sum(1 for c in held if c["exchange_id"] in ids) > 0
+        for status in TOOL_STATUSES:
+            assert sum(kept.column(status).to_pylist()) == sum(
+                1 for c in held if c["exchange_id"] in ids and c["status"] == status
+            )
         return kept.num_rows
     finally:
         catalog.engine.dispose()
@@ -166,7 +194,13 @@ def test_a_lake_made_before_the_summary_gains_it_at_its_next_sync(store: tuple[s
     assert _kept_equals_scratch(url, lake) > 0
 
 
-BY = [None, ["team"], ["day", "model"], ["team", "provider", "status", "tier", "key", "protocol"], ["status"]]
+BY = [
+    None,
+    ["team"],
+    ["day", "model"],
+    ["team", "provider", "status", "tier", "key", "protocol"],
+    ["status"],
+]
 
 
 def test_reports_over_the_summary_equal_the_rows_and_percentiles_keep_their_bound(
@@ -183,8 +217,8 @@ def test_reports_over_the_summary_equal_the_rows_and_percentiles_keep_their_boun
     connection = connect(url, lake=str(lake))
     try:
         checked = 0
-        misses = 0
-        for kind in ("usage", "cost", "finish", "errors", "latency", "cache"):
+        misses = calls = problems = 0
+        for kind in ("usage", "cost", "finish", "errors", "latency", "cache", "tools"):
             for by in BY:
                 if by is not None and not set(by) <= set(reports.REPORTS[kind].dimensions):
                     continue
@@ -198,8 +232,12 @@ def test_reports_over_the_summary_equal_the_rows_and_percentiles_keep_their_boun
                         checked += sum(1 for row in want for name in matching.PERCENTILES if row[name] is not None)
                     if kind == "cache":
                         misses += sum(row["misses"] for row in want)
+                    if kind == "tools":
+                        calls += sum(row[status] for row in want for status in TOOL_STATUSES)
+                        problems += sum(row[problem] for row in want for problem in TOOL_PROBLEMS)
         assert checked > 100  # percentiles were compared, not only empty groups
         assert misses > 0  # the cache verdicts were compared, not only zeros
+        assert calls > 0 and problems > 0  # and the tool calls and problems
         for window in ({}, {"since": middle}):
             footer = reports.price_footer(url, connection=connection, **window)  # type: ignore[arg-type]
             assert footer == reports.price_footer(url, **window)  # type: ignore[arg-type]
@@ -243,5 +281,156 @@ def test_a_percentile_off_the_histogram_is_within_the_bound_of_the_exact_one() -
                 if want > 100:  # where the rounding (0.05 ms) is under 0.05%
                     worst = max(worst, abs(got - want) / want)
         assert 0.02 < worst <= lake_daily.RELATIVE_ERROR + 0.001  # near the bound, and within it
+    finally:
+        connection.close()
+
+
+def _write_on(engine: Engine, spool: Path, start: int, n: int, day: int) -> None:
+    """`n` new exchanges on day `day` (from T0), every third with a tool call."""
+    writer = Writer(engine, spool_dir=spool, body_mode="metadata", max_delay=0.01)
+    for i in range(start, start + n):
+        writer.submit(make_record(i, prefix=f"D{start}", started_at=T0 + timedelta(days=day, minutes=7 * i % 1400)))
+    assert writer.close()
+
+
+def _called(engine: Engine) -> list[str]:
+    with engine.begin() as connection:
+        return sorted({str(r[0]) for r in connection.execute(text("SELECT exchange_id FROM tool_calls"))})
+
+
+def _same_reports(url: str, connection: Any, kinds: Any, summary: bool) -> None:
+    """Each report `kinds` over the lake (its summary, or rows) equals it over the store."""
+    assert lake_daily.answers(connection, "usage", ["team"], "UTC", False) is summary
+    for kind in kinds:
+        for by in ([["team"], ["day", "model"], ["provider", "key", "protocol", "tier", "day"]]):
+            got = reports.run(url, kind, by=by, connection=connection).rows
+            want = reports.run(url, kind, by=by).rows
+            assert got, (kind, by)
+            matching.assert_same(got, want, (kind, by))
+
+
+def test_tools_over_the_summary_equal_the_rows_with_a_tail_of_its_own_days(
+    store: tuple[str, Engine], tmp_path: Path
+) -> None:
+    """The summary answers the days the tail leaves alone; a day of the tail (new rows with
+    calls, a reprocess's new statuses and problems), a day only the tail holds (its calls
+    only there) and the day of a deleted exchange are read as rows."""
+    url, engine = store
+    rng = random.Random(17)
+    lake = tmp_path / "lake"
+    ids = _write(engine, tmp_path / "spool", rng, 0, 200)
+    _sync(url, engine, lake)
+    _kept_equals_scratch(url, lake)
+    _write_on(engine, tmp_path / "spool2", 6000, 12, 4)  # a day the lake holds too
+    _write_on(engine, tmp_path / "spool3", 7000, 12, 6)  # a day the lake does not hold
+    with engine.begin() as connection:
+        e, t = schema.exchanges, schema.tool_calls
+        on_day4 = sorted(
+            {
+                str(found)
+                for (found,) in connection.execute(
+                    select(e.c.id)
+                    .join(t, t.c.exchange_id == e.c.id)
+                    .where(e.c.started_at >= T0 + timedelta(days=4), e.c.started_at < T0 + timedelta(days=5))
+                )
+            }
+        )
+        assert on_day4
+        connection.execute(text("DELETE FROM exchanges WHERE id = :id"), {"id": sorted(set(ids) - set(on_day4))[0]})
+    _change(engine, rng, on_day4, len(on_day4))  # the tail's rows: new statuses and problems
+    connection = connect(url, lake=str(lake))
+    try:
+        chosen = lake_daily.plan(connection, None, None)
+        assert 2 <= len(chosen.dirty) < 6  # some days from the summary, some as rows
+        _same_reports(url, connection, sorted(lake_daily.REPORTS), summary=True)
+        totals = reports.run(url, "tools", by=["day"], connection=connection).rows
+        assert any(row["day"] == (T0 + timedelta(days=6)).date().isoformat() and row["tool_calls"] for row in totals)
+        assert sum(row[p] for row in totals for p in TOOL_PROBLEMS) > 0
+    finally:
+        connection.close()
+
+
+def test_a_summary_older_than_the_tool_calls_is_not_read_and_the_next_sync_catches_up(
+    store: tuple[str, Engine], tmp_path: Path
+) -> None:
+    """The summary made after the exchanges' commit and before the tool calls' (a sync's
+    tables commit apart): it names the older tool_calls snapshot, so reports read rows;
+    the next sync makes again the days whose calls changed, though no exchange did."""
+    from llmtap.lake import sync as syncing
+    from llmtap.lake.catalog import ensure_tables
+
+    url, engine = store
+    rng = random.Random(19)
+    lake = tmp_path / "lake"
+    _write(engine, tmp_path / "spool", rng, 0, 90)
+    _sync(url, engine, lake)
+    _change(engine, rng, _called(engine), 20)  # a reprocess decides calls again
+    catalog = open_catalog(url, str(lake))
+    try:
+        tables = ensure_tables(catalog)
+        syncing._sync_table(engine, tables[EXCHANGES], syncing._EXCHANGES, syncing.CHUNK, None)
+        assert daily.keep(catalog, tables[EXCHANGES], tables[TOOL_CALLS], tables[DAILY])[2] == 1
+        syncing._sync_table(engine, tables[TOOL_CALLS], syncing._TOOL_CALLS, syncing.CHUNK, None)
+    finally:
+        catalog.engine.dispose()
+    connection = connect(url, lake=str(lake))
+    try:
+        assert connection.execute("SELECT count(*) FROM lake_tail_tool_calls").fetchone() == (0,)
+        _same_reports(url, connection, ["tools", "usage"], summary=False)
+    finally:
+        connection.close()
+    _sync(url, engine, lake)  # nothing to copy: only the summary catches up
+    _kept_equals_scratch(url, lake)
+    connection = connect(url, lake=str(lake))
+    try:
+        _same_reports(url, connection, ["tools", "usage"], summary=True)
+    finally:
+        connection.close()
+
+
+def test_a_summary_of_an_older_shape_is_read_as_rows_and_the_next_sync_makes_it_whole(
+    store: tuple[str, Engine], tmp_path: Path
+) -> None:
+    """A summary an older llmtap made, before its tool columns (so named the current
+    snapshots but no shape): the reports read rows and say the same; the next sync adds
+    the columns (NULL in the old rows) and makes every row again."""
+    from pyiceberg.schema import Schema
+
+    from llmtap.lake.catalog import TABLE_PROPERTIES
+    from llmtap.lake.schema import DAILY_PARTITIONS, DAILY_SCHEMA
+
+    url, engine = store
+    rng = random.Random(23)
+    lake = tmp_path / "lake"
+    _write(engine, tmp_path / "spool", rng, 0, 90)
+    _sync(url, engine, lake)
+    added = {"tool_calls", *TOOL_STATUSES, *TOOL_PROBLEMS}
+    catalog = open_catalog(url, str(lake))
+    try:
+        exchanges, calls = catalog.load_table(EXCHANGES), catalog.load_table(TOOL_CALLS)
+        rows = lake_daily.summarize(exchanges.metadata_location, calls.metadata_location, str(lake), None)
+        catalog.drop_table(DAILY)
+        old = Schema(*(field for field in DAILY_SCHEMA.fields if field.name not in added))
+        table = catalog.create_table(DAILY, old, partition_spec=DAILY_PARTITIONS, properties=TABLE_PROPERTIES)
+        current, called = exchanges.current_snapshot(), calls.current_snapshot()
+        assert current is not None and called is not None
+        named = {
+            lake_daily.SUMMARIZED: str(current.snapshot_id),
+            lake_daily.SUMMARIZED_TOOL_CALLS: str(called.snapshot_id),
+        }
+        shaped = table.schema().as_arrow()
+        table.append(rows.select(shaped.names).cast(shaped), snapshot_properties=named)
+    finally:
+        catalog.engine.dispose()
+    connection = connect(url, lake=str(lake))
+    try:
+        _same_reports(url, connection, sorted(lake_daily.REPORTS), summary=False)
+    finally:
+        connection.close()
+    _sync(url, engine, lake)
+    assert _kept_equals_scratch(url, lake) == rows.num_rows
+    connection = connect(url, lake=str(lake))
+    try:
+        _same_reports(url, connection, sorted(lake_daily.REPORTS), summary=True)
     finally:
         connection.close()
