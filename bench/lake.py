@@ -397,7 +397,9 @@ def time_report(lake: Lake, label: str, arguments: Sequence[str], goal: float) -
 
 # the reports the daily summary answers, read as reports.run does (no CLI: its catch-up
 # pricing, cli/pricing.catch_up, scans the lake's rows before every priced report)
-SUMMARY_READS = [(f"{kind} --by team,day (read)", kind) for kind in ("usage", "cost", "finish", "errors", "latency", "tools")]
+SUMMARY_READS = [
+    (f"{kind} --by team,day (read)", kind) for kind in ("usage", "cost", "finish", "errors", "latency", "tools")
+]
 # (argv[4] "rows": the same report with the summary turned off, the lake read as rows)
 _READ = (
     "import sys; from llmtap.analytics import reports; from llmtap.analytics.duck import connect; "

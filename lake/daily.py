@@ -60,7 +60,11 @@ def shaped(daily: Table) -> bool:
     """Whether the summary's rows are in lake_daily's current shape (lake_daily.SHAPE):
     one made before its columns changed holds NULL in the new ones."""
     snapshot = daily.current_snapshot()
-    return bool(snapshot is not None and snapshot.summary is not None and snapshot.summary[lake_daily.SHAPED] == lake_daily.SHAPE)
+    return bool(
+        snapshot is not None
+        and snapshot.summary is not None
+        and snapshot.summary[lake_daily.SHAPED] == lake_daily.SHAPE
+    )
 
 
 def changed_days(table: Table, since: int | None, *, from_empty: bool = False) -> list[date] | None:
@@ -109,11 +113,7 @@ def keep(catalog: SqlCatalog, exchanges: Table, tool_calls: Table, daily: Table)
         if current is None:
             return 0, 0, 0
         same_shape = shaped(daily)
-        if (
-            same_shape
-            and held == current.snapshot_id
-            and held_calls == (None if calls is None else calls.snapshot_id)
-        ):
+        if same_shape and held == current.snapshot_id and held_calls == (None if calls is None else calls.snapshot_id):
             return 0, 0, 0
         days = None
         if same_shape:  # else the rows were made in another shape: all of them again

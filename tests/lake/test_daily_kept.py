@@ -26,10 +26,10 @@ from llmtap.lake.catalog import open_catalog
 from llmtap.lake.schema import DAILY, EXCHANGES, TOOL_CALLS
 from llmtap.lake.sync import sync
 from llmtap.protocols.vocabulary import TOOL_PROBLEMS, TOOL_STATUSES
+from llmtap.storage import schema
 from llmtap.storage.engine import make_engine
 from llmtap.storage.maintenance import prune
 from llmtap.storage.migrate import upgrade
-from llmtap.storage import schema
 from llmtap.storage.writer import Writer
 from tests.lake import matching
 from tests.storage.helpers import T0, make_record
@@ -302,7 +302,7 @@ def _same_reports(url: str, connection: Any, kinds: Any, summary: bool) -> None:
     """Each report `kinds` over the lake (its summary, or rows) equals it over the store."""
     assert lake_daily.answers(connection, "usage", ["team"], "UTC", False) is summary
     for kind in kinds:
-        for by in ([["team"], ["day", "model"], ["provider", "key", "protocol", "tier", "day"]]):
+        for by in [["team"], ["day", "model"], ["provider", "key", "protocol", "tier", "day"]]:
             got = reports.run(url, kind, by=by, connection=connection).rows
             want = reports.run(url, kind, by=by).rows
             assert got, (kind, by)
