@@ -13,9 +13,9 @@ goes no further.
 A destination is trusted to report what it bills when the flow came in on a reverse
 listener (its upstream is fixed by the operator: mitmproxy ignores the client's Host
 there), went to a configured upstream or a host of a `[[providers]]` entry, or went to
-a provider's own API host (storage/hosts.py); any other exchange carries
+a provider's own API host (protocols/hosts.py); any other exchange carries
 `price_reason = unverified_host`. Its `provider` is the reverse listener's when it names
-one, else as storage/providers.py names it (`[[providers]]`, genai-prices' list, the
+one, else as protocols/providers.py names it (`[[providers]]`, genai-prices' list, the
 route). Its `destination` is the server mitmproxy talks to (`scheme://host:port`; in
 reverse mode the listener's upstream, whatever the client's Host said): a follow-up of
 background work continues only a POST with the same one.
@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from mitmproxy import connection, http
 from mitmproxy.proxy.mode_specs import ReverseMode
 
+from llmtap.protocols.api_keys import request_keys
 from llmtap.protocols.headers import TEAM_HEADER, proxy_auth_user
-from llmtap.storage.api_keys import request_keys
-from llmtap.storage.hosts import UNVERIFIED_HOST, destination
-from llmtap.storage.providers import DEFAULT, ProviderNames
+from llmtap.protocols.hosts import UNVERIFIED_HOST, destination
+from llmtap.protocols.providers import DEFAULT, ProviderNames
 from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.teams import attribute
 
@@ -56,7 +56,7 @@ class Who:
     price_reason: str | None = None  # `unverified_host` when the destination may not bill
     destination: str | None = None  # `scheme://host:port` of the server it goes to
     # every credential the request carried, fingerprinted: the key's (`key_fingerprint`)
-    # first, then the others (storage/api_keys.py); budgets count them all
+    # first, then the others (protocols/api_keys.py); budgets count them all
     key_fingerprints: tuple[str, ...] = ()
 
 
@@ -112,7 +112,7 @@ class Attribution:
         """Who sent this request; strips our headers on the way. One pass over the raw
         header fields: each `Headers` lookup is a scan of its own, on the event loop.
         `protocol` (the route's) says which credential is the key: the one its destination
-        reads (storage/api_keys.py), whatever else the request carries."""
+        reads (protocols/api_keys.py), whatever else the request carries."""
         request = flow.request
         team_values: list[str] = []
         auth_values: list[str] = []

@@ -80,8 +80,8 @@ class ExchangeMeta:
     # into `request_headers` on the writer's thread, never stored as they are.
     raw_headers: tuple[tuple[bytes, bytes], ...] | None = field(default=None, repr=False)
     attribution: str = "none"  # the rule that named `team` (storage/teams.py)
-    price_reason: str | None = None  # `unverified_host`: never priced (storage/hosts.py)
-    destination: str | None = None  # `scheme://host:port` of the server (storage/hosts.py)
+    price_reason: str | None = None  # `unverified_host`: never priced (protocols/hosts.py)
+    destination: str | None = None  # `scheme://host:port` of the server (protocols/hosts.py)
     # The exact key values the request carried: removed from its record in `build` (SPEC §4);
     # in memory until then, never stored (their repr names none of them).
     secrets: Literals | None = field(default=None, repr=False)

@@ -117,7 +117,7 @@ def resolve(engine: Engine, exchange_id: str) -> str:
     raise NotFound(f"no exchange {exchange_id!r} in the store")
 
 
-def show(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
+def show(engine: Engine, exchange_id: str) -> dict[str, Any]:
     """One exchange in full (see the module's docstring), by id or unambiguous prefix."""
     exchange_id = resolve(engine, exchange_id)
     with engine.connect() as connection:
@@ -272,7 +272,7 @@ def turns_query(conversation_id: str) -> Select[Any]:
     )
 
 
-def conversation(url: str, engine: Engine, exchange_id: str) -> dict[str, Any]:
+def conversation(engine: Engine, exchange_id: str) -> dict[str, Any]:
     """Every exchange of the conversation `exchange_id` belongs to, oldest first: those
     whose stored conversation_id is its own."""
     exchange_id = resolve(engine, exchange_id)
@@ -364,7 +364,7 @@ def cost_shown(priced: list[Decimal], unpriced: int, noun: str = "turn") -> str:
     return f"{shown} + {unpriced} unpriced" + (f" {noun}{plural}" if noun else "")
 
 
-def details(url: str, engine: Engine, ids: list[str], text_limit: int = 2000) -> dict[str, dict[str, Any]]:
+def details(engine: Engine, ids: list[str], text_limit: int = 2000) -> dict[str, dict[str, Any]]:
     """What the dashboard's inline view shows for each of `ids`, gathered in bulk: the
     request's facts, the answer (text clipped), tool calls, usage, cost, the stored cache
     verdict and conversation_id. No bodies: `show` has those."""

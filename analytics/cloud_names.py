@@ -11,7 +11,7 @@ maker's list price stands in (`maker_model` turns a Bedrock id back into the mak
 name), and the cost detail says so.
 
 Not responsible for the prices themselves or the lookups (analytics/pricing.py asks
-genai-prices), nor for naming the provider (storage/providers.py).
+genai-prices), nor for naming the provider (protocols/providers.py).
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ def recent(
     )
     engine = make_engine(url)
     try:
-        extra = audit.details(url, engine, [row["id"] for row in rows])
+        extra = audit.details(engine, [row["id"] for row in rows])
     finally:
         engine.dispose()
     return [(row, extra.get(row["id"])) for row in rows]

@@ -23,7 +23,6 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-import duckdb
 from sqlalchemy import Engine, select
 
 from llmtap.analytics.render import json_c1_escaped
@@ -95,7 +94,6 @@ _C1 = re.compile("[\x7f-\x9f]")
 
 def export_rows(
     engine: Engine,
-    duck: duckdb.DuckDBPyConnection | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
     *,
@@ -103,9 +101,7 @@ def export_rows(
 ) -> Iterator[dict[str, Any]]:
     """Nested export rows of the exchanges started in [since, until) (and of `only`'s
     teams, models and providers), oldest first, a page of the store at a time, each page's
-    conversation ids read by primary key with it: no pass over the rest of the store.
-    `duck` (the caller's DuckDB connection, cli/export.py) is not read: nothing here needs
-    DuckDB since the conversation is stored."""
+    conversation ids read by primary key with it: no pass over the rest of the store."""
     for page in exchange_pages(engine, since, until, price=True, only=only):
         found = _conversation_ids(engine, [row["id"] for row in page])
         for row in page:

@@ -21,7 +21,7 @@ sub-inference) is priced at its own model's rates and added into the parts. How 
 was made is kept in `cost_detail`.
 
 A row whose model (or sub-usage model) has no price is `unpriced` (never $0) with the
-reason `unknown_model`; a row the recorder marked `unverified_host` (storage/hosts.py)
+reason `unknown_model`; a row the recorder marked `unverified_host` (protocols/hosts.py)
 stays `unpriced` with that reason whatever it claims; a row with usage missing is
 `usage_missing`. Every priced row keeps the price data's version: genai-prices' alone,
 or — for the rows a local price file names — genai-prices' and the file's (name and
@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any
 from llmtap.analytics import cloud_names, price_units
 from llmtap.analytics import fees as fees_module
 from llmtap.analytics.price_file import PriceFile, PriceFileError, PriceText, ProviderPrices, load, with_providers
-from llmtap.storage import provider_list
-from llmtap.storage.hosts import UNVERIFIED_HOST, dns_name
+from llmtap.protocols import provider_list
+from llmtap.protocols.hosts import UNVERIFIED_HOST, dns_name
 
 if TYPE_CHECKING:
     from genai_prices import types
@@ -138,7 +138,7 @@ def package_version() -> str:
         return "unknown"
 
 
-def price_context_of(protocol: str | None, tier: str | None, speed: str | None) -> dict[str, str]:
+def price_context_of(tier: str | None, speed: str | None) -> dict[str, str]:
     """What was served, as genai-prices' `price_context`. A standard tier adds nothing
     (`STANDARD_TIERS`); Anthropic's `batch` is genai-prices' `processing`; any other tier
     is passed as it came (`flex`, `priority`, `scale`), and genai-prices prices it where
@@ -265,7 +265,7 @@ class Pricer:
             return Cost(status="unpriced", reason=UNKNOWN_MODEL)
         at = row["started_at"]
         at = at if at.tzinfo else at.replace(tzinfo=UTC)
-        context = price_context_of(row.get("protocol"), row.get("service_tier"), row.get("service_speed"))
+        context = price_context_of(row.get("service_tier"), row.get("service_speed"))
         geo = row.get("inference_geo")
         main, source = self._served_cost(provider, model, row.get("model_requested"), at, context, usage, geo)
         if isinstance(main, str):
@@ -445,7 +445,7 @@ class Pricer:
     def _find(self, provider: str | None, model: str) -> tuple[Any, Any, bool] | None:
         """(genai-prices provider, model, whether the model is the provider's own). A row's
         `provider` is genai-prices' provider id where its list knows the host
-        (storage/providers.py); a row stored with a host's name before that names the
+        (protocols/providers.py); a row stored with a host's name before that names the
         provider its host names; any other (an OpenAI-compatible host, a gateway) is
         priced at the model's own maker's list price."""
         key = (provider, model)

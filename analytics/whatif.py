@@ -93,7 +93,7 @@ class Target:
         key = (served_tier, bucket)
         found = self._priced.get(key)
         if found is None:
-            context = price_context_of(None, served_tier or None, None)
+            context = price_context_of(served_tier or None, None)
             price = self.price_for(context)
             found = self._priced[key] = _Bucket(_flat(price, self.starts[bucket - 1] + 1 if bucket else 0))
         return found

@@ -271,9 +271,9 @@ def run_show(args: argparse.Namespace) -> int:
     from llmtap.analytics import audit
 
     zone = _zone(args)
-    url, engine = _open(args, shown=args.id)
+    _, engine = _open(args, shown=args.id)
     try:
-        data = audit.conversation(url, engine, args.id) if args.conversation else audit.show(url, engine, args.id)
+        data = audit.conversation(engine, args.id) if args.conversation else audit.show(engine, args.id)
     except audit.NotFound as exc:
         raise UsageError(str(exc)) from None
     if args.format in output.MACHINE:

@@ -41,7 +41,7 @@ from llmtap.cli.errors import UsageError
 from llmtap.config.problems import problem
 from llmtap.config.section import Env, Section
 from llmtap.lake.settings import LakeSection
-from llmtap.storage.providers import host_pattern, provider_name
+from llmtap.protocols.providers import host_pattern, provider_name
 from llmtap.telemetry.budget_config import BudgetsSection
 from llmtap.telemetry.metrics import MetricsSection
 from llmtap.telemetry.otlp_config import OtlpSection
@@ -108,7 +108,7 @@ def _hosts(values: list[str]) -> list[str]:
 
 
 class ProviderEntry(Section):
-    """One `[[providers]]` entry (storage/providers.py): traffic to its hosts is named
+    """One `[[providers]]` entry (protocols/providers.py): traffic to its hosts is named
     `name`, may bill (the operator vouches for them), and is priced from `prices`, a
     price file (analytics/price_file.py) whose entries are this provider's; without one,
     at the model maker's list price, as any OpenAI-compatible host."""

@@ -148,13 +148,13 @@ def _routes(engine, url, label, since, until, zone):
 
     def exchange(rest: str, query: dict[str, str]):
         try:
-            return html(page.render_exchange(audit.show(url, engine, rest), store=label, zone=zone))
+            return html(page.render_exchange(audit.show(engine, rest), store=label, zone=zone))
         except audit.NotFound as exc:
             return missing(exc)
 
     def conversation(rest: str, query: dict[str, str]):
         try:
-            return html(page.render_conversation(audit.conversation(url, engine, rest), store=label, zone=zone))
+            return html(page.render_conversation(audit.conversation(engine, rest), store=label, zone=zone))
         except audit.NotFound as exc:
             return missing(exc)
 
@@ -175,7 +175,7 @@ def _routes(engine, url, label, since, until, zone):
             until=until,
         )
         rows = audit.log(url, engine, filters, limit=data.EXCHANGES_SHOWN)
-        details = audit.details(url, engine, [r["id"] for r in rows])
+        details = audit.details(engine, [r["id"] for r in rows])
         out = [{**{k: data._plain(v, k, zone) for k, v in r.items()}, "detail": details.get(r["id"])} for r in rows]
         return 200, "application/json", json.dumps(out, default=str).encode()
 

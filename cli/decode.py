@@ -2,7 +2,7 @@
 
 A body that cannot be decoded still prints a record with `decode_error` (exit 0); a
 missing file or a bad flag is a one-line error. `provider` is named as the proxy names
-it (storage/providers.py: genai-prices' provider list, the config's `[[providers]]`,
+it (protocols/providers.py: genai-prices' provider list, the config's `[[providers]]`,
 the route), from `--host` and `--path`. Not responsible for storing anything.
 """
 

@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
             on_screen = args.output is None and args.format != "otlp" and sys.stdout.isatty()
             total = partial(count_exchanges, engine, since, until, only)  # counted only for a bar
             with Meter("exporting", total=total, show=not on_screen) as meter:
-                rows = _metered(export_rows(engine, duck, since, until, only=only), meter)
+                rows = _metered(export_rows(engine, since, until, only=only), meter)
                 if otlp is not None:
                     return _otlp(engine, rows, otlp)
                 if args.format == "parquet":

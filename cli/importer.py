@@ -175,7 +175,7 @@ class Rules:
     key_teams: dict[str, str]
     credentials: ProxyCredentials | None
     import_team: str | None
-    providers: Any = None  # storage.providers.ProviderNames: the config's [[providers]] with the list's
+    providers: Any = None  # protocols.providers.ProviderNames: the config's [[providers]] with the list's
 
 
 def _import_team(value: str | None) -> str | None:
@@ -192,10 +192,10 @@ def _import_team(value: str | None) -> str | None:
 
 def _submit(item: Item, writer: RecordSink, counts: Counts, rules: Rules) -> None:
     """One item of a file to the writer: a record, a follow-up, or counted as skipped."""
+    from llmtap.protocols.providers import DEFAULT
     from llmtap.storage.followups import FollowUp
     from llmtap.storage.imported import retrust
     from llmtap.storage.ingest import HttpExchange, to_follow_up, to_record
-    from llmtap.storage.providers import DEFAULT
 
     if not isinstance(item, HttpExchange):  # a rejected or spool file's line: its id says whether it is stored
         retrust(item, rules.import_team, rules.providers or DEFAULT)

@@ -21,7 +21,7 @@ With `[auth]` in the config file (team -> proxy password) the proxy refuses (407
 proxy request without a team's right credentials, and the X-LLMTap-Team header names no
 one; reverse listeners take no proxy credentials (see addon/auth.py), and transparent,
 SOCKS or WireGuard modes are refused. Traffic is priced only when it went to a provider's
-API host (storage/hosts.py), a host of the config's `[[providers]]` (storage/providers.py)
+API host (protocols/hosts.py), a host of the config's `[[providers]]` (protocols/providers.py)
 or an upstream configured here.
 """
 

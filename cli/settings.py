@@ -80,8 +80,8 @@ class Settings:
 
     def provider_names(self) -> Any:
         """The provider names and billable hosts with the config's `[[providers]]`
-        (storage.providers.ProviderNames)."""
-        from llmtap.storage.providers import DEFAULT, Configured, ProviderNames
+        (protocols.providers.ProviderNames)."""
+        from llmtap.protocols.providers import DEFAULT, Configured, ProviderNames
 
         entries = self.config.providers
         if not entries:

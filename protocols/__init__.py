@@ -2,7 +2,10 @@
 
 Nothing here does I/O, imports mitmproxy, or touches a database; the addon, the importers
 and `llmtap decode` all feed bytes in and take `Exchange` records out. The one exception
-type that may leave this package is `DecodeError`.
+type that may leave this package is `DecodeError`. Beside the translators, the request's
+own facts every source reads alike: its headers (headers.py), which credential is its key
+(api_keys.py), which provider bills it and whether its host may (providers.py, hosts.py,
+provider_list.py).
 """
 
 from llmtap.protocols.canonical import Exchange, RequestFacts, ToolCall, Usage

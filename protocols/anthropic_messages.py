@@ -387,13 +387,13 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         normalized = {"role": role, "content": without_cache_markers(blocks)}
         facts.message_hashes.append(stable_hash(normalized))
         facts.message_chars.append(json_size(blocks))
-        _scan_blocks(facts, blocks, role)
+        _scan_blocks(facts, blocks)
     facts.tools_hash = stable_hash(without_cache_markers(body.get("tools") or []))
     facts.system_hash = stable_hash(without_cache_markers(system))
     return facts
 
 
-def _scan_blocks(facts: RequestFacts, blocks: Any, role: str) -> None:
+def _scan_blocks(facts: RequestFacts, blocks: Any) -> None:
     # Depth-first with a stack of its own: tool results may nest deeper than Python recurses.
     pending = list(reversed(blocks)) if isinstance(blocks, list) else []
     while pending:

@@ -12,7 +12,7 @@ used).
 Not responsible for what a value decides: which team a request is billed to
 (storage/teams.py), whether proxy credentials check (addon/auth.py), or the
 conversation a session joins (storage/threads.py); nor for which credential is a
-request's key (storage/api_keys.py).
+request's key (protocols/api_keys.py).
 """
 
 from __future__ import annotations

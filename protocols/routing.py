@@ -6,7 +6,7 @@ serves count_tokens, model lists and batches, which are not generations. Also na
 from the path, and the model a cloud path names.
 
 Not responsible for decoding (it only tells which translator applies), nor for which
-hosts name a provider: that is genai-prices' provider list (storage/providers.py).
+hosts name a provider: that is genai-prices' provider list (protocols/providers.py).
 """
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ def provider_for(protocol: str, host: str | None, path: str = "") -> str:
     for Gemini's protocols), else the host's name.
 
     Which hosts name a provider (api.anthropic.com, openrouter.ai, …) is genai-prices'
-    provider list's to say, and the config's `[[providers]]`: storage/providers.py asks
+    provider list's to say, and the config's `[[providers]]`: protocols/providers.py asks
     them first and this only after; the stored `provider` comes from there."""
     name = (host or "").lower().split("@")[-1]
     name = name.rsplit(":", 1)[0] if name.count(":") == 1 else name

@@ -66,7 +66,7 @@ PriceStatus = Literal["priced", "unpriced", "usage_missing"]
 PRICE_STATUSES: tuple[PriceStatus, ...] = get_args(PriceStatus)
 
 # Why an exchange is `unpriced` (the stored `price_reason`): `unverified_host`, set by the
-# recorder for traffic to a host that may not bill (SPEC §4, storage/hosts.py), whatever
+# recorder for traffic to a host that may not bill (SPEC §4, protocols/hosts.py), whatever
 # the prices say; `unknown_model`, set by the pricer for a model (or sub-usage model)
 # without a price.
 PriceReason = Literal["unverified_host", "unknown_model"]

@@ -7,7 +7,7 @@ names and whose `background_state` is set (the POST was background work), one se
 the same key first, and only one the follow-up may speak for (SPEC §4, trust is never
 inherited; `_target`):
 
-- it reached the same destination as the POST (`scheme://host:port`, storage/hosts.py;
+- it reached the same destination as the POST (`scheme://host:port`, protocols/hosts.py;
   the same reverse listener's upstream is the same destination; a row, or a spooled
   follow-up, from before destinations were recorded is compared by host);
 - it came from the same team, or with the same key, as the POST;
@@ -55,9 +55,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from llmtap.protocols.canonical import RequestFacts, ToolSpec
 from llmtap.protocols.followups import KINDS, TERMINAL_STATES, FollowUpRoute, is_terminal
+from llmtap.protocols.hosts import UNVERIFIED_HOST
 from llmtap.protocols.toolcheck import check_tool_calls
 from llmtap.storage import record_json, schema, verdicts
-from llmtap.storage.hosts import UNVERIFIED_HOST
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import PRICE_COLUMNS, RowSet, rows_for
 

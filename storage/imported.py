@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmtap.protocols.providers import DEFAULT, ProviderNames
 from llmtap.storage import threads
 from llmtap.storage.followups import FollowUp
 from llmtap.storage.ingest import trusted_host
-from llmtap.storage.providers import DEFAULT, ProviderNames
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import PRICE_COLUMNS, RowSet
 from llmtap.storage.teams import UNATTRIBUTED, clean_team

@@ -10,7 +10,7 @@ claims of itself: with `[auth]` (`credentials`) only a captured `Proxy-Authoriza
 whose password checks names a team and the `X-LLMTap-Team` header names no one; the key
 map applies; `import_team` (`llmtap import --team`) names the team of an entry no rule
 names. Its provider and whether its destination may bill are decided by
-storage/providers.py on the host the entry went to (with the config's `[[providers]]`).
+protocols/providers.py on the host the entry went to (with the config's `[[providers]]`).
 
 Not responsible for reading files (see `importers/`) nor for writing rows (the writer).
 """
@@ -23,16 +23,16 @@ from datetime import datetime
 from typing import Any
 
 from llmtap.protocols import decode_exchange, route
+from llmtap.protocols.api_keys import request_keys
 from llmtap.protocols.canonical import Exchange
 from llmtap.protocols.exchange import SERVED_TIER_HEADER
 from llmtap.protocols.followups import CONTINUES, follow_up
 from llmtap.protocols.headers import TEAM_HEADER, proxy_auth_user, retry_after
-from llmtap.storage.api_keys import request_keys
+from llmtap.protocols.hosts import UNVERIFIED_HOST, destination
+from llmtap.protocols.providers import DEFAULT, ProviderNames
 from llmtap.storage.credentials import ProxyCredentials
 from llmtap.storage.followups import FollowUp
-from llmtap.storage.hosts import UNVERIFIED_HOST, destination
 from llmtap.storage.ids import capture_id
-from llmtap.storage.providers import DEFAULT, ProviderNames
 from llmtap.storage.record import Recorded
 from llmtap.storage.secrets import (
     KeyFingerprinter,

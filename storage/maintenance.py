@@ -101,6 +101,16 @@ def synced_candidates(engine: Engine, before: datetime, exchange_mark: int, tool
     """Exchanges started before `before` whose every fact is below the lake's watermarks
     (`exchange_mark` for the exchange, `tool_call_mark` for its tool calls and their
     tombstones): what a lake synced to those watermarks holds as the store does."""
+    query = select(exchange_facts.c.id).where(
+        exchange_facts.c.started_at < before, *_below_marks(exchange_mark, tool_call_mark)
+    )
+    with engine.connect() as connection:
+        return list(connection.execute(query.order_by(exchange_facts.c.id)).scalars())
+
+
+def _below_marks(exchange_mark: int, tool_call_mark: int) -> tuple[Any, ...]:
+    """The exchange's facts, its tool calls' and their tombstones' are all below the
+    lake's watermarks."""
     newer_call = exists().where(
         tool_call_facts.c.exchange_id == exchange_facts.c.id, tool_call_facts.c.revision >= tool_call_mark
     )
@@ -109,23 +119,20 @@ def synced_candidates(engine: Engine, before: datetime, exchange_mark: int, tool
         fact_deletions.c.table_name == "tool_call_facts",
         fact_deletions.c.revision >= tool_call_mark,
     )
-    query = select(exchange_facts.c.id).where(
-        exchange_facts.c.started_at < before, exchange_facts.c.revision < exchange_mark, ~newer_call, ~newer_gone
-    )
-    with engine.connect() as connection:
-        return list(connection.execute(query.order_by(exchange_facts.c.id)).scalars())
+    return exchange_facts.c.revision < exchange_mark, ~newer_call, ~newer_gone
 
 
 def prune_synced(engine: Engine, ids: list[str], exchange_mark: int, tool_call_mark: int) -> tuple[int, int]:
     """Delete the exchanges `ids` (the caller checked the lake holds them) that are still
-    below the watermarks, and the bodies nothing uses any more; returns (exchanges,
-    blobs). The tombstones these deletes leave are removed in the same transaction: the
-    lake keeps the rows (a later sync must not delete them there)."""
+    below the watermarks (a tool call written since `synced_candidates` keeps its
+    exchange too), and the bodies nothing uses any more; returns (exchanges, blobs). The
+    tombstones these deletes leave are removed in the same transaction: the lake keeps
+    the rows (a later sync must not delete them there)."""
     removed = 0
     with engine.begin() as connection:
         for start in range(0, len(ids), PAGE):
             page = select(exchange_facts.c.id).where(
-                exchange_facts.c.id.in_(ids[start : start + PAGE]), exchange_facts.c.revision < exchange_mark
+                exchange_facts.c.id.in_(ids[start : start + PAGE]), *_below_marks(exchange_mark, tool_call_mark)
             )
             still = list(connection.execute(page).scalars())
             connection.execute(delete(tool_calls).where(tool_calls.c.exchange_id.in_(still)))

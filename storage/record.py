@@ -35,7 +35,7 @@ class Recorded:
     source: str = "proxy"
     method: str | None = "POST"
     host: str | None = None
-    # where it went: `scheme://host:port` of the server (storage/hosts.py `destination`);
+    # where it went: `scheme://host:port` of the server (protocols/hosts.py `destination`);
     # a follow-up of background work continues only a POST that went to the same one
     destination: str | None = None
     path: str | None = None  # with key-bearing query parameters redacted
@@ -44,7 +44,7 @@ class Recorded:
     response_body: bytes | None = None  # after content decoding
     response_content_type: str | None = None
     request_headers: list[tuple[str, str]] = field(default_factory=list)  # redacted
-    # why it must stay unpriced whatever it claims: `unverified_host` (storage/hosts.py)
+    # why it must stay unpriced whatever it claims: `unverified_host` (protocols/hosts.py)
     price_reason: str | None = None
 
     def __post_init__(self) -> None:

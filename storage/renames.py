@@ -3,7 +3,7 @@ their host named a provider (an older llmtap called OpenRouter `openrouter.ai`, 
 `api.mistral.ai`), or before genai-prices' list or the config's `[[providers]]` knew it.
 
 A row whose `provider` is its host's own name (what a host nobody named was called) is
-renamed to what the host names now (storage/providers.py: a `[[providers]]` entry's name,
+renamed to what the host names now (protocols/providers.py: a `[[providers]]` entry's name,
 else genai-prices' provider id). A row named otherwise keeps its name: a reverse
 listener's provider, a cloud route's, a provider id.
 
@@ -17,7 +17,7 @@ A row that changes has its price cleared, so the next report (or `llmtap reprice
 prices it at its provider's prices. Done by host in a few statements, not row by row:
 rows without stored bodies are renamed too (re-decoding needs the bodies; this does not).
 
-Not responsible for naming (storage/providers.py) or for re-decoding (maintenance.py).
+Not responsible for naming (protocols/providers.py) or for re-decoding (maintenance.py).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine, and_, select, update
 
-from llmtap.storage.hosts import UNVERIFIED_HOST, bare_host
-from llmtap.storage.providers import ProviderNames
+from llmtap.protocols.hosts import UNVERIFIED_HOST, bare_host
+from llmtap.protocols.providers import ProviderNames
 from llmtap.storage.rows import PRICE_COLUMNS
 from llmtap.storage.schema import exchanges
 

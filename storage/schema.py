@@ -64,7 +64,7 @@ exchanges = Table(
     Column("source", StoredString(16), nullable=False, server_default="proxy"),
     Column("method", StoredString(10), nullable=True),
     Column("host", StoredString(255), nullable=True),
-    # `scheme://host:port` of the server it went to (storage/hosts.py): what a follow-up
+    # `scheme://host:port` of the server it went to (protocols/hosts.py): what a follow-up
     # of background work must have reached to continue it. NULL before revision 0010.
     Column("destination", StoredText, nullable=True),
     Column("path", StoredText, nullable=True),

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, quote_plus, unquote_plus
 
-from llmtap.storage.api_keys import request_keys
+from llmtap.protocols.api_keys import request_keys
 from llmtap.storage.private import open_private, private_dir
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 First match wins: the proxy-auth user name (`proxy_auth`), the `X-LLMTap-Team` header
 (`header`), the reverse listener's team (`listener`), the key-fingerprint map
 (`key_map`: the destination's key first, then any other credential the request carries,
-storage/api_keys.py), for an import the team `llmtap import --team` names (`import`);
+protocols/api_keys.py), for an import the team `llmtap import --team` names (`import`);
 else `unattributed` (`none`). A team name is data from the client: control
 characters never reach it, and a key-shaped name (a key pasted where a team belongs) is
 scrubbed like a key, as is the exact key value the request carried.

@@ -34,9 +34,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from llmtap.protocols.exchange import TRANSLATORS
+from llmtap.protocols.hosts import UNVERIFIED_HOST
+from llmtap.protocols.providers import provider_of
 from llmtap.protocols.routing import path_model
-from llmtap.storage.hosts import UNVERIFIED_HOST
-from llmtap.storage.providers import provider_of
 
 BYTES_PER_TOKEN = 4
 # Bytes: a larger body is never parsed on the event loop. json.loads takes about 1 ms for

@@ -4,7 +4,7 @@ requests still in flight (SPEC §6); the estimate is then reserved until the req
 cost is committed.
 
 A request falls under its team's limits and the limits of every credential it carries
-(the key its destination reads and any other: storage/api_keys.py), so an extra header
+(the key its destination reads and any other: protocols/api_keys.py), so an extra header
 takes nothing out from under a budget. For each, in that order:
 
 - committed + in flight >= limit: refused (over, or held by work in flight);

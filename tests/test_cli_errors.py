@@ -164,7 +164,7 @@ def in_empty_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.parametrize("url", MALFORMED, ids=range(len(MALFORMED)))
-def test_every_malformed_url_is_one_line_without_its_password(where, url, in_empty_folder):
+def test_every_malformed_url_is_one_line_without_its_password(url, in_empty_folder):
     assert_one_line(llmtap("log", "--db", url))
     assert list(in_empty_folder.iterdir()) == []
 

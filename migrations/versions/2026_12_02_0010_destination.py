@@ -1,5 +1,5 @@
 """`destination` on exchanges (issue 24, trust never inherited): `scheme://host:port` of
-the server an exchange went to (storage/hosts.py), so that a poll, resumed stream or
+the server an exchange went to (protocols/hosts.py), so that a poll, resumed stream or
 cancel of background work completes only a POST that went to the same server.
 
 Rows stored before this revision keep NULL: a follow-up of one of them is matched by its

@@ -25,7 +25,7 @@ from llmtap.analytics.pricing import PICO, Cost, Pricer
 from llmtap.protocols import decode_exchange
 from llmtap.protocols.canonical import Exchange
 from llmtap.protocols.canonical import Usage as Canonical
-from llmtap.storage.providers import provider_of
+from llmtap.protocols.providers import provider_of
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import rows_for
 

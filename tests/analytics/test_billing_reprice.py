@@ -176,7 +176,7 @@ def test_a_bad_price_file_is_refused_and_nothing_installed(blank: str, tmp_path:
         engine.dispose()
 
 
-def test_the_writer_of_a_store_prices_with_its_installed_file(blank: str, tmp_path: Path):
+def test_the_writer_of_a_store_prices_with_its_installed_file(blank: str):
     """The proxy's writer (`row_pricer(None, url)` in its own process) prices with the
     store's file, and sees a file installed while it runs."""
     from llmtap.analytics import store_prices

@@ -22,7 +22,7 @@ from llmtap.analytics.cloud_names import maker_model, names_to_try
 from llmtap.analytics.pricing import PICO, Cost, Pricer
 from llmtap.protocols.canonical import Exchange
 from llmtap.protocols.canonical import Usage as Canonical
-from llmtap.storage.hosts import provider_host
+from llmtap.protocols.hosts import provider_host
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import rows_for
 from tests.analytics.conftest import BACKENDS, blank_database

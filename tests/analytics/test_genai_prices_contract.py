@@ -49,11 +49,11 @@ NAMES = [
     ("genai_prices", "calc_price"),  # tests, price oracle
     ("genai_prices", "extract_usage"),  # tests
     ("genai_prices", "Usage"),  # analytics/whatif.py
-    ("genai_prices", "data_snapshot"),  # analytics/pricing.py, storage/provider_list.py
+    ("genai_prices", "data_snapshot"),  # analytics/pricing.py, protocols/provider_list.py
     ("genai_prices", "types"),  # analytics/*.py
     ("genai_prices", "__version__"),
-    ("genai_prices.data_snapshot", "get_snapshot"),  # analytics/pricing.py, storage/provider_list.py
-    ("genai_prices.data_snapshot", "set_custom_snapshot"),  # storage/provider_list.py's docstring, tests
+    ("genai_prices.data_snapshot", "get_snapshot"),  # analytics/pricing.py, protocols/provider_list.py
+    ("genai_prices.data_snapshot", "set_custom_snapshot"),  # protocols/provider_list.py's docstring, tests
     ("genai_prices.data_snapshot", "DataSnapshot"),
     ("genai_prices.types", "Usage"),  # analytics/pricing.py
     ("genai_prices.types", "ModelPrice"),  # analytics/price_file.py
@@ -164,8 +164,8 @@ def test_price_variants_are_chosen_by_a_price_context() -> None:
 
 
 def test_the_snapshot_lists_the_providers_llmtap_names() -> None:
-    """storage/provider_list.py reads `providers[i].id` and `.api_pattern`; analytics
-    `.models[i].id`; analytics/cloud_names.py and storage/hosts.py name these ids."""
+    """protocols/provider_list.py reads `providers[i].id` and `.api_pattern`; analytics
+    `.models[i].id`; analytics/cloud_names.py and protocols/hosts.py name these ids."""
     snapshot = data_snapshot.get_snapshot()
     listed = {str(provider.id): provider for provider in snapshot.providers}
     wanted = {"anthropic", "openai", "google", "aws", "azure", "openrouter", "mistral", "groq", "deepseek", "x-ai"}

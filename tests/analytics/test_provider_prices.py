@@ -17,7 +17,7 @@ from genai_prices import Usage
 from llmtap.analytics.price_file import PriceFileError, PriceText, ProviderPrices
 from llmtap.analytics.pricing import FILE_MARK, PICO, UNKNOWN_MODEL, Pricer
 from llmtap.protocols import decode_exchange
-from llmtap.storage.providers import provider_of
+from llmtap.protocols.providers import provider_of
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import rows_for
 

@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import select
 
 from llmtap.protocols import decode_exchange
+from llmtap.protocols.hosts import UNVERIFIED_HOST
 from llmtap.storage import schema
 from llmtap.storage.engine import make_engine
-from llmtap.storage.hosts import UNVERIFIED_HOST
 from llmtap.storage.record import Recorded
 from tests.analytics.conftest import BACKENDS, blank_database, fill
 from tests.helpers import llmtap

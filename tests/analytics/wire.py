@@ -16,7 +16,7 @@ from typing import Any
 
 from llmtap.protocols import decode_exchange
 from llmtap.protocols.headers import retry_after
-from llmtap.storage.providers import provider_of
+from llmtap.protocols.providers import provider_of
 from llmtap.storage.record import Recorded
 from llmtap.storage.secrets import KeyFingerprinter
 

@@ -195,15 +195,15 @@ def test_show_gives_the_stored_cache_verdict_and_tool_problems(store: Store):
     ids = _sample(rows, store.tampered)
     assert len(ids) > 15
     for exchange_id in ids:
-        shown = audit.show(store.url, store.engine, exchange_id)
+        shown = audit.show(store.engine, exchange_id)
         expected = _cache_expected(rows[exchange_id])
         got = {k: v for k, v in shown["cache"].items() if k != "reason"}
         assert got == expected, exchange_id
         assert shown["tool_problems"] == (rows[exchange_id]["tool_problems"] or []), exchange_id
         assert shown["conversation_id"] == rows[exchange_id]["conversation_id"]
     a, b = store.tampered["cause_a"], store.tampered["cause_b"]
-    assert audit.show(store.url, store.engine, a)["cache"]["cause"] == rows[a]["cache_cause"] != rows[b]["cache_cause"]
-    planted = audit.show(store.url, store.engine, store.tampered["planted"])["tool_problems"]
+    assert audit.show(store.engine, a)["cache"]["cause"] == rows[a]["cache_cause"] != rows[b]["cache_cause"]
+    planted = audit.show(store.engine, store.tampered["planted"])["tool_problems"]
     assert [p["call_id"] for p in planted] == ["planted_call"]
 
 
@@ -231,14 +231,14 @@ def test_show_conversation_lists_the_stored_conversation(store: Store):
     for conversation_id in [*several, home]:
         expected = sorted(members[conversation_id], key=lambda r: (r["started_at"], r["id"]))
         for asked in (expected[0]["id"], expected[-1]["id"]):
-            data = audit.conversation(store.url, store.engine, asked)
+            data = audit.conversation(store.engine, asked)
             assert data["conversation_id"] == conversation_id
             assert [t["id"] for t in data["turns"]] == [r["id"] for r in expected]
             for turn, row in zip(data["turns"], expected, strict=True):
                 assert turn["cache"]["verdict"] == _cache_expected(row)["verdict"]
                 assert turn["cache"].get("cause") == row["cache_cause"]
             assert data["totals"]["cache_misses"] == sum(r["cache_verdict"] == "miss" for r in expected)
-    assert moved in [t["id"] for t in audit.conversation(store.url, store.engine, home)["turns"]]
+    assert moved in [t["id"] for t in audit.conversation(store.engine, home)["turns"]]
     result = llmtap("show", moved, "--conversation", "--format", "json", "--db", store.url, env=store.env)
     assert result.code == 0, result.err
     assert json.loads(result.out)["conversation_id"] == home
@@ -282,7 +282,8 @@ def test_export_gives_the_stored_conversation_id(store: Store, tmp_path: Path):
 def test_the_dashboard_detail_gives_the_stored_verdicts(store: Store):
     rows = store.rows()
     ids = _sample(rows, store.tampered)
-    found = audit.details(store.url, store.engine, ids)
+    found = audit.details(store.engine, ids)
+    assert ids and set(found) == set(ids)
     for exchange_id in ids:
         expected = _cache_expected(rows[exchange_id])
         cache = found[exchange_id]["cache"]

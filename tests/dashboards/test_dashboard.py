@@ -58,7 +58,7 @@ def test_file_opens_offline_with_every_chart_drawn(filled_store, browser, tmp_pa
     page.close()
 
 
-def test_served_live_on_loopback_and_refreshes(filled_store, browser, tmp_path: Path):
+def test_served_live_on_loopback_and_refreshes(filled_store, browser):
     url, env = filled_store
     with serving(url, env) as served:
         assert served.token, "the store is 0600: the loopback server asks for a token"
@@ -110,7 +110,7 @@ def test_script_json_cannot_close_its_element(value: str):
     assert json.loads(text) == {"team": value}
 
 
-def test_page_renders_every_script_and_the_data(filled_store, tmp_path: Path):
+def test_page_renders_every_script_and_the_data(filled_store):
     """How fast is bench/reports.py's (the dashboard render, at 100k and 1M exchanges)."""
     url, _ = filled_store
     from llmtap.dashboards import data, page

@@ -53,7 +53,7 @@ def test_newest_exchanges_as_the_log_lists_them(sqlite_store: str):
     engine = make_engine(sqlite_store)
     try:
         rows = audit.log(sqlite_store, engine, audit.LogFilters(), limit=data.EXCHANGES_SHOWN)
-        details = audit.details(sqlite_store, engine, [r["id"] for r in rows])
+        details = audit.details(engine, [r["id"] for r in rows])
     finally:
         engine.dispose()
     expected = [

@@ -11,16 +11,16 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import anthropic
+import openai
 import pytest
+from google import genai
 
 from tests.e2e import harness
 from tests.e2e.simulate_run import start_proxy, start_simulator
 from tests.helpers import llmtap
 
 pytestmark = pytest.mark.slow
-anthropic = pytest.importorskip("anthropic")
-openai = pytest.importorskip("openai")
-genai = pytest.importorskip("google.genai")
 
 LONG = "You are a careful assistant. Answer in two sentences, cite the documentation, never guess. " * 60
 
@@ -104,7 +104,7 @@ def test_simulate_proxy_curl_and_sdks_record_into_the_store(tmp_path: Path, monk
     assert rows["openai"]["cache_read_tokens"] > 0
 
 
-def test_a_taken_port_is_one_line(tmp_path: Path) -> None:
+def test_a_taken_port_is_one_line() -> None:
     import socket
 
     with socket.socket() as taken:

@@ -13,7 +13,7 @@ import pytest
 
 from llmtap.protocols import ExchangeDecoder, decode_exchange, route
 from llmtap.protocols.bedrock_converse import decode_request
-from llmtap.storage.providers import provider_of
+from llmtap.protocols.providers import provider_of
 from tests.protocols.corpus import Case, differences, load_cases
 from tests.protocols.test_eventstream import frame
 

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from llmtap.protocols import decode_exchange, route
+from llmtap.protocols.providers import provider_of
 from llmtap.protocols.routing import path_model
-from llmtap.storage.providers import provider_of
 
 BEDROCK = "/model/anthropic.claude-3-5-haiku-20241022-v1%3A0"
 VERTEX = "/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-3-7-sonnet@20250219"

@@ -17,7 +17,7 @@ import brotli
 import pytest
 
 from llmtap.protocols import ExchangeDecoder, route
-from llmtap.storage.providers import provider_of
+from llmtap.protocols.providers import provider_of
 from tests.corpus_tools import CORPUS_NEXT, EVENTSTREAM, cut_inside_a_frame, frame_ends
 from tests.protocols.corpus import Case, differences, load_cases
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from llmtap.protocols import ExchangeDecoder, route
-from llmtap.storage.providers import provider_of
+from llmtap.protocols.providers import provider_of
 from tests.corpus_tools import variants_of
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -163,8 +163,8 @@ def test_websocket_mode_only_for_responses():
     assert websocket_protocol("/v1/realtime") is None
 
 
-# Without a provider list (storage/providers.py asks genai-prices' first; see
-# tests/storage/test_provider_names.py): the host's name, the maker without a host.
+# Without a provider list (protocols/providers.py asks genai-prices' first; see
+# tests/protocols/test_provider_names.py): the host's name, the maker without a host.
 PROVIDERS = [
     ("anthropic.messages", "api.anthropic.com", "api.anthropic.com"),
     ("openai.chat", "OpenRouter.ai:443", "openrouter.ai"),

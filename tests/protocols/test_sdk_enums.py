@@ -260,11 +260,11 @@ def test_service_tiers_are_ones_the_pricer_knows(where: str) -> None:
 
 
 def test_the_pricer_prices_each_kind_of_tier() -> None:
-    assert all(pricing.price_context_of("openai.chat", tier, None) == {} for tier in pricing.STANDARD_TIERS)
-    assert pricing.price_context_of("anthropic.messages", "batch", None) == {"processing": "batch"}
+    assert all(pricing.price_context_of(tier, None) == {} for tier in pricing.STANDARD_TIERS)
+    assert pricing.price_context_of("batch", None) == {"processing": "batch"}
     for tier in (*genai_prices_tiers(), *pricing.TIERS_WITHOUT_PRICES):
         if tier not in pricing.STANDARD_TIERS:
-            assert pricing.price_context_of("openai.responses", tier, None) == {"service_tier": tier}
+            assert pricing.price_context_of(tier, None) == {"service_tier": tier}
 
 
 # --- error types ----------------------------------------------------------------------------
@@ -323,7 +323,9 @@ def landed(ex: Exchange) -> str | None:
 @pytest.mark.parametrize("where", sorted(anthropic_blocks()))
 def test_anthropic_content_blocks(where: str) -> None:
     uncounted = anthropic_messages._UNCOUNTED_BLOCKS
-    for kind in sorted(anthropic_blocks()[where]):
+    kinds = anthropic_blocks()[where]
+    assert kinds & set(anthropic_messages._SERVER_CALL_BLOCKS), f"{where}: the SDK declares no server tool blocks"
+    for kind in sorted(kinds):
         block = {"type": kind, "id": "b1", "name": "web_search", "input": {}, "text": "t", "thinking": "t"}
         place = landed(decode("anthropic.messages", {"type": "message", "content": [block]}))
         if kind in anthropic_messages._SERVER_CALL_BLOCKS:

@@ -39,7 +39,7 @@ def _changes(engine, before) -> bool:
     return False
 
 
-def test_gathered_again_only_when_the_mark_moves_or_the_value_ages(monkeypatch) -> None:
+def test_gathered_again_only_when_the_mark_moves_or_the_value_ages() -> None:
     made: list[int] = []
     mark = ["m1"]
     now = [0.0]

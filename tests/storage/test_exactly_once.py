@@ -252,7 +252,7 @@ def _accept_all(engine) -> None:
             connection.execute(text("DROP TRIGGER refuse"))
 
 
-def test_rejected_lines_are_whole_records_that_import_loads_back_once(db_url, engines, spool_dir, tmp_path):
+def test_rejected_lines_are_whole_records_that_import_loads_back_once(db_url, engines, spool_dir):
     engine = engines(db_url)
     upgrade(engine)
     _refuse_team(engine, "refused")

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from llmtap.protocols.hosts import UNVERIFIED_HOST, destination
 from llmtap.storage import rejected, spool
 from llmtap.storage.followups import FollowUp, apply
-from llmtap.storage.hosts import UNVERIFIED_HOST, destination
 from llmtap.storage.imported import retrust
 from llmtap.storage.ingest import to_follow_up, to_record
 from llmtap.storage.migrate import upgrade

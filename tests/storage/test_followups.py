@@ -87,7 +87,7 @@ CREATE = {"model": MODEL, "input": "Research this.", "background": True, "tools"
 
 
 @pytest.fixture
-def store(db_url: str, engines: Any, tmp_path: Path) -> Any:
+def store(db_url: str, engines: Any) -> Any:
     engine = engines(db_url)
     upgrade(engine)
     return engine

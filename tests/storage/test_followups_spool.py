@@ -206,9 +206,7 @@ def test_a_poll_waits_in_the_spool_across_a_clean_shutdown(
     assert not spool_files(spool_dir)
 
 
-def test_a_poll_never_overtakes_its_post(
-    store: Store, spool_dir: Path, fingerprinter: KeyFingerprinter, tmp_path: Path
-) -> None:
+def test_a_poll_never_overtakes_its_post(store: Store, spool_dir: Path, fingerprinter: KeyFingerprinter) -> None:
     """Both spooled: in one file (one batch), and in files of two runs whose names sort the
     poll's first (names sort by pid; a replay goes by time, and rows before follow-ups)."""
     pricer = Pricer()

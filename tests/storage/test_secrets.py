@@ -257,7 +257,7 @@ def spool_while_away(engine: Engine, spool_dir: Path, records: list) -> int:
     return writer.stats.spooled
 
 
-def test_fingerprint_and_last_four_are_kept(db_url, engines, tmp_path, har, corpus_dir, llmtap_home):
+def test_fingerprint_and_last_four_are_kept(db_url, engines, har, corpus_dir, llmtap_home):
     imported = llmtap("import", str(har), "--db", db_url, "--bodies", "full", process=True)
     assert imported.code == 0, imported.err
     secret_file = llmtap_home / "fingerprint.secret"
@@ -403,7 +403,7 @@ def test_literals_replace_every_spelling():
     assert literals.text("nothing here") == "nothing here"
 
 
-def test_scrub_record_reaches_every_stored_part(corpus_dir: Path):
+def test_scrub_record_reaches_every_stored_part():
     key = "CUSTOMTOKEN" + "9" * 20
     record = make_record(3, text_value=f"echo {key}")
     record.exchange.error = ApiError("invalid_request_error", key, f"Incorrect API key provided: {key}")

@@ -328,7 +328,7 @@ def test_a_build_past_the_memory_bound_is_quarantined(sqlite_store, tmp_path: Pa
     assert not writer._deaths
 
 
-def test_a_record_that_fails_again_as_quarantined_is_stored_from_what_the_proxy_knew(tmp_path: Path) -> None:
+def test_a_record_that_fails_again_as_quarantined_is_stored_from_what_the_proxy_knew() -> None:
     """The second death on one record: this process stores who, when and where of it, never
     its bodies, and never sends it to be built again. Its id is the one every child made."""
     (item,) = identified([held(3)])

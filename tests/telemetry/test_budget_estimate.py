@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from llmtap.analytics.pricing import Pricer
-from llmtap.storage.hosts import UNVERIFIED_HOST
+from llmtap.protocols.hosts import UNVERIFIED_HOST
 from llmtap.telemetry.budget_estimate import PARSE_LIMIT, Estimator
 from llmtap.telemetry.budget_ledger import Ledger
 

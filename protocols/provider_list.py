@@ -14,7 +14,7 @@ A name is *fixed* when nothing else in its place matches the pattern: each label
 host replaced by probe labels (short, long, with a digit or a hyphen, the label's own
 letters shifted), and a label put in front, all fail. The patterns are the package's
 data, not a client's: the probes find the wildcards it uses (`[^/]+`, `[a-z0-9-]+`,
-`(.*\\.)?`), which is what storage/hosts.py needs to refuse hosts anyone can stand up.
+`(.*\\.)?`), which is what protocols/hosts.py needs to refuse hosts anyone can stand up.
 
 Patterns that match only with a path (Cloudflare's account paths, Hugging Face's router,
 Databricks' serving endpoints) name no host: a host is looked up once, whatever its path.
@@ -25,8 +25,10 @@ the next one. What each host names is kept in a cache per snapshot, bounded to
 `MAX_HOSTS`: a client that sends many hosts costs one pass over the list per host and no
 more memory than the bound.
 
-Not responsible for trust (storage/hosts.py decides which names may bill), for the
-config's `[[providers]]` (storage/providers.py) or for prices (analytics/pricing.py).
+The list is the installed package's data, read in memory: no file or network I/O here.
+
+Not responsible for trust (protocols/hosts.py decides which names may bill), for the
+config's `[[providers]]` (protocols/providers.py) or for prices (analytics/pricing.py).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ _catalog: _Catalog | None = None
 
 def listed(name: str) -> Listed | None:
     """The provider genai-prices' list names for the DNS name `name` (lower case, no
-    port: storage/hosts.py `dns_name`), or None."""
+    port: protocols/hosts.py `dns_name`), or None."""
     if not name or len(name) > MAX_NAME:
         return None
     catalog = _current()

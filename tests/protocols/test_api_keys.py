@@ -1,11 +1,11 @@
-"""Which credential is a request's key (storage/api_keys.py): the one its destination
+"""Which credential is a request's key (protocols/api_keys.py): the one its destination
 reads, whatever else it carries (SPEC §4)."""
 
 from __future__ import annotations
 
 import pytest
 
-from llmtap.storage.api_keys import destination_order, request_keys
+from llmtap.protocols.api_keys import destination_order, request_keys
 from llmtap.storage.teams import attribute
 
 JUNK = "junk-credential-0000"

@@ -8,19 +8,20 @@ A provider is named, first match wins, by:
    operator's own gateway or self-hosted server, named as the entry says;
 3. genai-prices' provider list: a host one of its `api_pattern`s covers is named by that
    provider's id (`openrouter`, `mistral`, `groq`, `deepseek`, `x-ai`, `together`, …;
-   storage/provider_list.py), so a provider the package learns is named after an upgrade;
+   protocols/provider_list.py), so a provider the package learns is named after an upgrade;
 4. the routes (protocols/routing.py): a cloud path on a host that names nobody (`aws`,
    `google`, `azure`), the protocol's maker without a host, else the host's name.
 
 A host may bill when a `[[providers]]` entry takes it (the operator vouched for it) or
-when it is a provider's own API host (storage/hosts.py).
+when it is a provider's own API host (protocols/hosts.py).
 
 A `[[providers]]` host is an exact name (`llm.acme.internal`, or an IP address), or
 `*.DOMAIN`, which takes every name under DOMAIN (not DOMAIN itself). Patterns are not
 regular expressions: a config file says which hosts it trusts, it does not compute them.
 
-Not responsible for the config file (cli/config_schema.py checks the table) or for the
-prices a `[[providers]]` entry names (analytics/pricing.py).
+Not responsible for the config file (cli/config_schema.py checks the table), for the
+prices a `[[providers]]` entry names (analytics/pricing.py), or for renaming stored rows
+when the names change (storage/renames.py).
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from llmtap.protocols import provider_list
+from llmtap.protocols.hosts import bare_host, dns_name, provider_host
 from llmtap.protocols.routing import provider_for
-from llmtap.storage import provider_list
-from llmtap.storage.hosts import bare_host, dns_name, provider_host
 
 MAX_NAME = 64  # of a `[[providers]]` name (the stored column takes 255)
 
@@ -84,7 +85,7 @@ class Configured:
 class ProviderNames:
     """Provider names and billable hosts, with the config's `[[providers]]` entries
     (first entry first). Cheap to call on the proxy's event loop: genai-prices' list is
-    read once per host (storage/provider_list.py)."""
+    read once per host (protocols/provider_list.py)."""
 
     def __init__(self, configured: Sequence[Configured] = ()) -> None:
         self.configured = tuple(configured)

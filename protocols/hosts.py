@@ -3,13 +3,13 @@
 A reply is priced by the model and usage it claims, so a server anyone can stand up
 (`https://my-box.example/v1/messages`) could bill a team whatever it likes. Only traffic
 to a provider's API host, to a host a `[[providers]]` entry of the config names
-(storage/providers.py), or to an upstream the operator configured (the proxy knows
+(protocols/providers.py), or to an upstream the operator configured (the proxy knows
 those; see `addon/attribution.py`) is priced; any other is recorded as `unpriced` with
 the reason `unverified_host`.
 
 A provider's API host is one of two kinds:
 
-- a host genai-prices' provider list names (storage/provider_list.py) with a pattern
+- a host genai-prices' provider list names (protocols/provider_list.py) with a pattern
   that fixes the name: `https://api\\.mistral\\.ai`, `https://(api\\.)?openrouter\\.ai`.
   A pattern with a label anyone may choose (`https://[^/]+\\.modal\\.run`: every Modal
   app, whoever deployed it; `[^.]*\\.azure-api\\.net`: an API Management gateway whose
@@ -28,8 +28,12 @@ A provider's API host is one of two kinds:
 proxy talked to, the same for every source), so that a follow-up of background work can
 be matched to a POST that went to the same place.
 
-Not responsible for routing (protocols), for naming providers (storage/providers.py) or
-for the prices (analytics/pricing.py).
+Pure functions of a request's host and genai-prices' list, shared by the proxy
+(addon/attribution.py), the importers (storage/ingest.py), reports and budgets.
+
+Not responsible for routing (protocols/routing.py), for naming providers
+(protocols/providers.py), for the prices (analytics/pricing.py), or for storing the
+verdict (storage/ keeps `price_reason` and `destination` as they are given).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from llmtap.storage import provider_list
+from llmtap.protocols import provider_list
 
 UNVERIFIED_HOST = "unverified_host"  # the `price_reason` of traffic to any other host
 

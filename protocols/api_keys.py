@@ -25,8 +25,11 @@ Budgets and the key map then consider every credential in the order `request_key
 gives: the destination's first, then the others, so an extra header can neither take a
 request out from under its key's budget or team nor put it under another's.
 
-Not responsible for fingerprinting or redacting keys (secrets.py), nor for deciding a
-team (teams.py).
+Pure functions of a request's headers, query and route, shared by the proxy
+(addon/attribution.py) and the importers (storage/ingest.py).
+
+Not responsible for fingerprinting or redacting keys (storage/secrets.py), nor for
+deciding a team (storage/teams.py).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl
 
-from llmtap.storage.providers import provider_of
+from llmtap.protocols.providers import provider_of
 
 QUERY = "?key"  # a key query parameter (`key`, `api_key`, …), as a source beside the headers
 HEADERS = ("x-api-key", "x-goog-api-key", "api-key", "authorization")
@@ -93,7 +96,7 @@ def destination_order(
     """The sources the destination reads its credential from, most authoritative first
     (the table in the module's docstring). `provider`: the exchange's, when the caller
     knows it (a reverse listener's, a `[[providers]]` entry's); else the host or the
-    route names it (storage/providers.py)."""
+    route names it (protocols/providers.py)."""
     if protocol is None:
         return ANY_ORDER
     provider = provider or provider_of(protocol, host, path)

@@ -1,5 +1,5 @@
 """Providers named by genai-prices' provider list, and the hosts that may bill (SPEC §1,
-§4; storage/providers.py, storage/provider_list.py, storage/hosts.py).
+§4; protocols/providers.py, protocols/provider_list.py, protocols/hosts.py).
 
 - every host a provider's `api_pattern` covers is named by that provider's id, the first
   in the list's order where patterns overlap; a look-alike host is nobody's;
@@ -23,9 +23,9 @@ import pytest
 from genai_prices import data_snapshot, types
 
 from llmtap.analytics.pricing import Pricer
-from llmtap.storage import provider_list
-from llmtap.storage.hosts import provider_host
-from llmtap.storage.providers import DEFAULT, Configured, ProviderNames, host_pattern, provider_of
+from llmtap.protocols import provider_list
+from llmtap.protocols.hosts import provider_host
+from llmtap.protocols.providers import DEFAULT, Configured, ProviderNames, host_pattern, provider_of
 
 NAMED = [
     ("openai.chat", "api.openai.com", "openai"),  # before openai-decisions, on the same host
