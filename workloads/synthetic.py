@@ -31,6 +31,7 @@ from sqlalchemy import JSON, Boolean, Engine
 from llmtap.analytics.pricing import Pricer
 from llmtap.protocols import decode_exchange
 from llmtap.storage import schema, verdicts
+from llmtap.storage.export import USAGE_COLUMNS
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import rows_for
 
@@ -264,19 +265,7 @@ class Stats:
 
 
 _ERROR_KINDS = {429: "rate_limit_error", 500: "api_error", 529: "overloaded_error", 503: "UNAVAILABLE"}
-_NO_USAGE = dict.fromkeys(
-    (
-        "usage_input_tokens",
-        "usage_cache_read_input_tokens",
-        "usage_cache_creation_input_tokens",
-        "usage_cache_creation_5m_input_tokens",
-        "usage_cache_creation_1h_input_tokens",
-        "usage_output_tokens",
-        "usage_reasoning_output_tokens",
-        "usage_total_tokens_reported",
-        "usage_raw",
-    )
-)
+_NO_USAGE = dict.fromkeys((*USAGE_COLUMNS.values(), "usage_total_tokens_reported", "usage_raw"))
 
 
 class Conversation:

@@ -1,10 +1,7 @@
 -- cost.sql over the lake's daily summary (analytics/lake_daily.py): the same columns.
 SELECT
     $dims
-    sum(requests) AS requests,
-    coalesce(sum(input_tokens), 0) AS input_tokens,
-    coalesce(sum(cache_read_tokens), 0) AS cache_read_tokens,
-    coalesce(sum(cache_write_tokens), 0) AS cache_write_tokens,
+    $daily_tokens
     coalesce(sum(output_tokens), 0) AS output_tokens,
     coalesce(sum(reasoning_tokens), 0) AS reasoning_tokens,
     sum(cost_total_pico) AS cost_usd,
