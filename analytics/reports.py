@@ -210,6 +210,21 @@ _ERROR_TYPE_LISTS = {
     "$overloaded_types": kinds("overloaded"),
 }
 
+# The first columns of cost_daily.sql, usage_daily.sql and cache_daily.sql: the summary's
+# requests and input token counts summed alike (`daily_rows`, analytics/lake_daily.py).
+_DAILY_TOKENS = """sum(requests) AS requests,
+    coalesce(sum(input_tokens), 0) AS input_tokens,
+    coalesce(sum(cache_read_tokens), 0) AS cache_read_tokens,
+    coalesce(sum(cache_write_tokens), 0) AS cache_write_tokens,"""
+
+# cost.sql's and cost_daily.sql's stored prices summed by part (NULL for a group none of
+# whose rows is priced); the fee column after it is each file's own.
+_COST_PARTS = """sum(cost_total_pico) AS cost_usd,
+    sum(cost_input_pico) AS input_cost_usd,
+    sum(cost_cache_read_pico) AS cache_read_cost_usd,
+    sum(cost_cache_write_pico) AS cache_write_cost_usd,
+    sum(cost_output_pico) AS output_cost_usd,"""
+
 
 def _sql_list(words: tuple[str, ...]) -> str:
     return "(" + ", ".join("'" + word.lower().replace("'", "''") + "'" for word in words) + ")"
@@ -218,10 +233,12 @@ def _sql_list(words: tuple[str, ...]) -> str:
 @cache
 def sql(name: str) -> str:
     """One report's SQL text, by name (package data, so it works from an installed wheel),
-    with the lists of error kinds spliced in where asked."""
+    with the lists of error kinds and the columns several reports sum alike spliced in where
+    asked."""
     text = resources.files("llmtap.analytics").joinpath("sql", f"{name}.sql").read_text()
     for placeholder, words in _ERROR_TYPE_LISTS.items():
         text = text.replace(placeholder, _sql_list(words))
+    text = text.replace("$daily_tokens", _DAILY_TOKENS).replace("$cost_parts", _COST_PARTS)
     for edge in ("low", "high"):  # latency_daily.sql: a histogram bucket's value (lake_daily.py)
         text = text.replace(f"$middle_{edge}", lake_daily.middle_sql(edge))
     return text

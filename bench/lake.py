@@ -387,12 +387,7 @@ def time_report(lake: Lake, label: str, arguments: Sequence[str], goal: float) -
     """One `llmtap report` measured by bench/peak_rss.py: wall and CPU seconds, peak RSS."""
     llmtap = str(Path(sys.executable).with_name("llmtap"))
     command = [llmtap, "report", *arguments, "--lake", str(lake.warehouse), "--db", lake.store_url, "--format", "csv"]
-    with tempfile.TemporaryFile("w+") as err:
-        measured = run_measured(command, env=_child_env(), stdout=subprocess.DEVNULL, stderr=err)
-        err.seek(0)
-        last = (err.read().strip().splitlines() or [""])[-1]
-    error = "" if measured.code == 0 else last or f"exit {measured.code}"
-    return Run(label, measured.wall, measured.cpu, measured.peak / 1024 / 1024, goal, error)
+    return time_command(label, command, goal)
 
 
 # the reports the daily summary answers, read as reports.run does (no CLI: its catch-up
@@ -417,6 +412,7 @@ _BARE = (
 
 
 def time_command(label: str, command: list[str], goal: float) -> Run:
+    """`command` measured by bench/peak_rss.py; its last line on stderr is the error of one that fails."""
     with tempfile.TemporaryFile("w+") as err:
         measured = run_measured(command, env=_child_env(), stdout=subprocess.DEVNULL, stderr=err)
         err.seek(0)

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmtap.workloads.network import wait_listening
 from llmtap.workloads.procfs import child_pids
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -272,16 +273,7 @@ class Target:
         assert self.log is not None
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(self.argv, env={**os.environ, **self.env}, stdout=log, stderr=log, cwd=ROOT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited: {self.log.read_text()[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"{self.name} did not listen on {self.port}")
+        wait_listening(self.port, self.proc, self.log, 30)
 
     def stop(self) -> int | None:
         if self.proc is None:

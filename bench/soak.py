@@ -18,10 +18,7 @@ import contextlib
 import json
 import os
 import random
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -31,6 +28,7 @@ from sqlalchemy import create_engine, text
 
 from llmtap.simulator.provider import SimulatedProvider
 from llmtap.simulator.upstream import Upstream
+from llmtap.workloads.proxy import Proxy
 from llmtap.workloads.scratch import scratch_postgres
 
 TEAMS = ("alpha", "beta", "gamma")
@@ -143,17 +141,8 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def run(seconds: float, clients: int, kind: str) -> dict[str, object]:
     folder = Path(tempfile.mkdtemp(prefix="llmtap-soak-"))
-    ports = {name: _free_port() for name in ("anthropic", "openai", "gemini")}
     with contextlib.ExitStack() as stack:
         if kind == "sqlite":
             url = f"sqlite:///{folder / 'soak.db'}"
@@ -161,30 +150,12 @@ def run(seconds: float, clients: int, kind: str) -> dict[str, object]:
             url = stack.enter_context(scratch_postgres(PG_ADMIN, "llmtap_soak"))
         with Upstream(SimulatedProvider()) as upstream:
             baseline = asyncio.run(_load(upstream.port, min(seconds / 6, 20), clients))
-            command = [
-                sys.executable,
-                "-m",
-                "llmtap.cli.main",
-                "proxy",
-                "--no-regular",
-                "--quiet",
-                "--db",
-                url,
-                "--confdir",
-                str(folder / "mitmproxy"),
-            ]
-            for name, port in ports.items():
-                command += ["--reverse", f"{name}={port}", "--upstream", f"{name}={upstream.url}"]
-            env = dict(os.environ, LLMTAP_HOME=str(folder / "home"))
-            log = stack.enter_context(open(folder / "proxy.log", "wb"))
-            proxy = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
+            proxy = Proxy(folder, url, upstream.url)
             try:
-                _wait(ports.values())
-                loaded = asyncio.run(_load(ports, seconds, clients))
-                peak = _peak_rss_mb(proxy.pid)
+                loaded = asyncio.run(_load(proxy.ports, seconds, clients))
+                peak = _peak_rss_mb(proxy.process.pid)
             finally:
-                proxy.send_signal(signal.SIGTERM)
-                status = proxy.wait(timeout=120)
+                status = proxy.stop(timeout=120)
         engine = create_engine(url)
         with engine.connect() as connection:
             stored = connection.execute(text("SELECT count(*) FROM exchanges")).scalar_one()
@@ -218,20 +189,6 @@ def run(seconds: float, clients: int, kind: str) -> dict[str, object]:
         "proxy_peak_rss_mb": round(peak, 1),
         "proxy_exit_status": status,
     }
-
-
-def _wait(ports) -> None:
-    import socket
-
-    for port in ports:
-        for _ in range(300):
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise SystemExit(f"the proxy did not listen on {port}")
 
 
 def main() -> None:

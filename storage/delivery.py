@@ -21,12 +21,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from llmtap.storage import followups
 from llmtap.storage.batch_insert import BatchInsert
-from llmtap.storage.held import Held
-from llmtap.storage.rejecting import Rejecting
 from llmtap.storage.rows import RowSet
-from llmtap.storage.sink import WriterStats
-from llmtap.storage.spool import Spool
-from llmtap.storage.store_guard import StoreGuard, first_line, is_unavailable
+from llmtap.storage.store_guard import first_line, is_unavailable
+from llmtap.storage.writer_parts import WriterParts
 
 log = logging.getLogger("llmtap.storage")
 
@@ -34,24 +31,14 @@ log = logging.getLogger("llmtap.storage")
 class Delivery:
     def __init__(
         self,
-        guard: StoreGuard,
+        parts: WriterParts,
         insert: BatchInsert,
-        spool: Spool,
-        held: Held,
-        rejecting: Rejecting,
-        stats: WriterStats,
-        settle: Callable[..., None],
         *,
         apply_replayed: Callable[[followups.FollowUp], None],
         key_secret_id: str | None,
     ) -> None:
-        self.guard = guard
+        self.parts = parts
         self.insert = insert
-        self.spool = spool
-        self.held = held
-        self.rejecting = rejecting
-        self.stats = stats
-        self.settle = settle
         self.apply_replayed = apply_replayed  # a spooled follow-up, as a replay meets it
         self.key_secret_id = key_secret_id
         self._other_secrets: set[Any] = set()  # ids of other secrets a replay was found to hold
@@ -60,12 +47,12 @@ class Delivery:
         if not rows.exchanges:
             return
         now = time.monotonic()
-        if self.held.rows and now >= self.guard.down_until:
+        if self.parts.held.rows and now >= self.parts.guard.down_until:
             self.retry_held()  # rows the disk refused go first, while the database takes them
-        if now < self.guard.down_until or self.held.rows:
+        if now < self.parts.guard.down_until or self.parts.held.rows:
             self._to_spool(rows)
             return
-        if self.spool.pending or self.spool.has_files() or self.guard.gone:
+        if self.parts.spool.pending or self.parts.spool.has_files() or self.parts.guard.gone:
             if not self.replay():
                 self._to_spool(rows)
                 return
@@ -73,7 +60,7 @@ class Delivery:
             self._write(rows)
         except SQLAlchemyError as exc:
             if is_unavailable(exc):
-                self.guard.went_down(exc)
+                self.parts.guard.went_down(exc)
                 self._to_spool(rows)
             else:
                 self._isolate(rows, exc)
@@ -81,13 +68,13 @@ class Delivery:
     def replay(self) -> bool:
         """The spool into the store (a gone store made again first); False when the store
         is not there to take it."""
-        if not self.guard.revive():
+        if not self.parts.guard.revive():
             return False
         try:
-            replayed, applied = self.spool.replay(self._write_replayed, self.apply_replayed)
+            replayed, applied = self.parts.spool.replay(self._write_replayed, self.apply_replayed)
         except SQLAlchemyError as exc:
             if is_unavailable(exc):
-                self.guard.went_down(exc)
+                self.parts.guard.went_down(exc)
             else:
                 log.error("llmtap writer: spool replay hit a bad row: %s", first_line(exc))
             return False
@@ -99,21 +86,21 @@ class Delivery:
         """Rows neither the database nor the disk took: try the database (once its backoff
         is over: a writer whose disk refuses has no spool to replay, so this is where the
         database is found back), then the disk."""
-        held, self.held.rows = self.held.rows, []
+        held, self.parts.held.rows = self.parts.held.rows, []
         for rows in held:
-            if force or time.monotonic() >= self.guard.down_until:
+            if force or time.monotonic() >= self.parts.guard.down_until:
                 try:
                     self.insert(rows)
-                    self.guard.came_up()
+                    self.parts.guard.came_up()
                     continue
                 except SQLAlchemyError as exc:
                     if is_unavailable(exc):
-                        self.guard.went_down(exc)
+                        self.parts.guard.went_down(exc)
             try:
-                self.spool.append(rows)
+                self.parts.spool.append(rows)
             except OSError:
-                self.held.rows.append(rows)
-        self.held.disk_takes_again()
+                self.parts.held.rows.append(rows)
+        self.parts.held.disk_takes_again()
 
     def _write_replayed(self, rows: RowSet) -> None:
         self._note_other_secrets(rows)
@@ -123,8 +110,8 @@ class Delivery:
             if is_unavailable(exc):
                 raise
             inserted = self._isolate_quietly(rows)
-        self.stats.replayed += inserted
-        self.guard.came_up()
+        self.parts.stats.replayed += inserted
+        self.parts.guard.came_up()
 
     def _note_other_secrets(self, rows: RowSet) -> None:
         """Say once per secret that spooled rows of another secret are stored as they are."""
@@ -140,8 +127,8 @@ class Delivery:
 
     def _write(self, rows: RowSet) -> None:
         inserted = self.insert(rows)
-        self.guard.came_up()
-        self.settle(written=inserted, duplicates=len(rows.exchanges) - inserted)
+        self.parts.guard.came_up()
+        self.parts.settle(written=inserted, duplicates=len(rows.exchanges) - inserted)
 
     def _isolate(self, rows: RowSet, exc: SQLAlchemyError) -> None:
         """A batch the database refused for its content: find the rows at fault."""
@@ -151,10 +138,10 @@ class Delivery:
                 self._write(single)
             except SQLAlchemyError as row_exc:
                 if is_unavailable(row_exc):
-                    self.guard.went_down(row_exc)
+                    self.parts.guard.went_down(row_exc)
                     self._to_spool(single)
                 else:
-                    self.rejecting.rows(single, row_exc)
+                    self.parts.rejecting.rows(single, row_exc)
 
     def _isolate_quietly(self, rows: RowSet) -> int:
         inserted = 0
@@ -164,18 +151,18 @@ class Delivery:
             except SQLAlchemyError as exc:
                 if is_unavailable(exc):
                     raise
-                self.rejecting.rows(single, exc, count=False)
+                self.parts.rejecting.rows(single, exc, count=False)
         return inserted
 
     def _to_spool(self, rows: RowSet) -> None:
         try:
-            self.spool.append(rows)
+            self.parts.spool.append(rows)
         except OSError as exc:  # the disk refuses too: keep them in memory and retry
-            self.held.rows.append(rows)
-            self.held.disk_refused(exc)
+            self.parts.held.rows.append(rows)
+            self.parts.held.disk_refused(exc)
         else:
-            self.held.disk_takes_again()
-        self.settle(spooled=len(rows))
+            self.parts.held.disk_takes_again()
+        self.parts.settle(spooled=len(rows))
 
 
 def _singles(rows: RowSet) -> Iterable[RowSet]:

@@ -19,11 +19,8 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from llmtap.storage import followups, rejected
-from llmtap.storage.held import Held
-from llmtap.storage.rejecting import Rejecting
-from llmtap.storage.sink import WriterStats
-from llmtap.storage.spool import Spool
-from llmtap.storage.store_guard import StoreGuard, first_line, is_unavailable
+from llmtap.storage.store_guard import first_line, is_unavailable
+from llmtap.storage.writer_parts import WriterParts
 
 log = logging.getLogger("llmtap.storage")
 
@@ -33,22 +30,12 @@ FOLLOWUPS_WAITING = 10_000  # follow-ups held in memory while even the disk refu
 class FollowUps:
     def __init__(
         self,
-        guard: StoreGuard,
-        spool: Spool,
-        held: Held,
-        rejecting: Rejecting,
-        stats: WriterStats,
-        settle: Callable[..., None],
+        parts: WriterParts,
         *,
         body_mode: str,
         enrich: Callable[[list[dict[str, Any]]], None] | None,
     ) -> None:
-        self.guard = guard
-        self.spool = spool
-        self.held = held
-        self.rejecting = rejecting
-        self.stats = stats
-        self.settle = settle
+        self.parts = parts
         self.body_mode = body_mode
         self.enrich = enrich
         self.waiting: list[followups.FollowUp] = []  # applied after the rows of their batch
@@ -67,7 +54,8 @@ class FollowUps:
             if not self.waiting:
                 return
             waiting, self.waiting = self.waiting, []
-            if time.monotonic() < self.guard.down_until or self.spool.pending or self.held.rows or self.guard.gone:
+            parts = self.parts
+            if time.monotonic() < parts.guard.down_until or parts.spool.pending or parts.held.rows or parts.guard.gone:
                 self._to_spool(waiting)
                 return
             for index, followup in enumerate(waiting):
@@ -75,18 +63,18 @@ class FollowUps:
                     self._apply_one(followup)
                 except SQLAlchemyError as exc:
                     if is_unavailable(exc):
-                        self.guard.went_down(exc)
+                        self.parts.guard.went_down(exc)
                         self._to_spool(waiting[index:])  # this one too: applying it again changes nothing
                         return
                     self._reject(followup, exc)
                 except Exception as exc:  # noqa: BLE001 - a bug in applying it: keep it to import again
                     log.error("llmtap writer: a background follow-up could not be applied: %r", exc)
                     self._reject(followup, exc)
-            self.held.followups = 0
+            self.parts.held.followups = 0
         finally:
             if self._taken:
                 taken, self._taken = self._taken, 0
-                self.settle(followups=taken)
+                self.parts.settle(followups=taken)
 
     def apply_replayed(self, followup: followups.FollowUp) -> None:
         """A spooled follow-up, after every spooled row: the store's being away raises (the
@@ -105,25 +93,25 @@ class FollowUps:
         """One follow-up, in a transaction of its own; raises the store's errors. A SQLite
         file deleted under the writer counts as the store gone, before and after (the pool's
         connections would apply it to the deleted file)."""
-        self.guard.check_file()
-        followups.apply(self.guard.engine, [followup], self.enrich)
-        self.guard.check_file()
+        self.parts.guard.check_file()
+        followups.apply(self.parts.guard.engine, [followup], self.enrich)
+        self.parts.guard.check_file()
 
     def _to_spool(self, waiting: list[followups.FollowUp]) -> None:
         try:
-            unkept = self.spool.append_followups([followup.kept(self.body_mode) for followup in waiting])
+            unkept = self.parts.spool.append_followups([followup.kept(self.body_mode) for followup in waiting])
         except OSError as exc:  # the disk refuses too: hold them in memory, retry with the rows
             kept = waiting[-FOLLOWUPS_WAITING:]
-            self.held.followups = len(kept)
-            self.held.disk_refused(exc)
+            self.parts.held.followups = len(kept)
+            self.parts.held.disk_refused(exc)
             if len(waiting) > len(kept):
                 log.error("llmtap writer: %d background follow-ups lost (memory full)", len(waiting) - len(kept))
             self.waiting = kept + self.waiting  # none taken since: only this batch's
             return
         spooled = len(waiting) - len(unkept)
-        self.held.followups = 0
-        self.held.disk_takes_again()
-        self.stats.followups_spooled += spooled
+        self.parts.held.followups = 0
+        self.parts.held.disk_takes_again()
+        self.parts.stats.followups_spooled += spooled
         for followup, why in unkept:
             log.error(
                 "llmtap writer: the %s of %s %s was lost: %r",
@@ -148,5 +136,5 @@ class FollowUps:
         except Exception as why:  # noqa: BLE001 - values bad enough to fail the store may fail this too
             log.error("llmtap writer: could not keep the rejected follow-up either: %r", why)
             return
-        if not self.rejecting.keep(line):
+        if not self.parts.rejecting.keep(line):
             log.error("llmtap writer: could not keep the rejected follow-up of %s either", route.response_id)

@@ -58,6 +58,7 @@ from llmtap.protocols.followups import KINDS, TERMINAL_STATES, FollowUpRoute, is
 from llmtap.protocols.hosts import UNVERIFIED_HOST
 from llmtap.protocols.toolcheck import check_tool_calls
 from llmtap.storage import record_json, schema, verdicts
+from llmtap.storage.export import USAGE_COLUMNS
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import PRICE_COLUMNS, RowSet, rows_for
 
@@ -72,13 +73,7 @@ _OUTCOME = (
     "complete",
     "finish_reason",
     "finish_reason_raw",
-    "usage_input_tokens",
-    "usage_cache_read_input_tokens",
-    "usage_cache_creation_input_tokens",
-    "usage_cache_creation_5m_input_tokens",
-    "usage_cache_creation_1h_input_tokens",
-    "usage_output_tokens",
-    "usage_reasoning_output_tokens",
+    *USAGE_COLUMNS.values(),
     "usage_total_tokens_reported",
     "usage_provenance",
     "usage_raw",

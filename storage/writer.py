@@ -45,6 +45,7 @@ from llmtap.storage.rejecting import Rejecting
 from llmtap.storage.rows import BODY_MODES, RowSet, rows_for
 from llmtap.storage.sink import Pending, RecordSink, WriterStats
 from llmtap.storage.store_guard import StoreGuard, StoreVanished
+from llmtap.storage.writer_parts import WriterParts
 
 __all__ = [
     "FOLLOWUPS_WAITING",
@@ -132,24 +133,11 @@ class Writer:
         self._guard = StoreGuard(engine, self.stats, retry_initial=retry_initial, retry_max=retry_max)
         self._held = Held()
         self._rejecting = Rejecting(self.rejected_path, self._held, self._settle)
-        self._followups = FollowUps(
-            self._guard,
-            self.spool,
-            self._held,
-            self._rejecting,
-            self.stats,
-            self._settle,
-            body_mode=body_mode,
-            enrich=enrich,
-        )
+        parts = WriterParts(self._guard, self.spool, self._held, self._rejecting, self.stats, self._settle)
+        self._followups = FollowUps(parts, body_mode=body_mode, enrich=enrich)
         self._delivery = Delivery(
-            self._guard,
+            parts,
             BatchInsert(self._guard, self.stats, self._observe),
-            self.spool,
-            self._held,
-            self._rejecting,
-            self.stats,
-            self._settle,
             apply_replayed=self._followups.apply_replayed,
             key_secret_id=key_secret_id,
         )

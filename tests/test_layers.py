@@ -24,6 +24,7 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -157,6 +158,20 @@ def _plant(tree: Path, folder: str, target: str, n: int) -> str:
     return path.name
 
 
+def _tid251(tree: Path) -> list[dict[str, Any]]:
+    """What ruff's TID251 says of `tree` (a copy of the configuration and planted probes)."""
+    ran = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "TID251", "--output-format", "json", "."],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode in (0, 1), ran.stderr[-2000:]
+    diagnostics: list[dict[str, Any]] = json.loads(ran.stdout)
+    return diagnostics
+
+
 @pytest.fixture(scope="module")
 def refused(tmp_path_factory: pytest.TempPathFactory, layers: list[Row]) -> dict[tuple[str, str], list[str]]:
     """(folder, planted import) -> what ruff's TID251 said of that probe, for every pair
@@ -171,16 +186,8 @@ def refused(tmp_path_factory: pytest.TempPathFactory, layers: list[Row]) -> dict
         for target in sorted(forbidden(row) | allowed(row)):
             name = _plant(tree, row.folder, target, len(planted))
             planted[f"{row.folder}/{name}"] = (row.folder, target)
-    ran = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "TID251", "--output-format", "json", "."],
-        cwd=tree,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert ran.returncode in (0, 1), ran.stderr[-2000:]
     found: dict[tuple[str, str], list[str]] = {pair: [] for pair in planted.values()}
-    for diagnostic in json.loads(ran.stdout):
+    for diagnostic in _tid251(tree):
         where = Path(diagnostic["filename"]).resolve().relative_to(tree.resolve()).as_posix()
         assert where in planted, f"ruff refused a file the test did not plant: {where}: {diagnostic['message']}"
         assert diagnostic["code"] == "TID251", diagnostic
@@ -211,15 +218,7 @@ def test_ruff_refuses_the_bench_anywhere_below_tests(tmp_path: Path) -> None:
         "from llmtap.bench.fleet import measure  # noqa: F401\n"
         "from llmtap.workloads.fleet import FleetProxy  # noqa: F401\n"
     )
-    ran = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "TID251", "--output-format", "json", "."],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert ran.returncode == 1, ran.stderr[-2000:]
-    messages = [(d["location"]["row"], d["message"]) for d in json.loads(ran.stdout)]
+    messages = [(d["location"]["row"], d["message"]) for d in _tid251(tmp_path)]
     assert len(messages) == 1 and messages[0][0] == 1, messages
     assert messages[0][1].startswith("`llmtap.bench` is banned"), messages
 

@@ -15,7 +15,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmtap.workloads.network import free_port
+from llmtap.workloads.network import free_port, wait_listening
 from llmtap.workloads.procfs import child_pids, wait_gone
 
 LLMTAP = Path(sys.executable).parent / "llmtap"
@@ -71,16 +70,7 @@ class FleetProxy:
         )
         with (self.folder / "proxy.log").open("ab") as log:
             self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"proxy exited {self.process.returncode}: {self.log_tail()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"proxy port {self.port} did not open in {timeout}s: {self.log_tail()}")
+        wait_listening(self.port, self.process, self.folder / "proxy.log", timeout)
 
     def kill(self) -> None:
         """SIGKILL: no hand-over. Its writer process outlives it and writes what it holds."""

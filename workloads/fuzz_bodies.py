@@ -35,6 +35,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from llmtap.protocols import PROTOCOLS  # every translator; bench/fuzz.py takes it from here
 from llmtap.protocols.eventstream import EventMessage, EventStreamDecoder
 from llmtap.protocols.sse import SSEDecoder
 
@@ -42,14 +43,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SEED_FOLDERS = (ROOT / "tests" / "corpus", ROOT / "tests" / "corpus_next", ROOT / "tests" / "protocols" / "fixtures")
 EVENTSTREAM = "application/vnd.amazon.eventstream"
 SSE = "text/event-stream"
-PROTOCOLS = (
-    "anthropic.messages",
-    "openai.chat",
-    "openai.responses",
-    "gemini.generate",
-    "gemini.interactions",
-    "bedrock.converse",
-)
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,43 @@
-"""Sockets on 127.0.0.1 for tests and benches: a free port, and `Forwarder`, a TCP
-forwarder (to PostgreSQL, say) that refuses and cuts connections on demand.
+"""Sockets on 127.0.0.1 for tests and benches: a free port, `wait_listening` for a child
+process's port, and `Forwarder`, a TCP forwarder (to PostgreSQL, say) that refuses and cuts
+connections on demand.
 
-Not responsible for what crosses the forwarder (it copies bytes both ways).
+Not responsible for what crosses the forwarder (it copies bytes both ways) nor for starting
+or stopping the child it waits for.
 """
 
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
+import time
+from pathlib import Path
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def wait_listening(port: int, process: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    """Until `process` accepts connections on 127.0.0.1:`port`; a RuntimeError that ends
+    with the tail of its `log` when it exits first or has not listened within `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"exited {process.returncode} before it listened on {port}: {_tail(log)}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"port {port} did not open within {timeout} s: {_tail(log)}")
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-2000:] if log.exists() else ""
 
 
 class Forwarder:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from llmtap.workloads.network import free_port
+from llmtap.workloads.network import free_port, wait_listening
 
 
 class Proxy:
@@ -49,12 +48,7 @@ class Proxy:
         self.log = open(self.path, "wb")  # noqa: SIM115
         self.process = subprocess.Popen(command, env=environment, stdout=self.log, stderr=subprocess.STDOUT)
         for port in self.ports.values():
-            for _ in range(300):
-                try:
-                    socket.create_connection(("127.0.0.1", port), 0.2).close()
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            wait_listening(port, self.process, self.path, 60)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 180) -> int:
         if self.process.poll() is None:

@@ -31,6 +31,7 @@ from sqlalchemy import JSON, Boolean, Engine
 from llmtap.analytics.pricing import Pricer
 from llmtap.protocols import decode_exchange
 from llmtap.storage import schema, verdicts
+from llmtap.storage.export import USAGE_COLUMNS
 from llmtap.storage.record import Recorded
 from llmtap.storage.rows import rows_for
 
@@ -264,19 +265,7 @@ class Stats:
 
 
 _ERROR_KINDS = {429: "rate_limit_error", 500: "api_error", 529: "overloaded_error", 503: "UNAVAILABLE"}
-_NO_USAGE = dict.fromkeys(
-    (
-        "usage_input_tokens",
-        "usage_cache_read_input_tokens",
-        "usage_cache_creation_input_tokens",
-        "usage_cache_creation_5m_input_tokens",
-        "usage_cache_creation_1h_input_tokens",
-        "usage_output_tokens",
-        "usage_reasoning_output_tokens",
-        "usage_total_tokens_reported",
-        "usage_raw",
-    )
-)
+_NO_USAGE = dict.fromkeys((*USAGE_COLUMNS.values(), "usage_total_tokens_reported", "usage_raw"))
 
 
 class Conversation:
@@ -299,6 +288,10 @@ class Conversation:
         self.results_json: str | None = None
         self.history_json: str | None = None
         self.changed = False
+        # who asks, with what model: drawn by `Generator.conversation` after the above
+        self.team = ""
+        self.key: tuple[str, str] | None = None
+        self.model = ""
 
     def next_turn(self, turn: int, r: random.Random) -> None:
         self.messages.append(f"{self.number:08x}{2 * turn:08x}")
@@ -366,10 +359,10 @@ class Generator:
         r = self.random
         self.stats.conversations += 1
         c = Conversation(self.stats.conversations, r)
-        team = r.choice(self.teams)
-        key = r.choice(self.keys[team]) if r.random() < 0.8 else None
-        model = r.choices(self.models, self.weights)[0]
-        if model.startswith("claude") and r.random() < 0.9:
+        c.team = r.choice(self.teams)
+        c.key = r.choice(self.keys[c.team]) if r.random() < 0.8 else None
+        c.model = r.choices(self.models, self.weights)[0]
+        if c.model.startswith("claude") and r.random() < 0.9:
             c.breakpoints, c.ttl = r.choice((1, 2, 3)), "1h" if r.random() < 0.1 else "5m"
         turns = min(self.n - self.stats.exchanges, r.choice((1, 1, 1, 2, 2, 3, 4, 5, 6, 8, 10, 12)))
         moment = T0 + timedelta(seconds=self.stats.conversations * self.step + r.uniform(0, self.step))
@@ -377,11 +370,11 @@ class Generator:
             if turn:
                 moment += timedelta(seconds=r.uniform(900, 1800) if r.random() < 0.04 else r.uniform(5, 90))
                 c.next_turn(turn, r)
-            status = self._status(model)
+            status = self._status(c.model)
             if status != 200 and self.stats.exchanges < self.n - 1:  # a failed attempt, retried shortly after
-                yield self._failed(model, team, key, moment, c, status), []
+                yield self._failed(c, moment, status), []
                 moment += timedelta(seconds=r.uniform(1, 30))
-            yield self._turn(model, team, key, moment, c, turn)
+            yield self._turn(c, moment, turn)
 
     def _status(self, model: str) -> int:
         roll = self.random.random()
@@ -393,17 +386,9 @@ class Generator:
             return 529 if model.startswith("claude") else 503
         return 200
 
-    def _base(
-        self,
-        model: str,
-        team: str,
-        key: Any,
-        moment: datetime,
-        c: Conversation,
-        stream: bool,
-    ) -> dict[str, Any]:
+    def _base(self, c: Conversation, moment: datetime, stream: bool) -> dict[str, Any]:
         r = self.random
-        row = dict(self.templates[model, stream])
+        row = dict(self.templates[c.model, stream])
         self.sequence += 1
         self.stats.exchanges += 1
         ttfb = r.uniform(150, 900)
@@ -414,9 +399,9 @@ class Generator:
             {
                 "id": f"{int(moment.timestamp() * 1000):013d}{self.sequence:013d}",
                 "dedupe_key": f"{self.sequence:032x}",
-                "team": team,
-                "key_fingerprint": key[0] if key else None,
-                "key_last4": key[1] if key else None,
+                "team": c.team,
+                "key_fingerprint": c.key[0] if c.key else None,
+                "key_last4": c.key[1] if c.key else None,
                 "started_at": moment,
                 "first_byte_at": moment + timedelta(milliseconds=ttfb),
                 "first_token_at": moment + timedelta(milliseconds=ttft) if ttft else None,
@@ -441,17 +426,9 @@ class Generator:
         )
         return row
 
-    def _failed(
-        self,
-        model: str,
-        team: str,
-        key: Any,
-        moment: datetime,
-        c: Conversation,
-        status: int,
-    ) -> dict[str, Any]:
+    def _failed(self, c: Conversation, moment: datetime, status: int) -> dict[str, Any]:
         """A failed attempt: an error body, no usage."""
-        row = self._base(model, team, key, moment, c, False)
+        row = self._base(c, moment, False)
         self.stats.errors += 1
         row.update(_NO_USAGE)
         row.update(
@@ -470,18 +447,11 @@ class Generator:
         )
         return row
 
-    def _turn(
-        self,
-        model: str,
-        team: str,
-        key: Any,
-        moment: datetime,
-        c: Conversation,
-        turn: int,
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def _turn(self, c: Conversation, moment: datetime, turn: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         r = self.random
         stream = r.random() < 0.55
-        row = self._base(model, team, key, moment, c, stream)
+        row = self._base(c, moment, stream)
+        model = c.model
         anthropic, openai = model.startswith("claude"), model.startswith("gpt")
         total_input = c.prefix + 300 * len(c.messages) + r.randrange(20, 400)
         hit = turn > 0 and not c.changed and c.prev_input >= 1024

@@ -3,10 +3,7 @@
 -- the stored verdicts' counts the summary keeps.
 SELECT
     $dims
-    sum(requests) AS requests,
-    coalesce(sum(input_tokens), 0) AS input_tokens,
-    coalesce(sum(cache_read_tokens), 0) AS cache_read_tokens,
-    coalesce(sum(cache_write_tokens), 0) AS cache_write_tokens,
+    $daily_tokens
     round(coalesce(sum(cache_read_tokens) / nullif(sum(input_tokens), 0), 0), 4) AS hit_rate,
     sum(cache_misses) AS misses,
     sum(cache_not_cacheable) AS not_cacheable,

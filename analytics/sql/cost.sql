@@ -10,11 +10,7 @@ SELECT
     coalesce(sum(usage_cache_creation_input_tokens), 0) AS cache_write_tokens,
     coalesce(sum(usage_output_tokens), 0) AS output_tokens,
     coalesce(sum(usage_reasoning_output_tokens), 0) AS reasoning_tokens,
-    sum(cost_total_pico) AS cost_usd,
-    sum(cost_input_pico) AS input_cost_usd,
-    sum(cost_cache_read_pico) AS cache_read_cost_usd,
-    sum(cost_cache_write_pico) AS cache_write_cost_usd,
-    sum(cost_output_pico) AS output_cost_usd,
+    $cost_parts
     -- per-use fees of server tools (web search, …); rows priced before fees were kept add 0
     sum(CASE WHEN cost_total_pico IS NOT NULL THEN coalesce(cost_fee_pico, 0) END) AS fee_cost_usd,
     count(*) FILTER (WHERE price_status = 'priced') AS priced,

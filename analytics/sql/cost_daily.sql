@@ -1,17 +1,10 @@
 -- cost.sql over the lake's daily summary (analytics/lake_daily.py): the same columns.
 SELECT
     $dims
-    sum(requests) AS requests,
-    coalesce(sum(input_tokens), 0) AS input_tokens,
-    coalesce(sum(cache_read_tokens), 0) AS cache_read_tokens,
-    coalesce(sum(cache_write_tokens), 0) AS cache_write_tokens,
+    $daily_tokens
     coalesce(sum(output_tokens), 0) AS output_tokens,
     coalesce(sum(reasoning_tokens), 0) AS reasoning_tokens,
-    sum(cost_total_pico) AS cost_usd,
-    sum(cost_input_pico) AS input_cost_usd,
-    sum(cost_cache_read_pico) AS cache_read_cost_usd,
-    sum(cost_cache_write_pico) AS cache_write_cost_usd,
-    sum(cost_output_pico) AS output_cost_usd,
+    $cost_parts
     sum(cost_fee_pico) AS fee_cost_usd,
     coalesce(sum(requests) FILTER (WHERE price_status = 'priced'), 0) AS priced,
     coalesce(sum(requests) FILTER (WHERE price_status = 'unpriced'), 0) AS unpriced,

@@ -2,10 +2,7 @@
 -- summary's days plus the rows it does not hold, summed alike): the same columns.
 SELECT
     $dims
-    sum(requests) AS requests,
-    coalesce(sum(input_tokens), 0) AS input_tokens,
-    coalesce(sum(cache_read_tokens), 0) AS cache_read_tokens,
-    coalesce(sum(cache_write_tokens), 0) AS cache_write_tokens,
+    $daily_tokens
     coalesce(sum(uncached_input_tokens), 0) AS uncached_input_tokens,
     coalesce(sum(output_tokens), 0) AS output_tokens,
     coalesce(sum(reasoning_tokens), 0) AS reasoning_tokens,
