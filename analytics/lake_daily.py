@@ -124,13 +124,13 @@ def _tool_sql() -> tuple[str, str]:
     """lake_daily.sql's tool parts: each exchange's count of calls by status (over the
     calls), and their sums with the row's problems' counts (over a group's rows)."""
     counts = ["count(*) AS calls_tool_calls"]
-    counts += [f"count(*) FILTER (WHERE status = '{status}') AS calls_{status}" for status in TOOL_STATUSES]
+    counts += [f"count(*) FILTER (WHERE status = {_literal(status)}) AS calls_{status}" for status in TOOL_STATUSES]
     sums = [
         f"CAST(coalesce(sum(llmtap_calls.calls_{name}), 0) AS BIGINT) AS {_q(name)}"
         for name in ("tool_calls", *TOOL_STATUSES)
     ]
     sums += [
-        f"CAST(coalesce(sum(len(list_filter(llmtap_problems, p -> p = '{problem}'))), 0) AS BIGINT) AS {_q(problem)}"
+        f"CAST(coalesce(sum(len(list_filter(llmtap_problems, p -> p = {_literal(problem)}))), 0) AS BIGINT) AS {_q(problem)}"
         for problem in TOOL_PROBLEMS
     ]
     return ",\n        ".join(counts), ",\n    ".join(sums)
