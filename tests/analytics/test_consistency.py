@@ -50,6 +50,7 @@ def test_grouped_cache_misses_match_the_list(store, window):
     tokens = Counter()
     for item in listed:
         tokens[item["team"]] += item["missed_tokens"]
+    assert grouped, window
     for row in grouped:
         assert row["not_cacheable"] == apart[row["team"]], row["team"]
         assert row["misses"] == per_team[row["team"]], row["team"]

@@ -193,6 +193,7 @@ def test_top_and_period(store, convs):
 def test_conversations_table_keeps_ids_models_and_costs_whole(store, convs, columns):
     out = run(store, "report", "conversations", columns=columns)
     want = expected(convs, store)
+    assert want
     for row in want.values():
         assert row["conversation_id"] in out
         assert row["model"] in out
@@ -278,8 +279,8 @@ def test_show_names_the_cost_parts_the_tier_and_the_detail(store, convs):
     for name in ("total_usd", "input_usd", "output_usd"):  # labelled in words (issue 26)
         assert f"\n{name.removesuffix('_usd')}  " in section and money(Decimal(str(cost[name]))) in section
     assert "$0.000000" not in section
-    detail = cost["detail"]  # the pricer's parts, when it kept them (NULL on older rows)
-    if detail is not None:
-        for part in detail["parts"]:
-            line = next(line for line in section.splitlines() if line.strip().startswith(str(part["what"])))
-            assert line.rstrip().endswith(money(Decimal(str(part["total"]))))
+    detail = cost["detail"]  # the pricer's parts (NULL only on rows priced before it kept them)
+    assert detail is not None and detail["parts"], cost
+    for part in detail["parts"]:
+        line = next(line for line in section.splitlines() if line.strip().startswith(str(part["what"])))
+        assert line.rstrip().endswith(money(Decimal(str(part["total"]))))

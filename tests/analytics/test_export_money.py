@@ -246,6 +246,7 @@ def test_a_period_sums_like_the_report_of_that_period(store, tmp_path):
 def test_rows_name_their_conversation(store, tmp_path):
     rows, _ = export(store, "jsonl", tmp_path)
     ids = {row["id"]: row for row in rows}
+    assert any(row["conversation_id"] != row["id"] for row in rows)  # some row is a later turn
     for row in rows:
         first = ids[row["conversation_id"]]  # a whole export holds every conversation's start
         assert (first["started_at"], first["id"]) <= (row["started_at"], row["id"])

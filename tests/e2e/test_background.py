@@ -147,7 +147,9 @@ def test_background_response_polled_until_done(proxy: Proxy, wire: Wire) -> None
     ) == (2048, 1024, 512, 128)
     assert row["ended_at"] > queued["ended_at"]  # the work ended when its terminal poll said so
     _priced_once(row)
-    for request in proxy.routes.done(polls[0][harness.CASE_HEADER]) + proxy.routes.done(polls[1][harness.CASE_HEADER]):
+    polled = proxy.routes.done(polls[0][harness.CASE_HEADER]) + proxy.routes.done(polls[1][harness.CASE_HEADER])
+    assert len(polled) == 2, polled
+    for request in polled:
         assert (request.method, request.path) == ("GET", f"/v1/responses/{rid}")
         assert "x-llmtap-team" not in request.headers  # our own header never goes upstream
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import gzip
 
+import anthropic
 import httpx2
 import pytest
 
 from tests.e2e import harness
 from tests.e2e.harness import Proxy, Reply, Wire
-
-anthropic = pytest.importorskip("anthropic")
 
 
 def _anthropic(proxy: Proxy, wire: Wire, key: str, token: str) -> object:

@@ -60,7 +60,9 @@ def test_every_case_is_whole(corpus: str) -> None:
 
 
 def test_the_next_corpus_names_who_bills_each_case() -> None:
-    for folder in case_folders(CORPUS_NEXT):
+    folders = case_folders(CORPUS_NEXT)
+    assert folders
+    for folder in folders:
         case = read_case(folder)[0]
         assert case["provider"] in ("aws", "azure", "google"), folder.name
         assert case.get("framing") in (None, "aws-eventstream"), folder.name

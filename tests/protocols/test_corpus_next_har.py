@@ -76,5 +76,7 @@ def test_the_har_imports_with_its_team_sums_and_no_key(tmp_path: Path) -> None:
         engine.dispose()
     assert [tuple(row) for row in stored] == [(case["protocol"], case["provider"], True) for case in cases]
     assert sums == expected
-    for path in tmp_path.glob("store.db*"):  # the database and any journal beside it
+    files = list(tmp_path.glob("store.db*"))  # the database and any journal beside it
+    assert db_file in files
+    for path in files:
         assert b"HARLEAKCANARY" not in path.read_bytes(), path.name

@@ -38,11 +38,14 @@ from llmtap.protocols.common import parse_json
 from llmtap.protocols.content import ContentDecoder
 from llmtap.protocols.contract import Translator
 from llmtap.protocols.errors import DecodeError
+from llmtap.protocols.eventstream import EventStreamDecoder, payload_event
 from llmtap.protocols.exchange import TRANSLATORS
 from llmtap.protocols.jsonarray import JSONArraySplitter
 from llmtap.protocols.sse import SSEDecoder, SSEEvent
 from llmtap.protocols.vocabulary import FINISH_REASONS
+from tests.corpus_tools import CORPUS_NEXT
 from tests.protocols.corpus import Case, load_cases
+from tests.protocols.test_fixtures import load_fixtures
 
 PROPS = settings(
     derandomize=True,
@@ -76,20 +79,34 @@ def _array_case(case: Case) -> Case:
     return Case(f"{case.id}_as_array", meta, b"[" + b",\r\n".join(elements) + b"]", case.request)
 
 
+def _stream_events(case: Case) -> list[tuple[str, Any]]:
+    if case.case.get("framing") != "aws-eventstream":
+        return _sse_events(case.response)
+    messages = EventStreamDecoder().decode(case.response)
+    return [payload_event(m, case.id)[::-1] for m in messages if m.message_type == "event"]
+
+
 STREAMS = [c for c in CASES if c.case["streamed"]]
 ARRAYS = [_array_case(c) for c in STREAMS if c.case["protocol"] == "gemini.generate"]
 EXCHANGES = CASES + ARRAYS
 STREAM_EVENTS: dict[str, list[list[tuple[str, Any]]]] = {p: [] for p in TRANSLATORS}
 BODIES: dict[str, list[dict[str, Any]]] = {p: [] for p in TRANSLATORS}
 REQUESTS: dict[str, list[tuple[str, dict[str, Any]]]] = {p: [] for p in TRANSLATORS}
-for _case in CASES:
+
+# The recorded corpus, and where it lacks a protocol's bodies, events or requests, the next
+# corpus (Bedrock's Converse) and the hand-made fixtures (Interactions' requests): without
+# them the sweeps below ran over nothing for those protocols.
+for _case in CASES + load_cases(CORPUS_NEXT):
     _protocol = _case.case["protocol"]
     if _case.case["streamed"]:
-        STREAM_EVENTS[_protocol].append(_sse_events(_case.response))
+        STREAM_EVENTS[_protocol].append(_stream_events(_case))
     else:
         BODIES[_protocol].append(json.loads(_case.response))
     if _case.request:
         REQUESTS[_protocol].append((_case.case["path"], json.loads(_case.request)))
+for _fixture in load_fixtures():
+    if _fixture.request is not None:
+        REQUESTS[_fixture.meta["protocol"]].append((_fixture.meta["path"], json.loads(_fixture.request)))
 PATHS = sorted({c.case["path"] for c in CASES}) or ["/v1/messages"]
 
 
@@ -534,6 +551,7 @@ def _sweep(samples: list[Any], run: Callable[[Any], Any]) -> list[str]:
 @pytest.mark.parametrize("protocol", PROTOCOL_IDS)
 def test_every_request_field_swapped(protocol: str) -> None:
     module = TRANSLATORS[protocol]
+    assert REQUESTS[protocol], f"the corpus has no request of {protocol}"
     for path, body in REQUESTS[protocol]:
         failures = _sweep(
             [body],
@@ -551,6 +569,7 @@ def test_every_body_field_swapped(protocol: str) -> None:
         TRANSLATORS[protocol].decode_body(body, ex)
         _check_record(ex)
 
+    assert BODIES[protocol], f"no recorded body of {protocol}"
     assert _sweep(BODIES[protocol], decode)[:10] == []
 
 
@@ -566,6 +585,7 @@ def test_every_event_field_swapped(protocol: str) -> None:
     for events in sorted(STREAM_EVENTS[protocol], key=len):
         for i, (name, event) in enumerate(events):
             where.setdefault(_kind(name, event), (events, i))
+    assert where, f"no recorded stream of {protocol}"
     failures = []
     for kind, (events, i) in sorted(where.items()):
         name = events[i][0]

@@ -21,7 +21,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anthropic
+import openai
 import pytest
+from google import genai
 from sqlalchemy import Engine, func, select
 
 from llmtap.simulator.upstream import Reply, Upstream
@@ -30,10 +33,6 @@ from llmtap.storage.engine import make_engine
 from llmtap.storage.secrets import KeyFingerprinter
 from tests.e2e import harness
 from tests.helpers import free_port
-
-anthropic = pytest.importorskip("anthropic")
-openai = pytest.importorskip("openai")
-genai = pytest.importorskip("google.genai")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

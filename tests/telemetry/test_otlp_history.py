@@ -218,6 +218,7 @@ def test_every_exchange_arrives_once_live_and_backfilled(recorded: dict[str, Any
 
 def test_a_live_span_equals_its_backfilled_twin(recorded: dict[str, Any]) -> None:
     live, backfilled = _by_exchange(recorded["live"]), _by_exchange(recorded["backfilled"])
+    assert live
     for exchange, span in live.items():
         twin = backfilled[exchange]
         assert (span.trace_id, span.span_id, span.name) == (twin.trace_id, twin.span_id, twin.name)

@@ -214,6 +214,7 @@ def _by_cause(samples: list[Any], name: str) -> dict[str, float]:
 
 def test_the_hand_made_cases_are_stored_as_they_say(written: dict[str, Any]) -> None:
     stored = written["stored"]
+    assert written["expected"]
     for exchange_id, verdict in written["expected"].items():
         row = stored[exchange_id]
         assert (row["cache_verdict"], row["cache_cause"]) == verdict, exchange_id
