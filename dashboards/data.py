@@ -108,13 +108,15 @@ def collect(
         }
         # the misses that cost money; a `not_cacheable` turn is listed with cause
         # below_minimum and counted apart, as `report cache` counts it
-        data["misses"], causes = _listing(
-            connection, "cache_misses", since, until, MISSES_SHOWN, "cause", zone, skip=("cause", NOT_CACHEABLE)
+        misses, causes = dashboard_queries.listing(
+            connection, "cache_misses", since, until, MISSES_SHOWN, "cause", skip=("cause", NOT_CACHEABLE)
         )
+        data["misses"] = _as_shown(misses, zone)
         data["not_cacheable"] = causes.pop(NOT_CACHEABLE, 0)
         ranked = sorted(causes.items(), key=lambda c: (-c[1], c[0]))  # ties by name: the same order every time
         data["miss_causes"] = [{"cause": k, "misses": n} for k, n in ranked]
-        data["problems"], kinds = _listing(connection, "tool_problems", since, until, PROBLEMS_SHOWN, "status", zone)
+        problems, kinds = dashboard_queries.listing(connection, "tool_problems", since, until, PROBLEMS_SHOWN, "status")
+        data["problems"] = _as_shown(problems, zone)
         data["problem_count"] = sum(kinds.values())
         data["offenders"] = _offenders(connection)
         data["conversations"], data["conversations_note"] = _conversations(url, connection, since, until, zone)
@@ -161,24 +163,13 @@ def _window(
     }
 
 
-def _listing(
-    connection: Connection,
-    name: str,
-    since: datetime | None,
-    until: datetime | None,
-    shown: int,
-    kind: str,
-    zone: tzinfo = UTC,
-    skip: tuple[str, str] | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The newest `shown` items of a `--list` report as the page carries them, and how
-    many there are of each `kind` (`dashboard_queries.listing`)."""
-    rows, counts = dashboard_queries.listing(connection, name, since, until, shown, kind, skip)
-    return [{k: _plain(v, k, zone) for k, v in row.items()} for row in rows], counts
+def _as_shown(rows: list[dict[str, Any]], zone: tzinfo) -> list[dict[str, Any]]:
+    """The items of a `--list` report (`dashboard_queries.listing`) as the page carries them."""
+    return [{k: _plain(v, k, zone) for k, v in row.items()} for row in rows]
 
 
 def _offenders(connection: Connection) -> list[dict[str, Any]]:
-    """The tools with the most problems (of the listing `_listing` kept), and which."""
+    """The tools with the most problems (of the listing `dashboard_queries.listing` kept), and which."""
     by_tool = dashboard_queries.tool_problem_counts(connection)
     ranked = sorted(by_tool.items(), key=lambda item: (-sum(item[1].values()), item[0]))[:15]
     return [{"tool": tool, "problems": sum(counts.values()), "statuses": counts} for tool, counts in ranked]

@@ -56,14 +56,7 @@ class Delivery:
             if not self.replay():
                 self._to_spool(rows)
                 return
-        try:
-            self._write(rows)
-        except SQLAlchemyError as exc:
-            if is_unavailable(exc):
-                self.parts.guard.went_down(exc)
-                self._to_spool(rows)
-            else:
-                self._isolate(rows, exc)
+        self._write_or_spool(rows, self._isolate)
 
     def replay(self) -> bool:
         """The spool into the store (a gone store made again first); False when the store
@@ -130,18 +123,23 @@ class Delivery:
         self.parts.guard.came_up()
         self.parts.settle(written=inserted, duplicates=len(rows.exchanges) - inserted)
 
+    def _write_or_spool(self, rows: RowSet, refused: Callable[[RowSet, SQLAlchemyError], None]) -> None:
+        """`rows` to the store; to the spool when the store is away, to `refused` when it
+        refuses them for their content."""
+        try:
+            self._write(rows)
+        except SQLAlchemyError as exc:
+            if is_unavailable(exc):
+                self.parts.guard.went_down(exc)
+                self._to_spool(rows)
+            else:
+                refused(rows, exc)
+
     def _isolate(self, rows: RowSet, exc: SQLAlchemyError) -> None:
         """A batch the database refused for its content: find the rows at fault."""
         log.error("llmtap writer: batch refused (%s); writing row by row", first_line(exc))
         for single in _singles(rows):
-            try:
-                self._write(single)
-            except SQLAlchemyError as row_exc:
-                if is_unavailable(row_exc):
-                    self.parts.guard.went_down(row_exc)
-                    self._to_spool(single)
-                else:
-                    self.parts.rejecting.rows(single, row_exc)
+            self._write_or_spool(single, self.parts.rejecting.rows)
 
     def _isolate_quietly(self, rows: RowSet) -> int:
         inserted = 0
