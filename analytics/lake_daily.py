@@ -130,7 +130,8 @@ def _tool_sql() -> tuple[str, str]:
         for name in ("tool_calls", *TOOL_STATUSES)
     ]
     sums += [
-        f"CAST(coalesce(sum(len(list_filter(llmtap_problems, p -> p = {_literal(problem)}))), 0) AS BIGINT) AS {_q(problem)}"
+        f"CAST(coalesce(sum(len(list_filter(llmtap_problems, p -> p = {_literal(problem)}))), 0) AS BIGINT) "
+        f"AS {_q(problem)}"
         for problem in TOOL_PROBLEMS
     ]
     return ",\n        ".join(counts), ",\n    ".join(sums)
