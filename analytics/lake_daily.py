@@ -161,25 +161,56 @@ def middle_sql(bucket: str) -> str:
 # --- the sync's summarizing ----------------------------------------------------------
 
 
-def summarize(
-    metadata: str,
-    tool_calls: str | None,
-    warehouse: str,
-    days: Sequence[date] | None,
-    properties: Mapping[str, str] | None = None,
-) -> Any:
-    """The summary rows of `days` (None: every day) of the exchanges table whose current
-    metadata file is `metadata`, with the tool calls of the tool_calls table whose current
-    one is `tool_calls` (None: it holds none yet), as a pyarrow Table in COLUMNS' order
-    and types. DuckDB reads the lake's files (its iceberg extension, as the reports do),
-    only those days'."""
-    from llmtap.analytics import lake_views
+class Summarizer:
+    """Makes a lake's summary rows from its files on one DuckDB connection (its extensions
+    loaded once, for every month a sync makes again): DuckDB reads the lake's files with its
+    iceberg extension, as the reports do, only the days asked for. `metadata`: the exchanges
+    table's current metadata file; `tool_calls`: the tool_calls table's (None: it holds
+    none yet). Not responsible for which days to make (lake/daily.py) or for writing them."""
 
-    connection = duckdb.connect(
-        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False, "threads": 2}
-    )
-    try:
-        lake_views.load_extensions(connection, warehouse, properties or {})
+    def __init__(
+        self, metadata: str, tool_calls: str | None, warehouse: str, properties: Mapping[str, str] | None = None
+    ) -> None:
+        from llmtap.analytics import lake_views
+
+        self._metadata, self._tool_calls, self._warehouse = metadata, tool_calls, warehouse
+        self._connection = duckdb.connect(
+            config={"autoinstall_known_extensions": False, "autoload_known_extensions": False, "threads": 2}
+        )
+        try:
+            lake_views.load_extensions(self._connection, warehouse, properties or {})
+        except BaseException:
+            self._connection.close()
+            raise
+
+    def __enter__(self) -> Summarizer:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._connection.close()
+
+    def rows(self, days: Sequence[date] | None, held: str | None = None, span: tuple[date, date] | None = None) -> Any:
+        """The summary rows of `days` (None: every day) as a pyarrow Table in COLUMNS' order
+        and types, by day; with `held` (the summary table's current metadata file) and
+        `span` ([first, end)), also the rows it holds of the span's other days: a month's
+        whole summary, its changed days made again."""
+        from llmtap.analytics import lake_views
+
+        names = ", ".join(f"CAST({_q(name)} AS {data_type}) AS {_q(name)}" for name, data_type in COLUMNS)
+        query = f"SELECT {names} FROM ({self._summary_sql(days)})"
+        if held is not None and span is not None:
+            others = f"day >= DATE '{span[0].isoformat()}' AND day < DATE '{span[1].isoformat()}'"
+            if days:
+                others += f" AND day NOT IN ({', '.join(repr(d.isoformat()) for d in days)})"
+            query += f" UNION ALL SELECT {names} FROM iceberg_scan({_literal(held)}) WHERE {others}"
+        try:
+            return self._connection.execute(f"SELECT * FROM ({query}) ORDER BY 1").to_arrow_table()
+        except lake_views.READ_ERRORS as exc:
+            raise lake_views.LakeError(
+                f"cannot read the lake at {self._warehouse}: {lake_views.first_line(exc)}"
+            ) from None
+
+    def _summary_sql(self, days: Sequence[date] | None) -> str:
         within = "true"
         if days is not None:
             # on the lake's own started_at (timestamptz): the scan prunes its days' files by it
@@ -193,24 +224,28 @@ def summarize(
                 )
                 or "false"
             )
-        connection.execute(
-            "CREATE TEMP VIEW exchanges AS SELECT * REPLACE (make_timestamp(epoch_us(started_at)) AS started_at) "
-            f"FROM iceberg_scan({_literal(metadata)}) WHERE {within}"
+        exchanges = (
+            "(SELECT * REPLACE (make_timestamp(epoch_us(started_at)) AS started_at) "
+            f"FROM iceberg_scan({_literal(self._metadata)}) WHERE {within})"
         )
-        connection.execute(
-            "CREATE TEMP VIEW tool_calls AS "
-            + (
-                f"SELECT exchange_id, status FROM iceberg_scan({_literal(tool_calls)}) WHERE {within}"
-                if tool_calls is not None
-                else "SELECT CAST(NULL AS VARCHAR) AS exchange_id, CAST(NULL AS VARCHAR) AS status WHERE false"
-            )
+        calls = (
+            f"(SELECT exchange_id, status FROM iceberg_scan({_literal(self._tool_calls)}) WHERE {within})"
+            if self._tool_calls is not None
+            else "(SELECT CAST(NULL AS VARCHAR) AS exchange_id, CAST(NULL AS VARCHAR) AS status WHERE false)"
         )
-        names = ", ".join(f"CAST({_q(name)} AS {data_type}) AS {_q(name)}" for name, data_type in COLUMNS)
-        return connection.execute(f"SELECT {names} FROM ({summary_sql('exchanges')}) ORDER BY 1").to_arrow_table()
-    except lake_views.READ_ERRORS as exc:
-        raise lake_views.LakeError(f"cannot read the lake at {warehouse}: {lake_views.first_line(exc)}") from None
-    finally:
-        connection.close()
+        return summary_sql(exchanges, tool_calls=calls)
+
+
+def summarize(
+    metadata: str,
+    tool_calls: str | None,
+    warehouse: str,
+    days: Sequence[date] | None,
+    properties: Mapping[str, str] | None = None,
+) -> Any:
+    """The summary rows of `days` (None: every day) of the lake (Summarizer.rows)."""
+    with Summarizer(metadata, tool_calls, warehouse, properties) as summarizer:
+        return summarizer.rows(days)
 
 
 # --- a report's read -------------------------------------------------------------------

@@ -25,6 +25,7 @@ import logging
 import random
 import time
 import warnings
+from collections.abc import Sequence
 from datetime import date
 
 from llmtap.lake.extra import LakeNotInstalled
@@ -32,13 +33,23 @@ from llmtap.lake.extra import LakeNotInstalled
 try:  # the lake extra (pyproject.toml): a one-line error without it
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.exceptions import CommitFailedException, ValidationException
-    from pyiceberg.expressions import AlwaysTrue, BooleanExpression, In
+    from pyiceberg.expressions import (
+        AlwaysFalse,
+        AlwaysTrue,
+        And,
+        BooleanExpression,
+        GreaterThanOrEqual,
+        LessThan,
+        Or,
+    )
     from pyiceberg.manifest import ManifestEntryStatus
     from pyiceberg.table import Table
+    from pyiceberg.transforms import VoidTransform
 except ImportError as missing:
     raise LakeNotInstalled(missing.name) from None
 
 from llmtap.analytics import lake_daily, lake_views
+from llmtap.lake import schema
 from llmtap.lake.catalog import STORE_TOKEN, WATERMARK, LakeError, watermark
 
 log = logging.getLogger("llmtap.lake")
@@ -112,16 +123,18 @@ def keep(catalog: SqlCatalog, exchanges: Table, tool_calls: Table, daily: Table)
         held, held_calls = summarized(daily), summarized(daily, lake_daily.SUMMARIZED_TOOL_CALLS)
         if current is None:
             return 0, 0, 0
-        same_shape = shaped(daily)
-        if same_shape and held == current.snapshot_id and held_calls == (None if calls is None else calls.snapshot_id):
+        whole = not shaped(daily) or not laid_out(daily)  # else its rows were made in another shape or layout
+        if not whole and held == current.snapshot_id and held_calls == (None if calls is None else calls.snapshot_id):
             return 0, 0, 0
         days = None
-        if same_shape:  # else the rows were made in another shape: all of them again
+        if not whole:
             days = changed_days(exchanges, held)
             # a summary of the same shape named the tool_calls snapshot it read, "" for none
             called = changed_days(tool_calls, held_calls, from_empty=True)
             days = None if days is None or called is None else sorted(set(days) | set(called))
         try:
+            if not laid_out(daily):
+                _lay_out(daily)
             written, replaced = _replace(catalog, exchanges, tool_calls, daily, days)
             return written, replaced, 1
         except (CommitFailedException, ValidationException):
@@ -130,24 +143,61 @@ def keep(catalog: SqlCatalog, exchanges: Table, tool_calls: Table, daily: Table)
     raise LakeError(f"{lake_daily.TABLE}: gave up after {ATTEMPTS} commits lost to other syncs; run lake sync again")
 
 
+def laid_out(daily: Table) -> bool:
+    """Whether the summary is partitioned by month (schema.DAILY_PARTITIONS): one made
+    before (a file a day) is laid out again, and made again whole."""
+    wanted = [(field.source_id, field.transform) for field in schema.DAILY_PARTITIONS.fields]
+    held = [(field.source_id, field.transform) for field in daily.spec().fields if field.transform != VoidTransform()]
+    return held == wanted
+
+
+def _lay_out(daily: Table) -> None:
+    """Partition the summary by month: its day partitions give way (their files are read
+    until the rebuild's commit replaces them)."""
+    with daily.update_spec() as update:
+        for field in daily.spec().fields:
+            if field.transform != VoidTransform():
+                update.remove_field(field.name)
+        for field in schema.DAILY_PARTITIONS.fields:
+            column = schema.DAILY_SCHEMA.find_column_name(field.source_id)
+            assert column is not None
+            update.add_field(column, field.transform, field.name)
+    daily.refresh()
+
+
+def months(days: Sequence[date]) -> dict[date, list[date]]:
+    """`days` by the month they are in (its first day)."""
+    by_month: dict[date, list[date]] = {}
+    for day in sorted(days):
+        by_month.setdefault(day.replace(day=1), []).append(day)
+    return by_month
+
+
+def _month_of(first: date) -> BooleanExpression:
+    """The summary's rows of the month that starts on `first`."""
+    low = GreaterThanOrEqual("day", first.isoformat())  # type: ignore[call-arg,arg-type]
+    high = LessThan("day", _next_month(first).isoformat())  # type: ignore[call-arg,arg-type]
+    return And(low, high)
+
+
+def _next_month(first: date) -> date:
+    return date(first.year + first.month // 12, first.month % 12 + 1, 1)
+
+
 def _replace(
     catalog: SqlCatalog, exchanges: Table, tool_calls: Table, daily: Table, days: list[date] | None
 ) -> tuple[int, int]:
+    """Make every month that holds a changed day (`days`; None: every day the lake's rows
+    are in) again as one file: its changed days from the lake's rows, its other days from
+    the summary's own rows; one month at a time (a whole year at 100M rows would hold the
+    whole aggregate in memory), in one commit."""
     current = exchanges.current_snapshot()
     assert current is not None
     calls = tool_calls.current_snapshot()
     properties = {k: str(v) for k, v in catalog.properties.items() if k.startswith(("s3.", "client."))}
-    try:
-        rows = lake_daily.summarize(
-            exchanges.metadata_location,
-            None if calls is None else tool_calls.metadata_location,
-            str(catalog.properties.get("warehouse", "")),
-            days,
-            properties,
-        )
-    except lake_views.LakeError as exc:
-        raise LakeError(str(exc)) from None
-    rows = rows.cast(daily.schema().as_arrow()) if rows.num_rows else daily.schema().as_arrow().empty_table()
+    held = None if days is None or daily.current_snapshot() is None else daily.metadata_location
+    if days is None:
+        days = held_days(exchanges)  # None: a file of rows without a day; all of them at once
     mark, token = watermark(exchanges)
     summary = {
         lake_daily.SUMMARIZED: str(current.snapshot_id),
@@ -156,12 +206,50 @@ def _replace(
         WATERMARK: str(mark),
         STORE_TOKEN: token or "",
     }
-    doomed: BooleanExpression = AlwaysTrue() if days is None else In("day", [d.isoformat() for d in days])  # type: ignore[call-arg,arg-type]
-    with daily.transaction() as transaction:
-        if daily.current_snapshot() is not None and (days is None or days):
-            with warnings.catch_warnings():  # a day the summary held no row of
-                warnings.filterwarnings("ignore", "Delete operation did not match any records")
-                transaction.delete(doomed, snapshot_properties=summary)
-        transaction.append(rows, snapshot_properties=summary)  # a snapshot even when empty: it names `current`
-    replaced = len(days) if days is not None else len(set(rows.column("day").to_pylist()))
-    return rows.num_rows, replaced
+    arrow_schema = daily.schema().as_arrow()
+    written = 0
+    try:
+        with (
+            lake_daily.Summarizer(
+                exchanges.metadata_location,
+                None if calls is None else tool_calls.metadata_location,
+                str(catalog.properties.get("warehouse", "")),
+                properties,
+            ) as summarizer,
+            daily.transaction() as transaction,
+        ):
+            if daily.current_snapshot() is not None and (days is None or days):
+                doomed: BooleanExpression = AlwaysTrue()
+                if held is not None and days is not None:  # the touched months' files, whole: a month is a partition
+                    doomed = Or(AlwaysFalse(), *(_month_of(first) for first in months(days)))
+                with warnings.catch_warnings():  # a month the summary held no row of
+                    warnings.filterwarnings("ignore", "Delete operation did not match any records")
+                    transaction.delete(doomed, snapshot_properties=summary)
+            parts = [(None, None)] if days is None else list(months(days).items())
+            for first, changed in parts:
+                span = None if first is None else (first, _next_month(first))
+                rows = summarizer.rows(changed, held, span)
+                if rows.num_rows:
+                    transaction.append(rows.cast(arrow_schema), snapshot_properties=summary)
+                    written += rows.num_rows
+            if not written:  # a snapshot even when nothing changed: it names `current`
+                transaction.append(arrow_schema.empty_table(), snapshot_properties=summary)
+    except lake_views.LakeError as exc:
+        raise LakeError(str(exc)) from None
+    return written, len(days) if days is not None else written
+
+
+def held_days(table: Table) -> list[date] | None:
+    """The days of the data files in `table`'s current snapshot (None: a file of rows
+    without a day)."""
+    current = table.current_snapshot()
+    if current is None:
+        return []
+    values: set[int] = set()
+    for manifest in current.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            day = entry.data_file.partition[0]
+            if day is None:
+                return None
+            values.add(int(day))
+    return lake_daily.utc_days(values)

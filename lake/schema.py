@@ -21,7 +21,7 @@ from llmtap.lake.extra import LakeNotInstalled
 try:  # the lake extra (pyproject.toml): a one-line error without it
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import Schema
-    from pyiceberg.transforms import DayTransform, IdentityTransform
+    from pyiceberg.transforms import DayTransform, MonthTransform
     from pyiceberg.types import (
         BooleanType,
         DateType,
@@ -114,6 +114,6 @@ def _daily_schema() -> Schema:
 DAILY_SCHEMA = _daily_schema()
 DAILY_PARTITIONS = PartitionSpec(
     PartitionField(
-        source_id=DAILY_SCHEMA.find_field("day").field_id, field_id=1000, transform=IdentityTransform(), name="day"
+        source_id=DAILY_SCHEMA.find_field("day").field_id, field_id=1000, transform=MonthTransform(), name="month"
     )
 )

@@ -434,3 +434,122 @@ def test_a_summary_of_an_older_shape_is_read_as_rows_and_the_next_sync_makes_it_
         _same_reports(url, connection, sorted(lake_daily.REPORTS), summary=True)
     finally:
         connection.close()
+
+
+def _files_by_month(url: str, lake: Path) -> dict[tuple[int, int], str]:
+    """The summary's data files, each the one of its month (asserted)."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    catalog = open_catalog(url, str(lake))
+    try:
+        paths = catalog.load_table(DAILY).inspect.files().column("file_path").to_pylist()
+    finally:
+        catalog.engine.dispose()
+    by_month: dict[tuple[int, int], str] = {}
+    for path in paths:
+        held = {
+            (d.year, d.month) for d in pq.read_table(path.removeprefix("file://"), columns=["day"])["day"].to_pylist()
+        }
+        assert len(held) == 1, f"{path} holds the days of {sorted(held)}"
+        (month,) = held
+        assert month not in by_month, f"two files of {month}"
+        by_month[month] = path
+    return by_month
+
+
+def _write_around_a_month_end(engine: Engine, spool: Path, rng: random.Random, start: int, n: int, days: int) -> None:
+    """`n` rows from 4 days before T0's month starts, over `days` days (into the next month)."""
+    first = T0.replace(day=1, hour=0) - timedelta(days=4)
+    writer = Writer(engine, spool_dir=spool, body_mode="metadata", max_delay=0.01)
+    for i in range(start, start + n):
+        moment = first + timedelta(days=rng.randrange(days), hours=rng.randrange(24), minutes=rng.randrange(60))
+        writer.submit(make_record(i, prefix=f"M{start}", started_at=moment))
+    assert writer.close()
+
+
+def test_the_summary_keeps_a_file_a_month_and_a_sync_makes_again_only_the_months_it_touched(
+    store: tuple[str, Engine], tmp_path: Path
+) -> None:
+    """A month is one file (a year is 12 files to open, not 365); a sync whose rows are
+    all of one month writes that month's file again, from its kept days and its changed
+    ones, and leaves the other month's file as it was."""
+    url, engine = store
+    rng = random.Random(31)
+    lake = tmp_path / "lake"
+    _write_around_a_month_end(engine, tmp_path / "spool0", rng, 0, 60, 8)
+    _sync(url, engine, lake)
+    assert _kept_equals_scratch(url, lake) > 0
+    before = _files_by_month(url, lake)
+    earlier, later = (T0.year, T0.month - 1), (T0.year, T0.month)
+    assert set(before) == {earlier, later}
+    _write_around_a_month_end(engine, tmp_path / "spool1", rng, 1000, 8, 3)  # the earlier month's last days only
+    _sync(url, engine, lake)
+    _kept_equals_scratch(url, lake)
+    after = _files_by_month(url, lake)
+    assert after[later] == before[later] and after[earlier] != before[earlier]
+    with engine.begin() as connection:  # a later-month row changes: the earlier month's file stays
+        table = schema.exchanges
+        changed = connection.execute(
+            table.update().where(table.c.started_at >= T0.replace(day=1, hour=0)).values(team="moved")
+        ).rowcount
+    assert changed > 0
+    _sync(url, engine, lake)
+    _kept_equals_scratch(url, lake)
+    last = _files_by_month(url, lake)
+    assert last[earlier] == after[earlier] and last[later] != after[later]
+
+
+def test_a_summary_of_a_file_a_day_is_laid_out_by_month_at_the_next_sync(
+    store: tuple[str, Engine], tmp_path: Path
+) -> None:
+    """A summary partitioned by day (an older llmtap's, current and of today's shape): the
+    reports read it; the next sync partitions it by month and makes it again whole."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    from llmtap.lake.catalog import TABLE_PROPERTIES
+    from llmtap.lake.schema import DAILY_SCHEMA
+
+    url, engine = store
+    lake = tmp_path / "lake"
+    _write_around_a_month_end(engine, tmp_path / "spool", random.Random(37), 0, 50, 8)
+    _sync(url, engine, lake)
+    catalog = open_catalog(url, str(lake))
+    try:
+        exchanges, calls = catalog.load_table(EXCHANGES), catalog.load_table(TOOL_CALLS)
+        rows = lake_daily.summarize(exchanges.metadata_location, calls.metadata_location, str(lake), None)
+        catalog.drop_table(DAILY)
+        by_day = PartitionSpec(
+            PartitionField(DAILY_SCHEMA.find_field("day").field_id, 1000, IdentityTransform(), name="day")
+        )
+        table = catalog.create_table(DAILY, DAILY_SCHEMA, partition_spec=by_day, properties=TABLE_PROPERTIES)
+        current, called = exchanges.current_snapshot(), calls.current_snapshot()
+        assert current is not None and called is not None
+        named = {
+            lake_daily.SUMMARIZED: str(current.snapshot_id),
+            lake_daily.SUMMARIZED_TOOL_CALLS: str(called.snapshot_id),
+            lake_daily.SHAPED: lake_daily.SHAPE,
+        }
+        table.append(rows.cast(table.schema().as_arrow()), snapshot_properties=named)
+        assert len(table.inspect.files()) == len(set(rows.column("day").to_pylist())) > 2
+        assert not daily.laid_out(table)
+    finally:
+        catalog.engine.dispose()
+    connection = connect(url, lake=str(lake))
+    try:
+        _same_reports(url, connection, sorted(lake_daily.REPORTS), summary=True)
+    finally:
+        connection.close()
+    _sync(url, engine, lake)
+    assert _kept_equals_scratch(url, lake) == rows.num_rows
+    assert len(_files_by_month(url, lake)) == 2
+    catalog = open_catalog(url, str(lake))
+    try:
+        assert daily.laid_out(catalog.load_table(DAILY))
+    finally:
+        catalog.engine.dispose()
+    connection = connect(url, lake=str(lake))
+    try:
+        _same_reports(url, connection, sorted(lake_daily.REPORTS), summary=True)
+    finally:
+        connection.close()
