@@ -268,6 +268,11 @@ def answers(connection: duckdb.DuckDBPyConnection, kind: str, by: Sequence[str],
         return False
     if "day" in by and tz != "UTC":
         return False
+    return enabled(connection)
+
+
+def enabled(connection: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the connection reads a lake whose daily summary is current (`attach` set it)."""
     try:
         found = connection.execute(f"SELECT getvariable('{ENABLED}')").fetchone()
     except duckdb.Error:

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from datetime import datetime, time, timedelta
 from typing import Any
 
-import duckdb
 from sqlalchemy import ColumnElement, Engine, and_, bindparam, or_, select, true, update
 
+from llmtap.analytics import lake_daily
 from llmtap.analytics.pricing import FILE_MARK, Pricer, cost_columns
 from llmtap.storage.export import utc
 from llmtap.storage.rows import PRICE_COLUMNS
@@ -89,7 +89,7 @@ def stale_ids(duck: Any, pricer: Pricer) -> list[str]:
     its model is coalesce(model, model_requested), so it flags a superset): only those
     days' files are read, and the store's tail is read whole (it is small)."""
     where, params = _stale_where(pricer)
-    if not _summarized(duck):
+    if not lake_daily.enabled(duck):
         query = f"SELECT id FROM exchanges WHERE {where} ORDER BY id"
         return [row[0] for row in duck.execute(query, params).fetchall()]
     from llmtap.analytics import lake_views
@@ -126,17 +126,6 @@ def _stale_where(pricer: Pricer) -> tuple[str, dict[str, Any]]:
     if named:
         conditions.append(f"(({' OR '.join(named)}) AND price_version IS DISTINCT FROM $version)")
     return " OR ".join(conditions), params
-
-
-def _summarized(duck: Any) -> bool:
-    """Whether the connection reads a lake whose daily summary is current."""
-    from llmtap.analytics import lake_daily
-
-    try:
-        found = duck.execute(f"SELECT getvariable('{lake_daily.ENABLED}')").fetchone()
-    except duckdb.Error:
-        return False
-    return bool(found and found[0])
 
 
 def _flagged_spans(

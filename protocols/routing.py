@@ -11,12 +11,13 @@ hosts name a provider: that is genai-prices' provider list (protocols/providers.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
+
+from llmtap.protocols.hosts import nameless
 
 PROTOCOLS = (
     "anthropic.messages",
@@ -242,7 +243,7 @@ def provider_for(protocol: str, host: str | None, path: str = "") -> str:
     name = (host or "").lower().split("@")[-1]
     name = name.rsplit(":", 1)[0] if name.count(":") == 1 else name
     name = name.rstrip(".")
-    cloud = _cloud_provider(path, local=_nameless(name))
+    cloud = _cloud_provider(path, local=nameless(name))
     if cloud is not None:
         return cloud
     if not name:
@@ -250,17 +251,6 @@ def provider_for(protocol: str, host: str | None, path: str = "") -> str:
     if protocol.startswith("gemini."):
         return "google"
     return name
-
-
-def _nameless(name: str) -> bool:
-    """No host, `localhost`, or an IP address: a host that names no provider."""
-    if not name or name == "localhost" or name.startswith("["):
-        return True
-    try:
-        ipaddress.ip_address(name)
-    except ValueError:
-        return False
-    return True
 
 
 def _parse(body: bytes | dict[str, Any]) -> Any:

@@ -3,6 +3,7 @@ listed one by one (`--list`) and counted per group."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.analytics import traffic
@@ -54,6 +55,13 @@ def test_tools_counts_by_team(store):
         "missing_result": 1,
         "orphan_result": 1,
     }
+
+
+def test_tools_by_hour_adds_up_to_the_team_counts(store):
+    rows = report(store, "tools", "--by", "hour")
+    assert rows and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:00", r["hour"]) for r in rows), rows
+    assert [r["hour"] for r in rows] == sorted({r["hour"] for r in rows})
+    assert sum(r["tool_calls"] for r in rows) == 10  # test_tools_counts_by_team's agents
 
 
 def test_tools_counts_by_model_and_overall(store):

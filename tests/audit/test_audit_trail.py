@@ -127,7 +127,8 @@ def test_filters_narrow_and_combine(store):
     assert anthropic and all(r["protocol"] == "anthropic.messages" for r in anthropic)
     beta_anthropic = log(store, "--team", "beta", "--provider", "anthropic")
     assert {r["id"] for r in beta_anthropic} == {r["id"] for r in anthropic if r["team"] == "beta"}
-    assert all(r["finish_reason"] == "tool_use" for r in log(store, "--finish", "tool_use"))
+    tool_use = log(store, "--finish", "tool_use")
+    assert tool_use and all(r["finish_reason"] == "tool_use" for r in tool_use)
     errors = log(store, "--status", "error")
     assert errors and all(r["status"] >= 400 or r["error_type"] for r in errors)
     assert {r["status"] for r in log(store, "--status", "404")} == {404}

@@ -254,16 +254,16 @@ def test_log_filters_read_the_stored_columns(store: Store):
         return {row["id"] for row in json.loads(result.out)}
 
     misses = {i for i, r in rows.items() if r["cache_verdict"] == "miss"}
-    assert logged("--cache-miss") == misses
+    assert misses and logged("--cache-miss") == misses
     for cause in ("tools_changed", "message_edited", "below_minimum", rows[store.tampered["cause_a"]]["cache_cause"]):
         want = {
             i for i, r in rows.items() if r["cache_verdict"] in ("miss", "not_cacheable") and r["cache_cause"] == cause
         }
-        assert logged("--cache-miss", cause) == want, cause
+        assert want and logged("--cache-miss", cause) == want, cause
     for status in ("missing_result", "orphan_result", "duplicate_id"):
         want = {i for i, r in rows.items() if any(p["status"] == status for p in r["tool_problems"] or [])}
         want |= {i for i, statuses in bad.items() if status in statuses}
-        assert logged("--tool-problem", status) == want, status
+        assert want and logged("--tool-problem", status) == want, status
     anything = {i for i, r in rows.items() if r["tool_problems"]} | set(bad)
     assert logged("--tool-problem") == anything
     assert store.tampered["planted"] in anything
@@ -284,6 +284,8 @@ def test_the_dashboard_detail_gives_the_stored_verdicts(store: Store):
     ids = _sample(rows, store.tampered)
     found = audit.details(store.engine, ids)
     assert ids and set(found) == set(ids)
+    priced = [i for i in ids if found[i]["cache"].get("extra_cost_usd") is not None]
+    assert priced  # the extra cost's decimal text is compared, not only None == None
     for exchange_id in ids:
         expected = _cache_expected(rows[exchange_id])
         cache = found[exchange_id]["cache"]

@@ -131,7 +131,7 @@ def test_list_in_a_terminal_is_a_table(store, kind):
     table = run(store, "report", kind, "--list").out
     assert not table.lstrip().startswith(("[", "{"))
     assert "exchange id" in table and "team" in table  # headers in words (issue 26)
-    assert all(item["exchange_id"] in table for item in items)
+    assert items and all(item["exchange_id"] in table for item in items)
 
 
 def test_log_csv_columns_are_the_log_query_s(store):

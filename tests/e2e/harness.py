@@ -20,7 +20,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -37,6 +36,7 @@ from llmtap.simulator.upstream import Reply, Seen, Upstream, sse_chunks
 from llmtap.storage import schema
 from llmtap.storage.engine import make_engine
 from llmtap.storage.secrets import KeyFingerprinter
+from llmtap.workloads.network import wait_listening
 from tests.protocols.corpus import Case, differences, load_cases
 from tests.records import canonical
 
@@ -51,16 +51,9 @@ MAX_CHUNKS = 6  # a long recorded stream is sent as this many spaced chunks
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"llmtap proxy exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"port {port} did not open within {timeout}s:\n{log.read_text()[-3000:]}")
+    """`workloads.network.wait_listening` with the tests' default of 20 s: a RuntimeError
+    with the tail of `log` when `proc` exits first or the port has not opened in time."""
+    wait_listening(port, proc, log, timeout)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

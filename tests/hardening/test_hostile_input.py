@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import zlib
 from pathlib import Path
 
@@ -125,12 +126,13 @@ def proxy(tmp_path_factory: pytest.TempPathFactory):
         assert status == 0
 
 
-def _post(port: int, marker: str) -> bytes:
+def _post(port: int, marker: str, team: str = "") -> bytes:
     body = json.dumps({"model": "gpt-4o-mini", "user": marker, "messages": [{"role": "user", "content": "hi"}]})
+    team_header = f"x-llmtap-team: {team}\r\n" if team else ""
     with socket.create_connection(("127.0.0.1", port), timeout=120) as sock:
         sock.sendall(
             (
-                f"POST {CHAT} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                f"POST {CHAT} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n{team_header}"
                 f"content-length: {len(body)}\r\nconnection: close\r\n\r\n{body}"
             ).encode()
         )
@@ -209,9 +211,22 @@ def test_header_injection_is_refused_cleanly(proxy):
     # mitmproxy may refuse the request or pass it on; either way no control character
     # reaches a stored team name, and the proxy keeps serving.
     assert reply.startswith((b"HTTP/1.1 200", b"HTTP/1.1 4")) or reply == b""
-    assert b'"fine"' in _post(running.ports["openai"], "normal")
+    assert b'"fine"' in _post(running.ports["openai"], "normal", team="after-injection")
+    teams = _teams_once_stored(url, "after-injection")
+    assert "after-injection" in teams and all(team.isprintable() for team in teams), teams
+
+
+def _teams_once_stored(url: str, last: str, timeout: float = 30) -> list[str]:
+    """The stored teams once team `last`'s record is stored: the proxy writes its records
+    in the order their responses end, so any record before it is stored too."""
     engine = create_engine(url)
-    with engine.connect() as connection:
-        teams = connection.execute(text("SELECT DISTINCT team FROM exchanges")).scalars().all()
-    engine.dispose()
-    assert all(team.isprintable() for team in teams)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            with engine.connect() as connection:
+                teams = list(connection.execute(text("SELECT DISTINCT team FROM exchanges")).scalars())
+            if last in teams or time.monotonic() > deadline:
+                return teams
+            time.sleep(0.1)
+    finally:
+        engine.dispose()

@@ -148,6 +148,7 @@ def _stale(url: str, lake: Path, pricer: Pricer, *, summary: bool, **window: dat
     try:
         if not summary:
             connection.execute(f"RESET VARIABLE {lake_daily.ENABLED}")
+        assert lake_daily.enabled(connection) == summary  # which of stale_ids' two reads is compared
         with reports.window(connection, "cost", window.get("since"), window.get("until")):
             return stale_ids(connection, pricer)
     finally:
@@ -185,7 +186,7 @@ def test_catch_up_pricing_reads_only_the_days_the_summary_flags(blank: str, tmp_
             flagged += bool(by_rows)
     assert flagged >= 4, "the pricers name stale rows"
 
-    _remove_day(lake, traffic.DAY1)
+    assert "exchanges" in _remove_day(lake, traffic.DAY1)
     assert _stale(blank, lake, Pricer(), summary=True) == []  # nothing stale: no day's files read
     assert _stale(blank, lake, Pricer(everything), summary=True, since=traffic.DAY2)  # day 2's files alone
     with pytest.raises(duckdb.IOException, match="day=" + day1):
