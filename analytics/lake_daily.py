@@ -93,7 +93,16 @@ MEASURES = (
     *((status, "BIGINT") for status in TOOL_STATUSES),
     *((problem, "BIGINT") for problem in TOOL_PROBLEMS),
 )
-COLUMNS = (*GROUPS, *MEASURES)
+ROW_COLUMNS = (*GROUPS, *MEASURES)  # what sql/lake_daily.sql makes of rows
+# Each summary row is of one grain: ALL, grouped by every one of GROUPS; TEAM, the same
+# measures summed again by TEAM_GROUPS only (the others NULL, the histograms empty): a
+# twentieth of the rows, for the reports by team and day (TEAM_REPORTS, TEAM_DIMENSIONS).
+GRAIN = "grain"
+ALL, TEAM = "all", "team"
+TEAM_GROUPS = ("day", "team", "price_version", "price_status", "price_reason", "finish_reason")
+TEAM_REPORTS = frozenset({"usage", "cost", "finish", "errors", "cache", "tools"})  # not latency: no histograms
+TEAM_DIMENSIONS = frozenset({"team", "day"})
+COLUMNS = (*ROW_COLUMNS, (GRAIN, "VARCHAR"))
 # the rows' shape: a summary made in another (older) one is not read, and made again whole
 SHAPE = hashlib.sha256(repr(COLUMNS).encode()).hexdigest()[:12]
 # the reports it answers (not listing), and the --by names it can group on
@@ -152,6 +161,25 @@ def summary_sql(source: str, where: str = "true", tool_calls: str = "tool_calls"
     return text.replace("$source", source).replace("$where", where).replace("$tool_calls", tool_calls)
 
 
+def team_sql(source: str) -> str:
+    """The TEAM grain's rows of `source` (rows of the ALL grain, in ROW_COLUMNS): its
+    measures summed again by TEAM_GROUPS (retry_after_max_s: the largest), in COLUMNS."""
+    parts = []
+    for name, data_type in ROW_COLUMNS:
+        if name in TEAM_GROUPS:
+            parts.append(_q(name))
+        elif (name, data_type) in GROUPS:
+            parts.append(f"CAST(NULL AS {data_type}) AS {_q(name)}")
+        elif data_type == HISTOGRAM_TYPE:
+            parts.append(f"CAST([] AS {HISTOGRAM_TYPE}) AS {_q(name)}")
+        elif name == "retry_after_max_s":
+            parts.append(f"CAST(max({_q(name)}) AS {data_type}) AS {_q(name)}")
+        else:
+            parts.append(f"CAST(sum({_q(name)}) AS {data_type}) AS {_q(name)}")
+    parts.append(f"'{TEAM}' AS {GRAIN}")
+    return f"SELECT {', '.join(parts)} FROM {source} GROUP BY {', '.join(_q(name) for name in TEAM_GROUPS)}"
+
+
 def middle_sql(bucket: str) -> str:
     """middle() as SQL, of the bucket number in column `bucket`."""
     octave = f"((abs({bucket}) - {_OFFSET} + 0.5) / {SUB_BUCKETS})"
@@ -196,15 +224,19 @@ class Summarizer:
         whole summary, its changed days made again."""
         from llmtap.analytics import lake_views
 
-        names = ", ".join(f"CAST({_q(name)} AS {data_type}) AS {_q(name)}" for name, data_type in COLUMNS)
+        names = ", ".join(f"CAST({_q(name)} AS {data_type}) AS {_q(name)}" for name, data_type in ROW_COLUMNS)
         query = f"SELECT {names} FROM ({self._summary_sql(days)})"
         if held is not None and span is not None:
-            others = f"day >= DATE '{span[0].isoformat()}' AND day < DATE '{span[1].isoformat()}'"
+            others = f"grain = '{ALL}' AND day >= DATE '{span[0].isoformat()}' AND day < DATE '{span[1].isoformat()}'"
             if days:
                 others += f" AND day NOT IN ({', '.join(repr(d.isoformat()) for d in days)})"
             query += f" UNION ALL SELECT {names} FROM iceberg_scan({_literal(held)}) WHERE {others}"
+        query = (
+            f"WITH llmtap_all AS MATERIALIZED ({query}) "
+            f"SELECT *, '{ALL}' AS {GRAIN} FROM llmtap_all UNION ALL {team_sql('llmtap_all')}"
+        )
         try:
-            return self._connection.execute(f"SELECT * FROM ({query}) ORDER BY 1").to_arrow_table()
+            return self._connection.execute(f"SELECT * FROM ({query}) ORDER BY {GRAIN}, day").to_arrow_table()
         except lake_views.READ_ERRORS as exc:
             raise lake_views.LakeError(
                 f"cannot read the lake at {self._warehouse}: {lake_views.first_line(exc)}"
@@ -292,7 +324,11 @@ def attach(connection: duckdb.DuckDBPyConnection, metadata: str, gone_keys: str 
         f"CAST({_q(name)} AS {data_type}) AS {_q(name)}" if name in held else f"CAST(NULL AS {data_type}) AS {_q(name)}"
         for name, data_type in COLUMNS
     )
-    connection.execute(f"CREATE OR REPLACE TEMP VIEW lake_daily AS SELECT {select} FROM {scan}")
+    for view, grain in (("lake_daily", ALL), ("lake_daily_team", TEAM)):
+        connection.execute(
+            f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM (SELECT {select} FROM {scan}) "
+            f"WHERE {GRAIN} = '{grain}'"
+        )
     connection.execute(
         "CREATE OR REPLACE TEMP VIEW lake_tail_days AS SELECT DISTINCT CAST(started_at AS DATE) AS day "
         "FROM lake_tail_exchanges"
@@ -338,10 +374,17 @@ def plan(connection: duckdb.DuckDBPyConnection, since: datetime | None, until: d
     return Plan(first, last, tuple(dirty), tuple(_merged(rows)))
 
 
-def gather(connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> Plan:
-    """Make `daily_rows` (a view: the summary's rows of the days
-    it answers, and a temp table of the summary SQL over the rows of the others), for
-    window [since, until)."""
+def grain_for(kind: str, by: Sequence[str]) -> str:
+    """The summary grain report `kind` grouped `by` reads (TEAM: fewer rows, same sums)."""
+    return TEAM if kind in TEAM_REPORTS and set(by) <= TEAM_DIMENSIONS else ALL
+
+
+def gather(
+    connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None, grain: str = ALL
+) -> Plan:
+    """Make `daily_rows` (a view: the summary's rows of `grain` of the days it answers,
+    and a temp table of the summary SQL over the rows of the others), for window
+    [since, until)."""
     from llmtap.analytics.lake_views import window
 
     chosen = plan(connection, since, until)
@@ -354,7 +397,7 @@ def gather(connection: duckdb.DuckDBPyConnection, since: datetime | None, until:
         conditions.append(f"day NOT IN ({', '.join(repr(d.isoformat()) for d in chosen.dirty)})")
     if chosen.first is not None and chosen.last is not None and chosen.first >= chosen.last:
         conditions = ["false"]
-    names = ", ".join(_q(name) for name, _ in COLUMNS)
+    names = ", ".join(_q(name) for name, _ in ROW_COLUMNS)
     # the rows' part is small (a few days) and made now; the summary's is read through a
     # view, so that a report reads only the summary columns it sums
     connection.execute(f"CREATE OR REPLACE TEMP TABLE daily_parts AS SELECT {names} FROM lake_daily WHERE false")
@@ -367,9 +410,10 @@ def gather(connection: duckdb.DuckDBPyConnection, since: datetime | None, until:
             connection.execute(
                 f"INSERT INTO daily_parts SELECT {names} FROM ({summary_sql('exchanges', ' AND '.join(where))})"
             )
+    summary = "lake_daily_team" if grain == TEAM else "lake_daily"
     connection.execute(
         f"CREATE OR REPLACE TEMP VIEW {ROWS} AS SELECT *, CAST(day AS TIMESTAMP) AS started_at, "
-        f"CAST(NULL AS VARCHAR) AS model_requested FROM (SELECT {names} FROM lake_daily "
+        f"CAST(NULL AS VARCHAR) AS model_requested FROM (SELECT {names} FROM {summary} "
         f"WHERE {' AND '.join(conditions)} UNION ALL SELECT {names} FROM daily_parts)"
     )
     return chosen

@@ -357,7 +357,7 @@ def run(
                 params["top"] = top
         if lake_daily.answers(connection, kind, dims, zone(tz).key, listing):
             # over a lake's summary plus the rows it does not hold (lake_daily.gather)
-            lake_daily.gather(connection, params["since"], params["until"])
+            lake_daily.gather(connection, params["since"], params["until"], lake_daily.grain_for(kind, dims))
             result = connection.execute(build(report, dims, tz, source=f"{kind}_daily"))
             columns = [d[0] for d in result.description]
             rows = result.fetchall()

@@ -144,16 +144,23 @@ def keep(catalog: SqlCatalog, exchanges: Table, tool_calls: Table, daily: Table)
 
 
 def laid_out(daily: Table) -> bool:
-    """Whether the summary is partitioned by month (schema.DAILY_PARTITIONS): one made
-    before (a file a day) is laid out again, and made again whole."""
-    wanted = [(field.source_id, field.transform) for field in schema.DAILY_PARTITIONS.fields]
-    held = [(field.source_id, field.transform) for field in daily.spec().fields if field.transform != VoidTransform()]
+    """Whether the summary is partitioned as schema.DAILY_PARTITIONS says (by month and
+    grain): one made before (a file a day) is laid out again, and made again whole."""
+    wanted = [
+        (schema.DAILY_SCHEMA.find_column_name(field.source_id), field.transform)
+        for field in schema.DAILY_PARTITIONS.fields
+    ]
+    held = [
+        (daily.schema().find_column_name(field.source_id), field.transform)
+        for field in daily.spec().fields
+        if field.transform != VoidTransform()
+    ]
     return held == wanted
 
 
 def _lay_out(daily: Table) -> None:
-    """Partition the summary by month: its day partitions give way (their files are read
-    until the rebuild's commit replaces them)."""
+    """Partition the summary as schema.DAILY_PARTITIONS says: its old partitions give way
+    (their files are read until the rebuild's commit replaces them)."""
     with daily.update_spec() as update:
         for field in daily.spec().fields:
             if field.transform != VoidTransform():

@@ -21,7 +21,7 @@ from llmtap.lake.extra import LakeNotInstalled
 try:  # the lake extra (pyproject.toml): a one-line error without it
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import Schema
-    from pyiceberg.transforms import DayTransform, MonthTransform
+    from pyiceberg.transforms import DayTransform, IdentityTransform, MonthTransform
     from pyiceberg.types import (
         BooleanType,
         DateType,
@@ -112,8 +112,15 @@ def _daily_schema() -> Schema:
 
 
 DAILY_SCHEMA = _daily_schema()
+# a file a month and grain (lake_daily.GRAIN): a report reads 12 a year, of its grain
 DAILY_PARTITIONS = PartitionSpec(
     PartitionField(
         source_id=DAILY_SCHEMA.find_field("day").field_id, field_id=1000, transform=MonthTransform(), name="month"
-    )
+    ),
+    PartitionField(
+        source_id=DAILY_SCHEMA.find_field(lake_daily.GRAIN).field_id,
+        field_id=1001,
+        transform=IdentityTransform(),
+        name=lake_daily.GRAIN,
+    ),
 )

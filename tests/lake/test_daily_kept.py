@@ -116,6 +116,29 @@ def _rows(table: Any) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: [(v is None, str(v)) for k, v in r.items() if k in dict(lake_daily.GROUPS)])
 
 
+def _of_grain(table: Any, grain: str) -> Any:
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    return table.filter(pc.equal(table.column(lake_daily.GRAIN), grain))
+
+
+def _team_sums_equal(every: Any, team: Any) -> None:
+    """The TEAM grain's rows are the ALL grain's summed again by TEAM_GROUPS: each count
+    and cost is the same sum, and no more rows hold it."""
+    assert 0 < team.num_rows <= every.num_rows
+    keys = lake_daily.TEAM_GROUPS
+    counted = [name for name, kind in lake_daily.MEASURES if kind in ("BIGINT", "DECIMAL(38,0)")]
+    for table in (every, team):
+        assert set(table.column_names) >= {*keys, *counted}
+    sums: dict[tuple[Any, ...], list[Any]] = {}
+    for row in every.to_pylist():
+        entry = sums.setdefault(tuple(row[k] for k in keys), [None] * len(counted))
+        for i, name in enumerate(counted):
+            if row[name] is not None:
+                entry[i] = row[name] if entry[i] is None else entry[i] + row[name]
+    assert {tuple(row[k] for k in keys): [row[n] for n in counted] for row in team.to_pylist()} == sums
+
+
 def _kept_equals_scratch(url: str, lake: Path) -> int:
     catalog = open_catalog(url, str(lake))
     try:
@@ -125,9 +148,11 @@ def _kept_equals_scratch(url: str, lake: Path) -> int:
         assert current is not None and daily.summarized(summary) == current.snapshot_id
         assert called is not None and daily.summarized(summary, lake_daily.SUMMARIZED_TOOL_CALLS) == called.snapshot_id
         assert daily.shaped(summary)
-        kept = summary.scan().to_arrow()
+        both = summary.scan().to_arrow()
         scratch = lake_daily.summarize(exchanges.metadata_location, calls.metadata_location, str(lake), None)
-        assert _rows(kept) == _rows(scratch)
+        assert _rows(both) == _rows(scratch)
+        kept = _of_grain(both, lake_daily.ALL)
+        _team_sums_equal(kept, _of_grain(both, lake_daily.TEAM))
         ids = set(exchanges.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
         assert sum(kept.column("requests").to_pylist()) == len(ids)
         held = calls.scan(selected_fields=("exchange_id", "status")).to_arrow().to_pylist()
@@ -137,7 +162,7 @@ def _kept_equals_scratch(url: str, lake: Path) -> int:
             assert sum(kept.column(status).to_pylist()) == sum(
                 1 for c in held if c["exchange_id"] in ids and c["status"] == status
             )
-        return kept.num_rows
+        return both.num_rows
     finally:
         catalog.engine.dispose()
 
@@ -302,8 +327,17 @@ def _same_reports(url: str, connection: Any, kinds: Any, summary: bool) -> None:
     """Each report `kinds` over the lake (its summary, or rows) equals it over the store."""
     assert lake_daily.answers(connection, "usage", ["team"], "UTC", False) is summary
     for kind in kinds:
-        for by in [["team"], ["day", "model"], ["provider", "key", "protocol", "tier", "day"]]:
+        for by in [["team"], ["team", "day"], ["day", "model"], ["provider", "key", "protocol", "tier", "day"]]:
             got = reports.run(url, kind, by=by, connection=connection).rows
+            if summary:  # by team and day, what the team grain's rows hold (and none of the others)
+                grain = lake_daily.grain_for(kind, by)
+                assert grain == (
+                    lake_daily.TEAM if kind != "latency" and len(by) <= 2 and "model" not in by else lake_daily.ALL
+                )
+                view = "lake_daily_team" if grain == lake_daily.TEAM else "lake_daily"
+                if connection.execute("SELECT count(*) FROM daily_parts").fetchone() == (0,):  # no tail
+                    held = connection.execute(f"SELECT count(*) FROM {view}").fetchone()
+                    assert connection.execute("SELECT count(*) FROM daily_rows").fetchone() == held
             want = reports.run(url, kind, by=by).rows
             assert got, (kind, by)
             matching.assert_same(got, want, (kind, by))
@@ -397,21 +431,21 @@ def test_a_summary_of_an_older_shape_is_read_as_rows_and_the_next_sync_makes_it_
     from pyiceberg.schema import Schema
 
     from llmtap.lake.catalog import TABLE_PROPERTIES
-    from llmtap.lake.schema import DAILY_PARTITIONS, DAILY_SCHEMA
+    from llmtap.lake.schema import DAILY_SCHEMA
 
     url, engine = store
     rng = random.Random(23)
     lake = tmp_path / "lake"
     _write(engine, tmp_path / "spool", rng, 0, 90)
     _sync(url, engine, lake)
-    added = {"tool_calls", *TOOL_STATUSES, *TOOL_PROBLEMS}
+    added = {"tool_calls", *TOOL_STATUSES, *TOOL_PROBLEMS, lake_daily.GRAIN}
     catalog = open_catalog(url, str(lake))
     try:
         exchanges, calls = catalog.load_table(EXCHANGES), catalog.load_table(TOOL_CALLS)
         rows = lake_daily.summarize(exchanges.metadata_location, calls.metadata_location, str(lake), None)
         catalog.drop_table(DAILY)
         old = Schema(*(field for field in DAILY_SCHEMA.fields if field.name not in added))
-        table = catalog.create_table(DAILY, old, partition_spec=DAILY_PARTITIONS, properties=TABLE_PROPERTIES)
+        table = catalog.create_table(DAILY, old, partition_spec=_by_day(old), properties=TABLE_PROPERTIES)
         current, called = exchanges.current_snapshot(), calls.current_snapshot()
         assert current is not None and called is not None
         named = {
@@ -419,7 +453,7 @@ def test_a_summary_of_an_older_shape_is_read_as_rows_and_the_next_sync_makes_it_
             lake_daily.SUMMARIZED_TOOL_CALLS: str(called.snapshot_id),
         }
         shaped = table.schema().as_arrow()
-        table.append(rows.select(shaped.names).cast(shaped), snapshot_properties=named)
+        table.append(_of_grain(rows, lake_daily.ALL).select(shaped.names).cast(shaped), snapshot_properties=named)
     finally:
         catalog.engine.dispose()
     connection = connect(url, lake=str(lake))
@@ -436,8 +470,16 @@ def test_a_summary_of_an_older_shape_is_read_as_rows_and_the_next_sync_makes_it_
         connection.close()
 
 
-def _files_by_month(url: str, lake: Path) -> dict[tuple[int, int], str]:
-    """The summary's data files, each the one of its month (asserted)."""
+def _by_day(table_schema: Any) -> Any:
+    """The summary's partitions before they were by month: a file a day."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    return PartitionSpec(PartitionField(table_schema.find_field("day").field_id, 1000, IdentityTransform(), name="day"))
+
+
+def _files_by_month(url: str, lake: Path) -> dict[tuple[int, int], tuple[str, ...]]:
+    """The summary's data files by month: one of each grain (asserted), in grain order."""
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     catalog = open_catalog(url, str(lake))
@@ -445,16 +487,16 @@ def _files_by_month(url: str, lake: Path) -> dict[tuple[int, int], str]:
         paths = catalog.load_table(DAILY).inspect.files().column("file_path").to_pylist()
     finally:
         catalog.engine.dispose()
-    by_month: dict[tuple[int, int], str] = {}
+    found: dict[tuple[int, int], dict[str, str]] = {}
     for path in paths:
-        held = {
-            (d.year, d.month) for d in pq.read_table(path.removeprefix("file://"), columns=["day"])["day"].to_pylist()
-        }
-        assert len(held) == 1, f"{path} holds the days of {sorted(held)}"
-        (month,) = held
-        assert month not in by_month, f"two files of {month}"
-        by_month[month] = path
-    return by_month
+        rows = pq.read_table(path.removeprefix("file://"), columns=["day", lake_daily.GRAIN]).to_pylist()
+        held = {((r["day"].year, r["day"].month), r[lake_daily.GRAIN]) for r in rows}
+        assert len(held) == 1, f"{path} holds the rows of {sorted(held)}"
+        ((month, grain),) = held
+        assert grain not in found.get(month, {}), f"two files of {month}, {grain}"
+        found.setdefault(month, {})[grain] = path
+    assert all(set(files) == {lake_daily.ALL, lake_daily.TEAM} for files in found.values()), found
+    return {month: tuple(files[g] for g in sorted(files)) for month, files in found.items()}
 
 
 def _write_around_a_month_end(engine: Engine, spool: Path, rng: random.Random, start: int, n: int, days: int) -> None:
@@ -504,9 +546,6 @@ def test_a_summary_of_a_file_a_day_is_laid_out_by_month_at_the_next_sync(
 ) -> None:
     """A summary partitioned by day (an older llmtap's, current and of today's shape): the
     reports read it; the next sync partitions it by month and makes it again whole."""
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.transforms import IdentityTransform
-
     from llmtap.lake.catalog import TABLE_PROPERTIES
     from llmtap.lake.schema import DAILY_SCHEMA
 
@@ -519,10 +558,9 @@ def test_a_summary_of_a_file_a_day_is_laid_out_by_month_at_the_next_sync(
         exchanges, calls = catalog.load_table(EXCHANGES), catalog.load_table(TOOL_CALLS)
         rows = lake_daily.summarize(exchanges.metadata_location, calls.metadata_location, str(lake), None)
         catalog.drop_table(DAILY)
-        by_day = PartitionSpec(
-            PartitionField(DAILY_SCHEMA.find_field("day").field_id, 1000, IdentityTransform(), name="day")
+        table = catalog.create_table(
+            DAILY, DAILY_SCHEMA, partition_spec=_by_day(DAILY_SCHEMA), properties=TABLE_PROPERTIES
         )
-        table = catalog.create_table(DAILY, DAILY_SCHEMA, partition_spec=by_day, properties=TABLE_PROPERTIES)
         current, called = exchanges.current_snapshot(), calls.current_snapshot()
         assert current is not None and called is not None
         named = {
