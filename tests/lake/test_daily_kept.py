@@ -425,47 +425,57 @@ def test_a_summary_older_than_the_tool_calls_is_not_read_and_the_next_sync_catch
 def test_a_summary_of_an_older_shape_is_read_as_rows_and_the_next_sync_makes_it_whole(
     store: tuple[str, Engine], tmp_path: Path
 ) -> None:
-    """A summary an older llmtap made, before its tool columns (so named the current
-    snapshots but no shape): the reports read rows and say the same; the next sync adds
-    the columns (NULL in the old rows) and makes every row again."""
+    """A summary an older llmtap made, before its tool columns and grains (so named the
+    current snapshots but no shape, a file a day): the reports read rows and say the same;
+    the next sync adds the columns (NULL in the old rows) and makes every row again."""
+    url, engine = store
+    lake = tmp_path / "lake"
+    _write(engine, tmp_path / "spool", random.Random(23), 0, 90)
+    _sync(url, engine, lake)
+    added = {"tool_calls", *TOOL_STATUSES, *TOOL_PROBLEMS, lake_daily.GRAIN}
+    rows = _plant_an_older_summary(url, lake, without=added, shaped=False)
+    _reports_over(url, lake, summary=False)
+    _sync(url, engine, lake)
+    assert _kept_equals_scratch(url, lake) == rows
+    _reports_over(url, lake, summary=True)
+
+
+def _plant_an_older_summary(url: str, lake: Path, *, without: set[str], shaped: bool) -> int:
+    """Replace the lake's summary with one an older llmtap made of the current snapshots:
+    a file a day, without the columns `without` (and the rows of the grains they held),
+    named of today's shape or of none; returns how many rows today's would hold."""
     from pyiceberg.schema import Schema
 
     from llmtap.lake.catalog import TABLE_PROPERTIES
     from llmtap.lake.schema import DAILY_SCHEMA
 
-    url, engine = store
-    rng = random.Random(23)
-    lake = tmp_path / "lake"
-    _write(engine, tmp_path / "spool", rng, 0, 90)
-    _sync(url, engine, lake)
-    added = {"tool_calls", *TOOL_STATUSES, *TOOL_PROBLEMS, lake_daily.GRAIN}
     catalog = open_catalog(url, str(lake))
     try:
         exchanges, calls = catalog.load_table(EXCHANGES), catalog.load_table(TOOL_CALLS)
         rows = lake_daily.summarize(exchanges.metadata_location, calls.metadata_location, str(lake), None)
         catalog.drop_table(DAILY)
-        old = Schema(*(field for field in DAILY_SCHEMA.fields if field.name not in added))
+        old = Schema(*(field for field in DAILY_SCHEMA.fields if field.name not in without))
         table = catalog.create_table(DAILY, old, partition_spec=_by_day(old), properties=TABLE_PROPERTIES)
         current, called = exchanges.current_snapshot(), calls.current_snapshot()
         assert current is not None and called is not None
         named = {
             lake_daily.SUMMARIZED: str(current.snapshot_id),
             lake_daily.SUMMARIZED_TOOL_CALLS: str(called.snapshot_id),
-        }
-        shaped = table.schema().as_arrow()
-        table.append(_of_grain(rows, lake_daily.ALL).select(shaped.names).cast(shaped), snapshot_properties=named)
+        } | ({lake_daily.SHAPED: lake_daily.SHAPE} if shaped else {})
+        held = rows if lake_daily.GRAIN not in without else _of_grain(rows, lake_daily.ALL)
+        arrow = table.schema().as_arrow()
+        table.append(held.select(arrow.names).cast(arrow), snapshot_properties=named)
+        assert len(table.inspect.files()) == len(set(rows.column("day").to_pylist())) > 2
+        assert not daily.laid_out(table)
+        return int(rows.num_rows)
     finally:
         catalog.engine.dispose()
+
+
+def _reports_over(url: str, lake: Path, *, summary: bool) -> None:
     connection = connect(url, lake=str(lake))
     try:
-        _same_reports(url, connection, sorted(lake_daily.REPORTS), summary=False)
-    finally:
-        connection.close()
-    _sync(url, engine, lake)
-    assert _kept_equals_scratch(url, lake) == rows.num_rows
-    connection = connect(url, lake=str(lake))
-    try:
-        _same_reports(url, connection, sorted(lake_daily.REPORTS), summary=True)
+        _same_reports(url, connection, sorted(lake_daily.REPORTS), summary=summary)
     finally:
         connection.close()
 
@@ -546,48 +556,18 @@ def test_a_summary_of_a_file_a_day_is_laid_out_by_month_at_the_next_sync(
 ) -> None:
     """A summary partitioned by day (an older llmtap's, current and of today's shape): the
     reports read it; the next sync partitions it by month and makes it again whole."""
-    from llmtap.lake.catalog import TABLE_PROPERTIES
-    from llmtap.lake.schema import DAILY_SCHEMA
-
     url, engine = store
     lake = tmp_path / "lake"
     _write_around_a_month_end(engine, tmp_path / "spool", random.Random(37), 0, 50, 8)
     _sync(url, engine, lake)
-    catalog = open_catalog(url, str(lake))
-    try:
-        exchanges, calls = catalog.load_table(EXCHANGES), catalog.load_table(TOOL_CALLS)
-        rows = lake_daily.summarize(exchanges.metadata_location, calls.metadata_location, str(lake), None)
-        catalog.drop_table(DAILY)
-        table = catalog.create_table(
-            DAILY, DAILY_SCHEMA, partition_spec=_by_day(DAILY_SCHEMA), properties=TABLE_PROPERTIES
-        )
-        current, called = exchanges.current_snapshot(), calls.current_snapshot()
-        assert current is not None and called is not None
-        named = {
-            lake_daily.SUMMARIZED: str(current.snapshot_id),
-            lake_daily.SUMMARIZED_TOOL_CALLS: str(called.snapshot_id),
-            lake_daily.SHAPED: lake_daily.SHAPE,
-        }
-        table.append(rows.cast(table.schema().as_arrow()), snapshot_properties=named)
-        assert len(table.inspect.files()) == len(set(rows.column("day").to_pylist())) > 2
-        assert not daily.laid_out(table)
-    finally:
-        catalog.engine.dispose()
-    connection = connect(url, lake=str(lake))
-    try:
-        _same_reports(url, connection, sorted(lake_daily.REPORTS), summary=True)
-    finally:
-        connection.close()
+    rows = _plant_an_older_summary(url, lake, without=set(), shaped=True)
+    _reports_over(url, lake, summary=True)
     _sync(url, engine, lake)
-    assert _kept_equals_scratch(url, lake) == rows.num_rows
+    assert _kept_equals_scratch(url, lake) == rows
     assert len(_files_by_month(url, lake)) == 2
     catalog = open_catalog(url, str(lake))
     try:
         assert daily.laid_out(catalog.load_table(DAILY))
     finally:
         catalog.engine.dispose()
-    connection = connect(url, lake=str(lake))
-    try:
-        _same_reports(url, connection, sorted(lake_daily.REPORTS), summary=True)
-    finally:
-        connection.close()
+    _reports_over(url, lake, summary=True)
