@@ -366,6 +366,8 @@ def run(
                 result = connection.execute(query, params)
                 columns = [d[0] for d in result.description]
                 rows = result.fetchall()
+        if kind == "conversations" and not listing:
+            columns, rows = _with_first_exchanges(connection, columns, rows)
     finally:
         if own:
             connection.close()
@@ -375,6 +377,32 @@ def run(
 
         with_first_prompts(url, table, FIRST_PROMPT_CHARS, engine)
     return table
+
+
+FIRST_IDS_PER_QUERY = 1000  # bound parameters in one conversation_first.sql
+
+
+def _with_first_exchanges(
+    connection: duckdb.DuckDBPyConnection, columns: list[str], rows: list[tuple[Any, ...]]
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The ranked conversations with their first exchange's team and model after the id,
+    and its body reference and protocol last (for with_first_prompts), NULL where there is
+    none: read by id for these rows only (conversation_first.sql), over every day."""
+    ids = [row[0] for row in rows if row[0] is not None]
+    found: dict[str, tuple[Any, ...]] = {}
+    for start in range(0, len(ids), FIRST_IDS_PER_QUERY):
+        chunk = ids[start : start + FIRST_IDS_PER_QUERY]
+        names = [f"first_{i}" for i in range(len(chunk))]
+        query = sql("conversation_first").replace("IN ($ids)", "IN (" + ", ".join(f"${n}" for n in names) + ")")
+        result = connection.execute(query, dict(zip(names, chunk, strict=True)))
+        for conversation_id, *first in result.fetchall():
+            found[conversation_id] = tuple(first)
+    empty = (None, None, None, None)
+    merged = []
+    for row in rows:
+        team, model, body_ref, protocol = found.get(row[0], empty)
+        merged.append((row[0], team, model, *row[1:], body_ref, protocol))
+    return [columns[0], "team", "model", *columns[1:], "first_body_ref", "first_protocol"], merged
 
 
 def price_footer(

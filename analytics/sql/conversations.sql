@@ -1,16 +1,14 @@
 -- Conversations ranked by cost (SPEC §3, §5): the conversation stored with each exchange
 -- when it was written (exchanges.conversation_id, storage/verdicts.py), one row per
 -- conversation with a turn in the since/until window, its sums over every turn (the turns
--- outside the window too: a conversation is billed whole). conversation_id is the first
--- exchange's id; team and model are the first exchange's (one GROUP BY, no join).
--- cost_usd (pico-dollars here) sums the priced turns and is NULL when none is priced (its
--- parts too); unpriced counts the turns without a price. Highest cost first, the unpriced
--- after the priced, then by tokens. first_body_ref (the first request's stored body, when
--- bodies were kept) is for the caller, which reads the first prompt of the rows it keeps.
+-- outside the window too: a conversation is billed whole). cost_usd (pico-dollars here)
+-- sums the priced turns and is NULL when none is priced (its parts too); unpriced counts
+-- the turns without a price. Highest cost first, the unpriced after the priced, then by
+-- tokens. conversation_id is the first exchange's id: that exchange's team, model and
+-- body are read after this, for the rows it keeps only (conversation_first.sql), not
+-- carried through this GROUP BY over every exchange as string aggregates.
 SELECT
     conversation_id,
-    max(team) FILTER (WHERE id = conversation_id) AS team,
-    max(coalesce(model, model_requested)) FILTER (WHERE id = conversation_id) AS model,
     count(*) AS turns,
     coalesce(sum(usage_input_tokens), 0) AS input_tokens,
     coalesce(sum(usage_cache_read_input_tokens), 0) AS cache_read_tokens,
@@ -26,9 +24,7 @@ SELECT
     count(*) FILTER (WHERE price_status = 'unpriced') AS unpriced,
     count(*) FILTER (WHERE usage_input_tokens IS NULL) AS usage_missing,
     min(started_at) AS started_at,
-    max(coalesce(ended_at, started_at)) AS ended_at,
-    max(request_body_ref) FILTER (WHERE id = conversation_id) AS first_body_ref,
-    max(protocol) FILTER (WHERE id = conversation_id) AS first_protocol
+    max(coalesce(ended_at, started_at)) AS ended_at
 FROM exchanges
 GROUP BY conversation_id
 HAVING count(*) FILTER (
