@@ -579,14 +579,23 @@ def main() -> None:
     folder = args.reuse or Path(tempfile.mkdtemp(prefix="llmtap-lakebench-", dir=args.dir))
     try:
         if not args.no_lake:
-            run(sizes, args.days, args.seed_rows, folder, args.keep, args.repeat, not args.no_reports)
+            # a folder --reuse names is the user's: its lakes are never removed
+            run(
+                sizes,
+                args.days,
+                args.seed_rows,
+                folder,
+                args.keep or bool(args.reuse),
+                args.repeat,
+                not args.no_reports,
+            )
         if not args.no_sync:
             if postgres_reachable(args.pg):
                 bench_sync(args.pg, args.sync_rows, folder, args.keep)
             else:
                 print(f"PostgreSQL at {args.pg} is not reachable: no sync throughput", file=sys.stderr)
     finally:
-        if args.keep:
+        if args.keep or args.reuse:
             print(f"kept: {folder}", file=sys.stderr)
         else:
             shutil.rmtree(folder, ignore_errors=True)
