@@ -6,7 +6,11 @@ One row per UTC day × team × provider × model (coalesce(model, model_requeste
 protocol × service tier × key (last 4, fingerprint) × price version, status and reason ×
 HTTP status × finish reason, with what the usage, cost, finish, errors, latency and cache
 reports (and cost's footer) sum: requests, tokens by class, cost parts in pico-dollars,
-counts of warmups, errors by kind and cache verdicts, and three latency histograms.
+counts of warmups, errors by kind and cache verdicts, tool calls by status, conversation
+problems, and three latency histograms. Each row is of one grain (GRAIN): ALL, as above;
+TEAM, the same sums by day × team × price version, status and reason × finish reason only
+(histograms empty), about a twentieth of the rows, which the reports grouped by team
+and/or day read (grain_for; latency reads ALL). Stored a file a month and grain.
 
 Latency histograms: a value x > 0 falls in bucket floor(log2(x) × SUB_BUCKETS) (8 a
 doubling), 0 in a bucket of its own, x < 0 mirrored; a bucket stands for its geometric

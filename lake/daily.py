@@ -1,7 +1,10 @@
 """Keep the lake's daily summary (`llmtap.daily`, analytics/lake_daily.py) as new as its
 exchanges table, exactly: after a sync's commits (or a bench's, which makes its lakes as a
 sync does), the summary rows of every day whose rows changed are made again from the
-lake's rows of that day, and replace that day's summary rows in one commit.
+lake's rows of that day; the summary is a file a month (and grain), so each month that
+holds such a day is written again whole, its other days taken from the summary's own
+rows, and every touched month replaced in one commit. A rebuild goes a month at a time
+(one aggregate over a year of 100M rows held 7 GB; a month's, under 3).
 
 Which days changed: the summary's snapshot names the exchanges snapshot it was made from
 (`llmtap.summarized`); every exchanges snapshot since, back along its parents, lists in
@@ -9,7 +12,8 @@ the manifests it added the data files it added and deleted, each with its day pa
 Those days are the ones its rows were inserted into, changed in (a row keeps its
 `started_at`: its older copy is in the same day's files) or deleted from (a store's delete
 or prune). A summary never made (a lake from before it, or a new one), or made from a
-snapshot that is not among the current one's ancestors, is made again whole: every day.
+snapshot that is not among the current one's ancestors, or in another shape or layout,
+is made again whole: every day.
 A sync killed between its exchanges commits and the summary's leaves the summary at its
 older snapshot; readers then read rows (lake_daily.answers) and the next sync catches up.
 Two syncs at once: the summary's commit asserts the snapshot it read; the loser starts
