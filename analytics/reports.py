@@ -14,6 +14,7 @@ Not responsible for rendering (see `render.py`) or for pricing (see `pricing.py`
 
 from __future__ import annotations
 
+import re
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -358,20 +359,16 @@ def run(
         if lake_daily.answers(connection, kind, dims, zone(tz).key, listing):
             # over a lake's summary plus the rows it does not hold (lake_daily.gather)
             lake_daily.gather(connection, params["since"], params["until"], lake_daily.grain_for(kind, dims))
-            result = connection.execute(build(report, dims, tz, source=f"{kind}_daily"))
-            columns = [d[0] for d in result.description]
-            rows = result.fetchall()
+            columns, rows, texts = _fetched(connection, build(report, dims, tz, source=f"{kind}_daily"), {})
         else:
             with window(connection, kind, since, until):
-                result = connection.execute(query, params)
-                columns = [d[0] for d in result.description]
-                rows = result.fetchall()
+                columns, rows, texts = _fetched(connection, query, params)
         if kind == "conversations" and not listing:
             columns, rows = _with_first_exchanges(connection, columns, rows)
     finally:
         if own:
             connection.close()
-    table = Table(columns, _as_dicts(columns, rows), dims)
+    table = Table(columns, _as_dicts(columns, rows, texts), dims)
     if kind == "conversations" and not listing:
         from llmtap.analytics.prompts import with_first_prompts
 
@@ -450,15 +447,54 @@ def price_footer(
     }
 
 
-def _as_dicts(columns: list[str], rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
-    """Rows as dicts, pico-dollar columns as Decimal dollars. Only the columns that are
-    money are visited (a --list can be 100k+ rows: a loop over every key would show)."""
+# 128-bit whole numbers (sums of BIGINT, pico-dollars): DuckDB hands them to Python at about
+# a microsecond each, their text at a third of that
+_AS_TEXT = re.compile(r"DECIMAL\(\d+,\s*0\)|HUGEINT")
+
+
+def _fetched(
+    connection: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any]
+) -> tuple[list[str], list[tuple[Any, ...]], set[str]]:
+    """The query's columns and rows, and the columns of them fetched as text: its 128-bit
+    whole numbers, which _as_dicts makes ints (Decimal dollars for money) again. A cost
+    report's 18,250 rows by team and day: 0.1 s to fetch, where DuckDB's own ints and
+    Decimals took 0.3 s (more than its query over the lake's summary)."""
+    relation = connection.sql(query, params=params or None)
+    columns = list(relation.columns)
+    texts = {  # (a DECIMAL that is not money stays DuckDB's Decimal, as it always was)
+        name
+        for name, kind in zip(columns, relation.types, strict=True)
+        if str(kind) == "HUGEINT" or (name in MONEY and _AS_TEXT.fullmatch(str(kind)))
+    }
+    if texts:
+        relation = relation.project(
+            ", ".join(f"CAST({_quoted(c)} AS VARCHAR) AS {_quoted(c)}" if c in texts else _quoted(c) for c in columns)
+        )
+    return columns, relation.fetchall(), texts
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _as_dicts(
+    columns: list[str], rows: list[tuple[Any, ...]], texts: frozenset[str] | set[str] = frozenset()
+) -> list[dict[str, Any]]:
+    """Rows as dicts, pico-dollar columns as Decimal dollars, the whole numbers fetched as
+    text (`texts`, _fetched) as ints. Only those columns are visited (a --list can be 100k+
+    rows: a loop over every key would show)."""
     dicts = [dict(zip(columns, values, strict=True)) for values in rows]
-    for name in [name for name in columns if name in MONEY]:
-        for row in dicts:
-            value = row[name]
-            if value is not None:
-                row[name] = Decimal(int(value)) / PICO
+    for name in columns:
+        if name in MONEY:
+            for row in dicts:
+                value = row[name]
+                if value is not None:  # its text's digits are the number's, else DuckDB's number
+                    row[name] = (Decimal(value) if type(value) is str else Decimal(int(value))) / PICO
+        elif name in texts:
+            for row in dicts:
+                value = row[name]
+                if value is not None:
+                    row[name] = int(value)
     return dicts
 
 
