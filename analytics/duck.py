@@ -30,6 +30,7 @@ import duckdb_extension_sqlite_scanner
 from sqlalchemy.engine import make_url
 
 from llmtap.analytics import facts_cache
+from llmtap.analytics.sql_quoting import literal
 from llmtap.storage.errors import StoreError
 
 _BOOLEANS = ("streamed", "complete", "text_truncated", "request_stream", "valid_json", "warmup")
@@ -105,11 +106,11 @@ def connect(
             raise StoreError("reports read a store in a file: an in-memory SQLite database holds nothing to read")
         connection.execute(f"LOAD '{extension_path(duckdb_extension_sqlite_scanner, 'sqlite_scanner')}'")
         # ATTACH takes no bound parameters: the path is quoted as an SQL string literal.
-        connection.execute(f"ATTACH {_literal(parsed.database)} AS store (TYPE sqlite, READ_ONLY)")
+        connection.execute(f"ATTACH {literal(parsed.database)} AS store (TYPE sqlite, READ_ONLY)")
         kind = "sqlite"
     else:
         connection.execute(f"LOAD '{extension_path(duckdb_extension_postgres_scanner, 'postgres_scanner')}'")
-        connection.execute(f"ATTACH {_literal(_libpq(parsed))} AS store (TYPE postgres, READ_ONLY)")
+        connection.execute(f"ATTACH {literal(_libpq(parsed))} AS store (TYPE postgres, READ_ONLY)")
         kind = "postgres"
     selects = _selects(connection, kind)
     cached = cached and os.environ.get("LLMTAP_FACTS_COPY", "1") != "0"  # 0: never keep a copy
@@ -144,7 +145,7 @@ def _tail(scan: str, select: str, source: str) -> Callable[[int], str]:
 
     def query(watermark: int) -> str:
         inner = f"SELECT * FROM {source} WHERE revision >= {int(watermark)} OR revision IS NULL"
-        return f"SELECT {select}, \"revision\" FROM {scan}('store', {_literal(inner)})"
+        return f"SELECT {select}, \"revision\" FROM {scan}('store', {literal(inner)})"
 
     return query
 
@@ -174,10 +175,6 @@ def refresh(connection: duckdb.DuckDBPyConnection) -> None:
 
 def _cache_sources(selects: dict[str, str]) -> list[facts_cache.Source]:
     return [facts_cache.Source(source, table, _KEYS[table], selects[table]) for table, source in _SOURCES.items()]
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _libpq(parsed: Any) -> str:

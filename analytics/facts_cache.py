@@ -37,6 +37,7 @@ from pathlib import Path
 
 import duckdb
 
+from llmtap.analytics.sql_quoting import identifier, literal
 from llmtap.storage.private import private_dir
 
 log = logging.getLogger("llmtap.analytics")
@@ -86,7 +87,7 @@ def _attach(
 ) -> bool:
     try:
         private_dir(path.parent)
-        connection.execute(f"ATTACH {_literal(str(path))} AS facts")
+        connection.execute(f"ATTACH {literal(str(path))} AS facts")
         os.chmod(path, 0o600)
     except (OSError, duckdb.Error) as exc:  # a read-only folder, another process holding the file
         log.debug("llmtap: no facts copy at %s: %s", path, exc)
@@ -169,7 +170,7 @@ def _small(connection: duckdb.DuckDBPyConnection, sources: list[Source]) -> bool
     for source in sources:
         found = connection.execute(
             f"SELECT CAST(max_rowid AS BIGINT) FROM sqlite_query('store', "
-            f"{_literal(f'SELECT coalesce(max(rowid), 0) AS max_rowid FROM {source.store_table}')})"
+            f"{literal(f'SELECT coalesce(max(rowid), 0) AS max_rowid FROM {source.store_table}')})"
         ).fetchone()
         if found is None or found[0] > INLINE_ROWS:
             return False
@@ -199,30 +200,22 @@ def _apply_changes(connection: duckdb.DuckDBPyConnection, source: Source, since:
     query = f"SELECT * FROM {source.store_table} WHERE revision > {int(since)}"
     connection.execute(
         f"CREATE OR REPLACE TEMP TABLE facts_delta AS SELECT {source.select}, revision "
-        f"FROM sqlite_query('store', {_literal(query)})"
+        f"FROM sqlite_query('store', {literal(query)})"
     )
-    match = " AND ".join(f"c.{_q(k)} = d.{_q(k)}" for k in source.key)
+    match = " AND ".join(f"c.{identifier(k)} = d.{identifier(k)}" for k in source.key)
     connection.execute(f"DELETE FROM facts.{source.name} AS c USING facts_delta AS d WHERE {match}")
     connection.execute(f"INSERT INTO facts.{source.name} SELECT * FROM facts_delta")
     connection.execute("DROP TABLE facts_delta")
 
 
 def _drop_deleted(connection: duckdb.DuckDBPyConnection, source: Source) -> None:
-    keys = ", ".join(_q(k) for k in source.key)
+    keys = ", ".join(identifier(k) for k in source.key)
     query = f"SELECT {keys} FROM {source.store_table}"
-    match = " AND ".join(f"c.{_q(k)} = s.{_q(k)}" for k in source.key)
+    match = " AND ".join(f"c.{identifier(k)} = s.{identifier(k)}" for k in source.key)
     connection.execute(
         f"DELETE FROM facts.{source.name} AS c WHERE NOT EXISTS "
-        f"(SELECT 1 FROM sqlite_query('store', {_literal(query)}) AS s WHERE {match})"
+        f"(SELECT 1 FROM sqlite_query('store', {literal(query)}) AS s WHERE {match})"
     )
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def main(argv: list[str]) -> int:

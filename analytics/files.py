@@ -9,6 +9,8 @@ from pathlib import Path
 
 import duckdb
 
+from llmtap.analytics.sql_quoting import identifier, literal
+
 
 def jsonl_to_parquet(source: Path, target: Path, columns: Sequence[tuple[str, str]]) -> None:
     """Write a Parquet file of `columns` ((name, DuckDB type), in order) from a JSON Lines
@@ -18,10 +20,10 @@ def jsonl_to_parquet(source: Path, target: Path, columns: Sequence[tuple[str, st
     the file's order: 100k exported exchanges peaked at 256 MB instead of 744 MB."""
     read = {name: "VARCHAR" if kind.startswith("DECIMAL") else kind for name, kind in columns}
     select = ", ".join(
-        f"CAST({_ident(name)} AS {kind}) AS {_ident(name)}" if kind.startswith("DECIMAL") else _ident(name)
+        f"CAST({identifier(name)} AS {kind}) AS {identifier(name)}" if kind.startswith("DECIMAL") else identifier(name)
         for name, kind in columns
     )
-    spec = "{" + ", ".join(f"{_literal(name)}: {_literal(kind)}" for name, kind in read.items()) + "}"
+    spec = "{" + ", ".join(f"{literal(name)}: {literal(kind)}" for name, kind in read.items()) + "}"
     connection = duckdb.connect(
         config={
             "autoinstall_known_extensions": False,
@@ -40,11 +42,3 @@ def jsonl_to_parquet(source: Path, target: Path, columns: Sequence[tuple[str, st
         )
     finally:
         connection.close()
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"

@@ -42,6 +42,7 @@ from typing import Any
 
 import duckdb
 
+from llmtap.analytics.sql_quoting import identifier, literal
 from llmtap.protocols.vocabulary import TOOL_PROBLEMS, TOOL_STATUSES
 
 SUMMARIZED = "llmtap.summarized"  # snapshot summary: the exchanges snapshot the summary is of
@@ -137,14 +138,14 @@ def _tool_sql() -> tuple[str, str]:
     """lake_daily.sql's tool parts: each exchange's count of calls by status (over the
     calls), and their sums with the row's problems' counts (over a group's rows)."""
     counts = ["count(*) AS calls_tool_calls"]
-    counts += [f"count(*) FILTER (WHERE status = {_literal(status)}) AS calls_{status}" for status in TOOL_STATUSES]
+    counts += [f"count(*) FILTER (WHERE status = {literal(status)}) AS calls_{status}" for status in TOOL_STATUSES]
     sums = [
-        f"CAST(coalesce(sum(llmtap_calls.calls_{name}), 0) AS BIGINT) AS {_q(name)}"
+        f"CAST(coalesce(sum(llmtap_calls.calls_{name}), 0) AS BIGINT) AS {identifier(name)}"
         for name in ("tool_calls", *TOOL_STATUSES)
     ]
     sums += [
-        f"CAST(coalesce(sum(len(list_filter(llmtap_problems, p -> p = {_literal(problem)}))), 0) AS BIGINT) "
-        f"AS {_q(problem)}"
+        f"CAST(coalesce(sum(len(list_filter(llmtap_problems, p -> p = {literal(problem)}))), 0) AS BIGINT) "
+        f"AS {identifier(problem)}"
         for problem in TOOL_PROBLEMS
     ]
     return ",\n        ".join(counts), ",\n    ".join(sums)
@@ -171,17 +172,17 @@ def team_sql(source: str) -> str:
     parts = []
     for name, data_type in ROW_COLUMNS:
         if name in TEAM_GROUPS:
-            parts.append(_q(name))
+            parts.append(identifier(name))
         elif (name, data_type) in GROUPS:
-            parts.append(f"CAST(NULL AS {data_type}) AS {_q(name)}")
+            parts.append(f"CAST(NULL AS {data_type}) AS {identifier(name)}")
         elif data_type == HISTOGRAM_TYPE:
-            parts.append(f"CAST([] AS {HISTOGRAM_TYPE}) AS {_q(name)}")
+            parts.append(f"CAST([] AS {HISTOGRAM_TYPE}) AS {identifier(name)}")
         elif name == "retry_after_max_s":
-            parts.append(f"CAST(max({_q(name)}) AS {data_type}) AS {_q(name)}")
+            parts.append(f"CAST(max({identifier(name)}) AS {data_type}) AS {identifier(name)}")
         else:
-            parts.append(f"CAST(sum({_q(name)}) AS {data_type}) AS {_q(name)}")
+            parts.append(f"CAST(sum({identifier(name)}) AS {data_type}) AS {identifier(name)}")
     parts.append(f"'{TEAM}' AS {GRAIN}")
-    return f"SELECT {', '.join(parts)} FROM {source} GROUP BY {', '.join(_q(name) for name in TEAM_GROUPS)}"
+    return f"SELECT {', '.join(parts)} FROM {source} GROUP BY {', '.join(identifier(name) for name in TEAM_GROUPS)}"
 
 
 def middle_sql(bucket: str) -> str:
@@ -228,13 +229,15 @@ class Summarizer:
         whole summary, its changed days made again."""
         from llmtap.analytics import lake_views
 
-        names = ", ".join(f"CAST({_q(name)} AS {data_type}) AS {_q(name)}" for name, data_type in ROW_COLUMNS)
+        names = ", ".join(
+            f"CAST({identifier(name)} AS {data_type}) AS {identifier(name)}" for name, data_type in ROW_COLUMNS
+        )
         query = f"SELECT {names} FROM ({self._summary_sql(days)})"
         if held is not None and span is not None:
             others = f"grain = '{ALL}' AND day >= DATE '{span[0].isoformat()}' AND day < DATE '{span[1].isoformat()}'"
             if days:
                 others += f" AND day NOT IN ({', '.join(repr(d.isoformat()) for d in days)})"
-            query += f" UNION ALL SELECT {names} FROM iceberg_scan({_literal(held)}) WHERE {others}"
+            query += f" UNION ALL SELECT {names} FROM iceberg_scan({literal(held)}) WHERE {others}"
         query = (
             f"WITH llmtap_all AS MATERIALIZED ({query}) "
             f"SELECT *, '{ALL}' AS {GRAIN} FROM llmtap_all UNION ALL {team_sql('llmtap_all')}"
@@ -262,10 +265,10 @@ class Summarizer:
             )
         exchanges = (
             "(SELECT * REPLACE (make_timestamp(epoch_us(started_at)) AS started_at) "
-            f"FROM iceberg_scan({_literal(self._metadata)}) WHERE {within})"
+            f"FROM iceberg_scan({literal(self._metadata)}) WHERE {within})"
         )
         calls = (
-            f"(SELECT exchange_id, status FROM iceberg_scan({_literal(self._tool_calls)}) WHERE {within})"
+            f"(SELECT exchange_id, status FROM iceberg_scan({literal(self._tool_calls)}) WHERE {within})"
             if self._tool_calls is not None
             else "(SELECT CAST(NULL AS VARCHAR) AS exchange_id, CAST(NULL AS VARCHAR) AS status WHERE false)"
         )
@@ -322,10 +325,12 @@ def attach(connection: duckdb.DuckDBPyConnection, metadata: str, gone_keys: str 
     the days of the store's tail; `gone_keys`/`gone_days`: queries of the keys deleted
     since the watermark and of the days their lake rows are in (a scan of the lake's
     keys: plan() runs it only when there are such keys)."""
-    scan = f"iceberg_scan({_literal(metadata)})"
+    scan = f"iceberg_scan({literal(metadata)})"
     held = {str(row[0]) for row in connection.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
     select = ", ".join(
-        f"CAST({_q(name)} AS {data_type}) AS {_q(name)}" if name in held else f"CAST(NULL AS {data_type}) AS {_q(name)}"
+        f"CAST({identifier(name)} AS {data_type}) AS {identifier(name)}"
+        if name in held
+        else f"CAST(NULL AS {data_type}) AS {identifier(name)}"
         for name, data_type in COLUMNS
     )
     for view, grain in (("lake_daily", ALL), ("lake_daily_team", TEAM)):
@@ -401,7 +406,7 @@ def gather(
         conditions.append(f"day NOT IN ({', '.join(repr(d.isoformat()) for d in chosen.dirty)})")
     if chosen.first is not None and chosen.last is not None and chosen.first >= chosen.last:
         conditions = ["false"]
-    names = ", ".join(_q(name) for name, _ in ROW_COLUMNS)
+    names = ", ".join(identifier(name) for name, _ in ROW_COLUMNS)
     # the rows' part is small (a few days) and made now; the summary's is read through a
     # view, so that a report reads only the summary columns it sums
     connection.execute(f"CREATE OR REPLACE TEMP TABLE daily_parts AS SELECT {names} FROM lake_daily WHERE false")
@@ -454,11 +459,3 @@ def utc_days(values: Iterable[int]) -> list[date]:
     """Iceberg day partition values (days since 1970-01-01) as dates."""
     epoch = datetime(1970, 1, 1, tzinfo=UTC).date()
     return sorted({epoch + timedelta(days=int(v)) for v in values})
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'

@@ -52,6 +52,7 @@ from typing import Any
 
 import duckdb
 
+from llmtap.analytics.sql_quoting import identifier, literal
 from llmtap.storage.errors import StoreError, mask_passwords
 
 log = logging.getLogger("llmtap.analytics")
@@ -243,7 +244,7 @@ def _summary(
     _check_manifests(connection, snapshot, str(found[0]))
     gone_keys = gone_days = None
     if gone is not None:
-        scan = f"iceberg_scan({_literal(exchanges.metadata)})"
+        scan = f"iceberg_scan({literal(exchanges.metadata)})"
         gone_keys = (
             f"SELECT exchange_id FROM {gone} WHERE table_name IN ('exchange_facts', 'exchanges') "
             f"AND revision >= {int(exchanges.watermark)}"
@@ -366,7 +367,7 @@ def _point(
     columns = connection.execute(f"DESCRIBE SELECT * FROM {view}").fetchall()
     names = [(str(row[0]), str(row[1])) for row in columns]
     # the view's types, whatever the tail's reader says (sqlite_query may call a number text)
-    select = ", ".join(f"CAST(t.{_q(name)} AS {data_type}) AS {_q(name)}" for name, data_type in names)
+    select = ", ".join(f"CAST(t.{identifier(name)} AS {data_type}) AS {identifier(name)}" for name, data_type in names)
     rows = tail(table.watermark) if callable(tail) else tail
     connection.execute(
         f"CREATE OR REPLACE TEMP VIEW lake_tail_{view} AS SELECT {select} FROM ({rows}) AS t "
@@ -375,12 +376,12 @@ def _point(
     if table.metadata is None:
         connection.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM lake_tail_{view}")
         return
-    scan = f"iceberg_scan({_literal(table.metadata)})"
+    scan = f"iceberg_scan({literal(table.metadata)})"
     held = {str(row[0]): str(row[1]) for row in connection.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
     typed = ", ".join(_typed(name, data_type, held.get(name)) for name, data_type in names)
     # plain hash anti joins with the small side (tail, tombstones) built: a correlated NOT
     # EXISTS became a join on every lake key's distinct value (10 s, 3.6 GB at 10M rows)
-    match = " AND ".join(f"t.{_q(k)} = l.{_q(k)}" for k in key)
+    match = " AND ".join(f"t.{identifier(k)} = l.{identifier(k)}" for k in key)
     joins = [f"ANTI JOIN lake_tail_{view} AS t ON {match}"]
     if gone is not None:
         since = int(table.watermark)
@@ -412,7 +413,7 @@ def _point(
 
 def _typed(name: str, data_type: str, held: str | None) -> str:
     """A lake column in the store view's type (`TIMESTAMP`: the instant's UTC wall time)."""
-    quoted = _q(name)
+    quoted = identifier(name)
     if held is None:  # a column the lake does not have (yet): what the store would say of it
         return f"CAST(NULL AS {data_type}) AS {quoted}"
     if "TIME ZONE" in held.upper():
@@ -482,13 +483,13 @@ def _s3_secret(properties: Mapping[str, str]) -> str:
         scheme, _, host = endpoint.partition("://")
         if not host:
             scheme, host = "https", endpoint
-        parts += [f"ENDPOINT {_literal(host.rstrip('/'))}", "URL_STYLE 'path'"]
+        parts += [f"ENDPOINT {literal(host.rstrip('/'))}", "URL_STYLE 'path'"]
         parts.append(f"USE_SSL {'true' if scheme == 'https' else 'false'}")
     if properties.get("s3.access-key-id"):
-        parts.append(f"KEY_ID {_literal(properties['s3.access-key-id'])}")
-        parts.append(f"SECRET {_literal(properties.get('s3.secret-access-key', ''))}")
+        parts.append(f"KEY_ID {literal(properties['s3.access-key-id'])}")
+        parts.append(f"SECRET {literal(properties.get('s3.secret-access-key', ''))}")
     if properties.get("s3.region"):
-        parts.append(f"REGION {_literal(properties['s3.region'])}")
+        parts.append(f"REGION {literal(properties['s3.region'])}")
     return f"CREATE OR REPLACE SECRET llmtap_lake ({', '.join(parts)})"  # in memory: this connection's
 
 
@@ -509,11 +510,3 @@ def _under(location: str, warehouse: str) -> bool:
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'

@@ -30,6 +30,7 @@ from sqlalchemy import Engine
 
 from llmtap.analytics import lake_daily, lake_views
 from llmtap.analytics.duck import connect
+from llmtap.analytics.sql_quoting import identifier, literal
 from llmtap.protocols.error_kinds import kinds
 
 # --by names and the SQL they group on. Values users type never reach SQL text.
@@ -228,7 +229,7 @@ _COST_PARTS = """sum(cost_total_pico) AS cost_usd,
 
 
 def _sql_list(words: tuple[str, ...]) -> str:
-    return "(" + ", ".join("'" + word.lower().replace("'", "''") + "'" for word in words) + ")"
+    return "(" + ", ".join(literal(word.lower()) for word in words) + ")"
 
 
 @cache
@@ -271,16 +272,16 @@ def build(
     `source`: another .sql file than the report's own (its `_daily` one, over a lake's
     summary: analytics/lake_daily.py)."""
     by = [*by, *(extra or {})]
-    names = [_ident(name) for name in by]
+    names = [identifier(name) for name in by]
     positions = [str(i + 1) for i in range(len(by))]
     known = dict(DIMENSIONS)
     if zone(tz).key != "UTC":  # a key zoneinfo found: letters, digits, / _ + - only
-        quoted = "'" + zone(tz).key.replace("'", "''") + "'"
+        quoted = literal(zone(tz).key)
         known["day"] = _DAY_IN_ZONE.format(zone=quoted)
         known["hour"] = _HOUR_IN_ZONE.format(zone=quoted)
     known.update(extra or {})
     text = Template(sql(source or report.name)).safe_substitute(
-        dims="".join(f"{known[name]} AS {_ident(name)},\n    " for name in by),
+        dims="".join(f"{known[name]} AS {identifier(name)},\n    " for name in by),
         names="".join(f"{n},\n    " for n in names),
         group_by=f"GROUP BY {', '.join(positions)}" if by else "",
         group_finish=f"GROUP BY {', '.join([*positions, str(len(by) + 1)])}",
@@ -294,10 +295,6 @@ def build(
 
 def _body(name: str) -> str:
     return Template(sql(name)).safe_substitute()
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _bounds(since: datetime | None, until: datetime | None) -> dict[str, Any]:
@@ -468,13 +465,11 @@ def _fetched(
     }
     if texts:
         relation = relation.project(
-            ", ".join(f"CAST({_quoted(c)} AS VARCHAR) AS {_quoted(c)}" if c in texts else _quoted(c) for c in columns)
+            ", ".join(
+                f"CAST({identifier(c)} AS VARCHAR) AS {identifier(c)}" if c in texts else identifier(c) for c in columns
+            )
         )
     return columns, relation.fetchall(), texts
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _as_dicts(
