@@ -234,7 +234,7 @@ class Summarizer:
         )
         query = f"SELECT {names} FROM ({self._summary_sql(days)})"
         if held is not None and span is not None:
-            others = f"grain = '{ALL}' AND day >= DATE '{span[0].isoformat()}' AND day < DATE '{span[1].isoformat()}'"
+            others = f"{GRAIN} = '{ALL}' AND day >= DATE '{span[0].isoformat()}' AND day < DATE '{span[1].isoformat()}'"
             if days:
                 others += f" AND day NOT IN ({', '.join(repr(d.isoformat()) for d in days)})"
             query += f" UNION ALL SELECT {names} FROM iceberg_scan({literal(held)}) WHERE {others}"

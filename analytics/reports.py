@@ -15,6 +15,7 @@ Not responsible for rendering (see `render.py`) or for pricing (see `pricing.py`
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -446,7 +447,7 @@ def price_footer(
 
 # 128-bit whole numbers (sums of BIGINT, pico-dollars): DuckDB hands them to Python at about
 # a microsecond each, their text at a third of that
-_AS_TEXT = re.compile(r"DECIMAL\(\d+,\s*0\)|HUGEINT")
+_WHOLE_DECIMAL = re.compile(r"DECIMAL\(\d+,\s*0\)")
 
 
 def _fetched(
@@ -461,7 +462,7 @@ def _fetched(
     texts = {  # (a DECIMAL that is not money stays DuckDB's Decimal, as it always was)
         name
         for name, kind in zip(columns, relation.types, strict=True)
-        if str(kind) == "HUGEINT" or (name in MONEY and _AS_TEXT.fullmatch(str(kind)))
+        if str(kind) == "HUGEINT" or (name in MONEY and _WHOLE_DECIMAL.fullmatch(str(kind)))
     }
     if texts:
         relation = relation.project(
@@ -473,7 +474,7 @@ def _fetched(
 
 
 def _as_dicts(
-    columns: list[str], rows: list[tuple[Any, ...]], texts: frozenset[str] | set[str] = frozenset()
+    columns: list[str], rows: list[tuple[Any, ...]], texts: AbstractSet[str] = frozenset()
 ) -> list[dict[str, Any]]:
     """Rows as dicts, pico-dollar columns as Decimal dollars, the whole numbers fetched as
     text (`texts`, _fetched) as ints. Only those columns are visited (a --list can be 100k+

@@ -127,7 +127,8 @@ def keep(catalog: SqlCatalog, exchanges: Table, tool_calls: Table, daily: Table)
         held, held_calls = summarized(daily), summarized(daily, lake_daily.SUMMARIZED_TOOL_CALLS)
         if current is None:
             return 0, 0, 0
-        whole = not shaped(daily) or not laid_out(daily)  # else its rows were made in another shape or layout
+        layout = laid_out(daily)
+        whole = not shaped(daily) or not layout  # else its rows were made in another shape or layout
         if not whole and held == current.snapshot_id and held_calls == (None if calls is None else calls.snapshot_id):
             return 0, 0, 0
         days = None
@@ -137,7 +138,7 @@ def keep(catalog: SqlCatalog, exchanges: Table, tool_calls: Table, daily: Table)
             called = changed_days(tool_calls, held_calls, from_empty=True)
             days = None if days is None or called is None else sorted(set(days) | set(called))
         try:
-            if not laid_out(daily):
+            if not layout:
                 _lay_out(daily)
             written, replaced = _replace(catalog, exchanges, tool_calls, daily, days)
             return written, replaced, 1
@@ -219,6 +220,7 @@ def _replace(
     }
     arrow_schema = daily.schema().as_arrow()
     written = 0
+    made: set[date] = set()  # the days of the rows written
     try:
         with (
             lake_daily.Summarizer(
@@ -243,11 +245,12 @@ def _replace(
                 if rows.num_rows:
                     transaction.append(rows.cast(arrow_schema), snapshot_properties=summary)
                     written += rows.num_rows
+                    made.update(rows.column("day").unique().to_pylist())
             if not written:  # a snapshot even when nothing changed: it names `current`
                 transaction.append(arrow_schema.empty_table(), snapshot_properties=summary)
     except lake_views.LakeError as exc:
         raise LakeError(str(exc)) from None
-    return written, len(days) if days is not None else written
+    return written, len(days) if days is not None else len(made)
 
 
 def held_days(table: Table) -> list[date] | None:
