@@ -12,6 +12,11 @@ TEAM, the same sums by day × team × price version, status and reason × finish
 (histograms empty), about a twentieth of the rows, which the reports grouped by team
 and/or day read (grain_for; latency reads ALL). Stored a file a month and grain.
 
+CONVERSATION, a third grain, holds a day's sums of each conversation (the conversation
+stored with each exchange): what report conversations ranks, read by
+gather_conversations with the rows of the days the summary does not hold, so that a
+conversation is billed whole without a scan of every exchange.
+
 Latency histograms: a value x > 0 falls in bucket floor(log2(x) × SUB_BUCKETS) (8 a
 doubling), 0 in a bucket of its own, x < 0 mirrored; a bucket stands for its geometric
 middle, within RELATIVE_ERROR = 2^(1/16) − 1 ≈ 4.43% of every value in it. A percentile
@@ -107,14 +112,27 @@ ALL, TEAM = "all", "team"
 TEAM_GROUPS = ("day", "team", "price_version", "price_status", "price_reason", "finish_reason")
 TEAM_REPORTS = frozenset({"usage", "cost", "finish", "errors", "cache", "tools"})  # not latency: no histograms
 TEAM_DIMENSIONS = frozenset({"team", "day"})
-COLUMNS = (*ROW_COLUMNS, (GRAIN, "VARCHAR"))
+# CONVERSATION, a third grain: day × conversation (the conversation stored with each
+# exchange) with what conversations.sql sums (CONVERSATION_SUMS; the other GROUPS and
+# measures NULL, the histograms empty), and these columns of its own (NULL in the others'):
+# report conversations reads it (gather_conversations), a conversation billed whole.
+CONVERSATION = "conversation"
+CONVERSATION_COLUMNS = (
+    ("conversation_id", "VARCHAR"),
+    ("unpriced", "BIGINT"),
+    ("first_started_at", "TIMESTAMP"),
+    ("last_ended_at", "TIMESTAMP"),
+)
+COLUMNS = (*ROW_COLUMNS, (GRAIN, "VARCHAR"), *CONVERSATION_COLUMNS)
 # the rows' shape: a summary made in another (older) one is not read, and made again whole
 SHAPE = hashlib.sha256(repr(COLUMNS).encode()).hexdigest()[:12]
 # the reports it answers (not listing), and the --by names it can group on
-REPORTS = frozenset({"usage", "cost", "finish", "errors", "latency", "cache", "tools"})
+REPORTS = frozenset({"usage", "cost", "finish", "errors", "latency", "cache", "tools"})  # and conversations
 DIMENSIONS = frozenset({"team", "provider", "model", "day", "key", "protocol", "status", "tier"})
 ENABLED = "llmtap_lake_daily"  # DuckDB variable: the connection's lake has a current summary
 ROWS = "daily_rows"  # the view a report's *_daily.sql reads
+CONVERSATION_VIEW = "lake_daily_conversation"  # the summary's CONVERSATION rows
+CONVERSATION_ROWS = "conversation_rows"  # the view conversations_daily.sql reads
 
 
 def _bucket(column: str) -> str:
@@ -182,7 +200,54 @@ def team_sql(source: str) -> str:
         else:
             parts.append(f"CAST(sum({identifier(name)}) AS {data_type}) AS {identifier(name)}")
     parts.append(f"'{TEAM}' AS {GRAIN}")
+    parts.append(_nulls(CONVERSATION_COLUMNS))
     return f"SELECT {', '.join(parts)} FROM {source} GROUP BY {', '.join(identifier(name) for name in TEAM_GROUPS)}"
+
+
+def _nulls(columns: Sequence[tuple[str, str]]) -> str:
+    return ", ".join(f"CAST(NULL AS {data_type}) AS {identifier(name)}" for name, data_type in columns)
+
+
+# What the CONVERSATION grain sums of each day's rows of a conversation: conversations.sql's
+# per-row expressions, as lake_daily.sql sums them for the other grains.
+CONVERSATION_SUMS = {
+    "requests": "count(*)",
+    "usage_missing": "count(*) FILTER (WHERE usage_input_tokens IS NULL)",
+    "input_tokens": "sum(usage_input_tokens)",
+    "cache_read_tokens": "sum(usage_cache_read_input_tokens)",
+    "cache_write_tokens": "sum(usage_cache_creation_input_tokens)",
+    "output_tokens": "sum(usage_output_tokens)",
+    "cost_input_pico": "sum(cost_input_pico)",
+    "cost_cache_read_pico": "sum(cost_cache_read_pico)",
+    "cost_cache_write_pico": "sum(cost_cache_write_pico)",
+    "cost_output_pico": "sum(cost_output_pico)",
+    "cost_fee_pico": "sum(CASE WHEN cost_total_pico IS NOT NULL THEN coalesce(cost_fee_pico, 0) END)",
+    "cost_total_pico": "sum(cost_total_pico)",
+    "unpriced": "count(*) FILTER (WHERE price_status = 'unpriced')",
+    "first_started_at": "min(started_at)",
+    "last_ended_at": "max(coalesce(ended_at, started_at))",
+}
+CONVERSATION_READ = ("conversation_id", *CONVERSATION_SUMS)  # what gather_conversations' view holds
+
+
+def conversation_sql(source: str, where: str = "true") -> str:
+    """The CONVERSATION grain's rows of `source` (a relation in the exchanges' columns, with
+    `started_at` a naive UTC timestamp) filtered by `where`, in COLUMNS."""
+    parts = []
+    for name, data_type in COLUMNS:
+        if name == "day":
+            parts.append("CAST(started_at AS DATE) AS day")
+        elif name == GRAIN:
+            parts.append(f"'{CONVERSATION}' AS {GRAIN}")
+        elif name == "conversation_id":
+            parts.append("CAST(conversation_id AS VARCHAR) AS conversation_id")
+        elif name in CONVERSATION_SUMS:
+            parts.append(f"CAST({CONVERSATION_SUMS[name]} AS {data_type}) AS {identifier(name)}")
+        elif data_type == HISTOGRAM_TYPE:
+            parts.append(f"CAST([] AS {HISTOGRAM_TYPE}) AS {identifier(name)}")
+        else:
+            parts.append(f"CAST(NULL AS {data_type}) AS {identifier(name)}")
+    return f"SELECT {', '.join(parts)} FROM {source} WHERE {where} GROUP BY CAST(started_at AS DATE), conversation_id"
 
 
 def middle_sql(bucket: str) -> str:
@@ -232,15 +297,22 @@ class Summarizer:
         names = ", ".join(
             f"CAST({identifier(name)} AS {data_type}) AS {identifier(name)}" for name, data_type in ROW_COLUMNS
         )
-        query = f"SELECT {names} FROM ({self._summary_sql(days)})"
+        exchanges, calls = self._sources(days)
+        query = f"SELECT {names} FROM ({summary_sql(exchanges, tool_calls=calls)})"
+        conversations = conversation_sql(exchanges)
         if held is not None and span is not None:
-            others = f"{GRAIN} = '{ALL}' AND day >= DATE '{span[0].isoformat()}' AND day < DATE '{span[1].isoformat()}'"
+            others = f"day >= DATE '{span[0].isoformat()}' AND day < DATE '{span[1].isoformat()}'"
             if days:
                 others += f" AND day NOT IN ({', '.join(repr(d.isoformat()) for d in days)})"
-            query += f" UNION ALL SELECT {names} FROM iceberg_scan({literal(held)}) WHERE {others}"
+            scan = f"iceberg_scan({literal(held)})"
+            query += f" UNION ALL SELECT {names} FROM {scan} WHERE {GRAIN} = '{ALL}' AND {others}"
+            # a summary of the current shape holds the grain (an older one is made again whole)
+            every = ", ".join(f"CAST({identifier(n)} AS {t}) AS {identifier(n)}" for n, t in COLUMNS)
+            conversations += f" UNION ALL SELECT {every} FROM {scan} WHERE {GRAIN} = '{CONVERSATION}' AND {others}"
         query = (
             f"WITH llmtap_all AS MATERIALIZED ({query}) "
-            f"SELECT *, '{ALL}' AS {GRAIN} FROM llmtap_all UNION ALL {team_sql('llmtap_all')}"
+            f"SELECT *, '{ALL}' AS {GRAIN}, {_nulls(CONVERSATION_COLUMNS)} FROM llmtap_all "
+            f"UNION ALL {team_sql('llmtap_all')} UNION ALL {conversations}"
         )
         try:
             return self._connection.execute(f"SELECT * FROM ({query}) ORDER BY {GRAIN}, day").to_arrow_table()
@@ -249,7 +321,9 @@ class Summarizer:
                 f"cannot read the lake at {self._warehouse}: {lake_views.first_line(exc)}"
             ) from None
 
-    def _summary_sql(self, days: Sequence[date] | None) -> str:
+    def _sources(self, days: Sequence[date] | None) -> tuple[str, str]:
+        """The lake's exchanges of `days` (None: all) with `started_at` naive UTC, and
+        their tool calls, as relations."""
         within = "true"
         if days is not None:
             # on the lake's own started_at (timestamptz): the scan prunes its days' files by it
@@ -272,7 +346,7 @@ class Summarizer:
             if self._tool_calls is not None
             else "(SELECT CAST(NULL AS VARCHAR) AS exchange_id, CAST(NULL AS VARCHAR) AS status WHERE false)"
         )
-        return summary_sql(exchanges, tool_calls=calls)
+        return exchanges, calls
 
 
 def summarize(
@@ -333,7 +407,7 @@ def attach(connection: duckdb.DuckDBPyConnection, metadata: str, gone_keys: str 
         else f"CAST(NULL AS {data_type}) AS {identifier(name)}"
         for name, data_type in COLUMNS
     )
-    for view, grain in (("lake_daily", ALL), ("lake_daily_team", TEAM)):
+    for view, grain in (("lake_daily", ALL), ("lake_daily_team", TEAM), (CONVERSATION_VIEW, CONVERSATION)):
         connection.execute(
             f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM (SELECT {select} FROM {scan}) "
             f"WHERE {GRAIN} = '{grain}'"
@@ -361,11 +435,17 @@ def dirty_days(connection: duckdb.DuckDBPyConnection) -> set[date]:
     return days
 
 
-def plan(connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> Plan:
-    """The days of window [since, until) (naive UTC) the summary answers, and the rest."""
+def plan(
+    connection: duckdb.DuckDBPyConnection,
+    since: datetime | None,
+    until: datetime | None,
+    stale: set[date] | None = None,
+) -> Plan:
+    """The days of window [since, until) (naive UTC) the summary answers, and the rest
+    (`stale`: dirty_days(), when the caller has them already)."""
     dirty = sorted(
         day
-        for day in dirty_days(connection)
+        for day in (dirty_days(connection) if stale is None else stale)
         if (since is None or _end(day) > since) and (until is None or _start(day) < until)
     )
     first = None if since is None else (since.date() if since.time() == time(0) else since.date() + timedelta(1))
@@ -411,13 +491,9 @@ def gather(
     # view, so that a report reads only the summary columns it sums
     connection.execute(f"CREATE OR REPLACE TEMP TABLE daily_parts AS SELECT {names} FROM lake_daily WHERE false")
     for low, high in chosen.rows:
-        where = [
-            f"started_at >= TIMESTAMP '{low.isoformat(sep=' ')}'",
-            f"started_at < TIMESTAMP '{high.isoformat(sep=' ')}'",
-        ]
         with window(connection, low, high):
             connection.execute(
-                f"INSERT INTO daily_parts SELECT {names} FROM ({summary_sql('exchanges', ' AND '.join(where))})"
+                f"INSERT INTO daily_parts SELECT {names} FROM ({summary_sql('exchanges', _between(low, high))})"
             )
     summary = "lake_daily_team" if grain == TEAM else "lake_daily"
     connection.execute(
@@ -426,6 +502,52 @@ def gather(
         f"WHERE {' AND '.join(conditions)} UNION ALL SELECT {names} FROM daily_parts)"
     )
     return chosen
+
+
+def gather_conversations(connection: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> None:
+    """Make `conversation_rows` (CONVERSATION_READ and `in_window`) for report
+    conversations over window [since, until) (naive UTC): a conversation is billed whole,
+    so its sums are over every day: the summary's CONVERSATION rows of the days the
+    store's tail and the deletions leave alone, and the same sums made now from the rows
+    of the others. `in_window` marks a row of a conversation with a turn in the window: a
+    summary row of a day wholly inside it, and a row per conversation with a turn in the
+    window's other instants (plan(): its partial and dirty days, read as rows; no sums)."""
+    from llmtap.analytics.lake_views import window
+
+    stale = dirty_days(connection)
+    names = ", ".join(identifier(name) for name in CONVERSATION_READ)
+    nothing = ", ".join(f"CAST(NULL AS {t}) AS {identifier(n)}" for n, t in COLUMNS if n in CONVERSATION_READ[1:])
+    everywhere = since is None and until is None
+    connection.execute(
+        f"CREATE OR REPLACE TEMP TABLE conversation_parts AS SELECT {names}, true AS in_window "
+        f"FROM {CONVERSATION_VIEW} WHERE false"
+    )
+    for low, high in _merged([(_start(day), _end(day)) for day in stale]):
+        made = conversation_sql("exchanges", _between(low, high))
+        with window(connection, low, high):
+            connection.execute(f"INSERT INTO conversation_parts SELECT {names}, {everywhere} FROM ({made})")
+    chosen = plan(connection, since, until, stale)
+    for low, high in () if everywhere else chosen.rows:
+        with window(connection, low, high):
+            connection.execute(
+                f"INSERT INTO conversation_parts SELECT DISTINCT CAST(conversation_id AS VARCHAR), {nothing}, "
+                f"true FROM exchanges WHERE {_between(low, high)}"
+            )
+    inside = ["true"]
+    if chosen.first is not None:
+        inside.append(f"day >= DATE '{chosen.first.isoformat()}'")
+    if chosen.last is not None:
+        inside.append(f"day < DATE '{chosen.last.isoformat()}'")
+    kept = f"day NOT IN ({', '.join(repr(d.isoformat()) for d in sorted(stale))})" if stale else "true"
+    connection.execute(
+        f"CREATE OR REPLACE TEMP VIEW {CONVERSATION_ROWS} AS SELECT {names}, ({' AND '.join(inside)}) AS in_window "
+        f"FROM {CONVERSATION_VIEW} WHERE {kept} UNION ALL SELECT * FROM conversation_parts"
+    )
+
+
+def _between(low: datetime, high: datetime) -> str:
+    """Rows started in [low, high) (naive UTC), as SQL."""
+    return f"started_at >= TIMESTAMP '{low.isoformat(sep=' ')}' AND started_at < TIMESTAMP '{high.isoformat(sep=' ')}'"
 
 
 def _start(day: date) -> datetime:

@@ -354,7 +354,11 @@ def run(
             query = build(report, dims, tz)
             if kind == "conversations":
                 params["top"] = top
-        if lake_daily.answers(connection, kind, dims, zone(tz).key, listing):
+        if kind == "conversations" and not listing and lake_daily.enabled(connection):
+            # over a lake's summary by conversation plus the rows it does not hold
+            lake_daily.gather_conversations(connection, params["since"], params["until"])
+            columns, rows, texts = _fetched(connection, _body("conversations_daily"), {"top": top})
+        elif lake_daily.answers(connection, kind, dims, zone(tz).key, listing):
             # over a lake's summary plus the rows it does not hold (lake_daily.gather)
             lake_daily.gather(connection, params["since"], params["until"], lake_daily.grain_for(kind, dims))
             columns, rows, texts = _fetched(connection, build(report, dims, tz, source=f"{kind}_daily"), {})

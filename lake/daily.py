@@ -218,7 +218,7 @@ def _replace(
         WATERMARK: str(mark),
         STORE_TOKEN: token or "",
     }
-    arrow_schema = daily.schema().as_arrow()
+    arrow_schema = daily.schema().as_arrow()  # its columns in the table's order (added ones last)
     written = 0
     made: set[date] = set()  # the days of the rows written
     try:
@@ -243,7 +243,7 @@ def _replace(
                 span = None if first is None else (first, _next_month(first))
                 rows = summarizer.rows(changed, held, span)
                 if rows.num_rows:
-                    transaction.append(rows.cast(arrow_schema), snapshot_properties=summary)
+                    transaction.append(rows.select(arrow_schema.names).cast(arrow_schema), snapshot_properties=summary)
                     written += rows.num_rows
                     made.update(rows.column("day").unique().to_pylist())
             if not written:  # a snapshot even when nothing changed: it names `current`

@@ -34,6 +34,7 @@ try:  # the lake extra (pyproject.toml): a one-line error without it
         NestedField,
         StringType,
         StructType,
+        TimestampType,
         TimestamptzType,
     )
 except ImportError as missing:
@@ -94,6 +95,7 @@ def _daily_schema() -> Schema:
         "BIGINT": LongType(),
         "DOUBLE": DoubleType(),
         "DECIMAL(38,0)": DecimalType(38, 0),
+        "TIMESTAMP": TimestampType(),  # naive UTC, as the reports' views hold times
     }
     fields = []
     ids = iter(range(1, 10_000))

@@ -111,9 +111,12 @@ def _timing(rng: random.Random) -> float | None:
     return 10 ** rng.uniform(-1, 5)
 
 
+_KEYS = {*dict(lake_daily.GROUPS), lake_daily.GRAIN, "conversation_id"}
+
+
 def _rows(table: Any) -> list[dict[str, Any]]:
     rows = table.to_pylist()
-    return sorted(rows, key=lambda r: [(v is None, str(v)) for k, v in r.items() if k in dict(lake_daily.GROUPS)])
+    return sorted(rows, key=lambda r: [(v is None, str(v)) for k, v in r.items() if k in _KEYS])
 
 
 def _of_grain(table: Any, grain: str) -> Any:
@@ -139,6 +142,25 @@ def _team_sums_equal(every: Any, team: Any) -> None:
     assert {tuple(row[k] for k in keys): [row[n] for n in counted] for row in team.to_pylist()} == sums
 
 
+def _conversation_sums_equal(conversations: Any, rows: list[dict[str, Any]]) -> None:
+    """The CONVERSATION grain's rows, summed by conversation, count each conversation's
+    exchanges and their cost, as the lake's rows do."""
+    want: dict[Any, list[Any]] = {}
+    for row in rows:
+        entry = want.setdefault(row["conversation_id"], [0, None])
+        entry[0] += 1
+        if row["cost_total_pico"] is not None:
+            entry[1] = (entry[1] or 0) + row["cost_total_pico"]
+    got: dict[Any, list[Any]] = {}
+    for row in conversations.to_pylist():
+        assert row["first_started_at"] is not None and row["last_ended_at"] >= row["first_started_at"]
+        entry = got.setdefault(row["conversation_id"], [0, None])
+        entry[0] += row["requests"]
+        if row["cost_total_pico"] is not None:
+            entry[1] = (entry[1] or 0) + row["cost_total_pico"]
+    assert len(want) > 1 and got == want
+
+
 def _kept_equals_scratch(url: str, lake: Path) -> int:
     catalog = open_catalog(url, str(lake))
     try:
@@ -153,8 +175,10 @@ def _kept_equals_scratch(url: str, lake: Path) -> int:
         assert _rows(both) == _rows(scratch)
         kept = _of_grain(both, lake_daily.ALL)
         _team_sums_equal(kept, _of_grain(both, lake_daily.TEAM))
-        ids = set(exchanges.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
+        rows = exchanges.scan(selected_fields=("id", "conversation_id", "cost_total_pico")).to_arrow().to_pylist()
+        ids = {row["id"] for row in rows}
         assert sum(kept.column("requests").to_pylist()) == len(ids)
+        _conversation_sums_equal(_of_grain(both, lake_daily.CONVERSATION), rows)
         held = calls.scan(selected_fields=("exchange_id", "status")).to_arrow().to_pylist()
         # every call of a summarized exchange, by status
         assert sum(kept.column("tool_calls").to_pylist()) == sum(1 for c in held if c["exchange_id"] in ids) > 0
@@ -505,7 +529,8 @@ def _files_by_month(url: str, lake: Path) -> dict[tuple[int, int], tuple[str, ..
         ((month, grain),) = held
         assert grain not in found.get(month, {}), f"two files of {month}, {grain}"
         found.setdefault(month, {})[grain] = path
-    assert all(set(files) == {lake_daily.ALL, lake_daily.TEAM} for files in found.values()), found
+    grains = {lake_daily.ALL, lake_daily.TEAM, lake_daily.CONVERSATION}
+    assert all(set(files) == grains for files in found.values()), found
     return {month: tuple(files[g] for g in sorted(files)) for month, files in found.items()}
 
 
@@ -571,3 +596,54 @@ def test_a_summary_of_a_file_a_day_is_laid_out_by_month_at_the_next_sync(
     finally:
         catalog.engine.dispose()
     _reports_over(url, lake, summary=True)
+
+
+def test_conversations_over_the_summary_equal_the_rows_with_a_tail_deletions_and_partial_days(
+    store: tuple[str, Engine], tmp_path: Path
+) -> None:
+    """report conversations over the summary's CONVERSATION grain (lake_daily.
+    gather_conversations) equals it over the store, row for row and in order: with a tail
+    of new and changed rows, rows deleted since the sync, and windows that cut days (a
+    conversation's turns outside the window still count: it is billed whole)."""
+    url, engine = store
+    rng = random.Random(41)
+    lake = tmp_path / "lake"
+    ids = _write(engine, tmp_path / "spool", rng, 0, 200)
+    ids += _write(engine, tmp_path / "spool1", rng, 1000, 60)  # a second conversation prefix
+    _sync(url, engine, lake)
+    _write_on(engine, tmp_path / "spool2", 5000, 15, 2)  # a tail, on the third day
+    with engine.begin() as connection:  # the rows of the second and fifth days, synced
+        day = "CAST(strftime('%d', started_at) AS INTEGER) - CAST(strftime('%d', :t0) AS INTEGER)"
+        found = connection.execute(text(f"SELECT id, {day} FROM exchanges"), {"t0": T0.isoformat()}).fetchall()
+    second, fifth = ([i for i, d in found if d == n] for n in (1, 4))
+    _change(engine, rng, second, 5)  # some changed
+    with engine.begin() as connection:
+        for exchange_id in rng.sample(fifth, 3):  # and some deleted: tombstones since the watermark
+            connection.execute(text("DELETE FROM exchanges WHERE id = :id"), {"id": exchange_id})
+    middle = T0 + timedelta(days=2, hours=7, minutes=13)
+    windows: list[dict[str, Any]] = [
+        {},
+        {"since": middle},
+        {"until": middle},
+        {"since": T0 + timedelta(days=1), "until": middle},
+        {"since": middle, "until": middle + timedelta(hours=3)},  # within a day
+        {"since": T0 + timedelta(days=3), "until": T0 + timedelta(days=5)},  # whole days only
+    ]
+    connection = connect(url, lake=str(lake))
+    try:
+        assert lake_daily.enabled(connection)
+        assert connection.execute("SELECT 1 FROM lake_gone_keys LIMIT 1").fetchone() is not None
+        counts = set()
+        for window in windows:
+            for top in (3, 10_000):
+                got = reports.run(url, "conversations", connection=connection, top=top, **window).rows
+                # read off the summary: its rows are the view's, not a scan of the lake's rows
+                parts = connection.execute("SELECT count(*) FROM conversation_parts").fetchone()
+                summarized = connection.execute(f"SELECT count(*) FROM {lake_daily.CONVERSATION_ROWS}").fetchone()
+                assert parts is not None and summarized is not None and summarized[0] > parts[0] > 0
+                want = reports.run(url, "conversations", top=top, **window).rows
+                assert got == want, (window, top)
+                counts.add(len(want))
+        assert len(counts) > 2 and max(counts) > 3  # windows that keep different conversations
+    finally:
+        connection.close()

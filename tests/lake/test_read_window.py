@@ -95,7 +95,13 @@ def test_a_windowed_report_reads_only_the_lake_files_of_its_days(
     try:
         with pytest.raises(duckdb.IOException):  # no window: every day's files are read
             connection.execute("SELECT count(*) FROM exchanges").fetchall()
-        with pytest.raises(duckdb.IOException):  # a conversation is billed whole: the turns before its window
+        # a conversation is billed whole: over the summary, its CONVERSATION rows hold the
+        # turns outside the window (no file of rows read) ...
+        assert lake_daily.enabled(connection)
+        whole = reports.run(blank, "conversations", connection=connection, **window).rows
+        assert whole and whole == reports.run(blank, "conversations", **window).rows
+        connection.execute(f"SET VARIABLE {lake_daily.ENABLED} = false")
+        with pytest.raises(duckdb.IOException):  # ... and over rows, the files before its window are read
             reports.run(blank, "conversations", connection=connection, **window)
         # the window is the report's only: after it, a read takes every day again
         with pytest.raises(duckdb.IOException):
