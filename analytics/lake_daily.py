@@ -272,8 +272,16 @@ class Summarizer:
         from llmtap.analytics import lake_views
 
         self._metadata, self._tool_calls, self._warehouse = metadata, tool_calls, warehouse
+        from llmtap.analytics.duck import memory_settings
+
+        # within a report's memory bound, spilling past it: a month of 100M rows held 2.8 GB
         self._connection = duckdb.connect(
-            config={"autoinstall_known_extensions": False, "autoload_known_extensions": False, "threads": 2}
+            config={
+                "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+                "threads": 2,
+                **memory_settings(),
+            }
         )
         try:
             lake_views.load_extensions(self._connection, warehouse, properties or {})

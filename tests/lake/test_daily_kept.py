@@ -647,3 +647,18 @@ def test_conversations_over_the_summary_equal_the_rows_with_a_tail_deletions_and
         assert len(counts) > 2 and max(counts) > 3  # windows that keep different conversations
     finally:
         connection.close()
+
+
+def test_the_summarizer_keeps_to_the_reports_memory_bound_and_spills_past_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild's aggregates are bounded as a report's are (duck.memory_settings): a
+    month of 100M rows held 2.8 GB with DuckDB's own default (80% of the machine)."""
+    monkeypatch.setenv("LLMTAP_DUCKDB_MEMORY", "77MB")
+    with lake_daily.Summarizer("unused.metadata.json", None, str(tmp_path)) as summarizer:
+        found = summarizer._connection.execute(
+            "SELECT current_setting('memory_limit'), current_setting('temp_directory')"
+        ).fetchone()
+    assert found is not None
+    limit, spill = found
+    assert limit == "73.4 MiB" and "llmtap-duckdb-" in spill, found
