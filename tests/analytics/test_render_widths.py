@@ -28,7 +28,7 @@ COMMANDS = {
     "cost": ("report", "cost"),
     "cost-team-model": ("report", "cost", "--by", "team,model"),
     "cache": ("report", "cache"),
-    "finish": ("report", "finish"),
+    "finish": ("report", "finish", "--by", "provider"),  # its default, named: its values are kept
     "tools": ("report", "tools"),
     "errors-provider-model": ("report", "errors", "--by", "provider,model"),
     "latency": ("report", "latency"),
@@ -122,7 +122,9 @@ def test_tables_fit_and_cut_nothing(wide, name, columns):
     for line in body(out):
         for chunk in re.split(r"\s{2,}", line.strip()):
             assert not chunk or whole(chunk, known), f"{chunk!r} is a cut cell at {columns}:\n{out}"
-    for value in kept_values(run(wide, *as_json(args)), args):
+    values = list(kept_values(run(wide, *as_json(args)), args))
+    assert values, "the JSON gives values the table must keep whole"
+    for value in values:
         assert on_a_line(value, out), f"{value!r} is not whole at {columns}:\n{out}"
     left_out = [line for line in out.splitlines() if line.startswith("left out: ")]
     assert len(left_out) <= 1 and all("--format json" in line for line in left_out)
