@@ -86,8 +86,30 @@ def as_csv(table: Table, zone: tzinfo = UTC) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(table.columns)
     columns = table.columns
-    writer.writerows([_csv_value(row.get(k), zone) for k in columns] for row in table.rows)
+    writer.writerows([_csv_fast(row.get(k), zone) for k in columns] for row in table.rows)
     return out.getvalue()
+
+
+# A text whose first character is none of these is a cell as it is (csv_cell looks past
+# leading spaces and newlines only, and quotes only a formula start after them).
+_PLAIN_START = frozenset(" \n=+-@\t\r")
+
+
+def _csv_fast(value: Any, zone: tzinfo) -> Any:
+    """`_csv_value`, by the exact type of the value for the common cells (int, None, str,
+    Decimal) without the generic path: 18,000 rows of a 100M-exchange report are
+    ~100,000 cells. Anything else, subclasses included, takes `_csv_value`."""
+    kind = type(value)
+    if kind is int:
+        return value
+    if value is None:
+        return ""
+    if kind is str:
+        return value if value and value[0] not in _PLAIN_START else csv_cell(value)
+    if kind is Decimal:
+        text = _decimal_text(value)
+        return text if text[0] not in _PLAIN_START else csv_cell(text)
+    return _csv_value(value, zone)
 
 
 def _csv_value(value: Any, zone: tzinfo) -> Any:
