@@ -270,10 +270,9 @@ class Summarizer:
         self, metadata: str, tool_calls: str | None, warehouse: str, properties: Mapping[str, str] | None = None
     ) -> None:
         from llmtap.analytics import lake_views
-
-        self._metadata, self._tool_calls, self._warehouse = metadata, tool_calls, warehouse
         from llmtap.analytics.duck import memory_settings
 
+        self._metadata, self._tool_calls, self._warehouse = metadata, tool_calls, warehouse
         # within a report's memory bound, spilling past it: a month of 100M rows held 2.8 GB
         self._connection = duckdb.connect(
             config={
@@ -310,8 +309,7 @@ class Summarizer:
         conversations = conversation_sql(exchanges)
         if held is not None and span is not None:
             others = f"day >= DATE '{span[0].isoformat()}' AND day < DATE '{span[1].isoformat()}'"
-            if days:
-                others += f" AND day NOT IN ({', '.join(repr(d.isoformat()) for d in days)})"
+            others += f" AND {_not_on(days or ())}"
             scan = f"iceberg_scan({literal(held)})"
             query += f" UNION ALL SELECT {names} FROM {scan} WHERE {GRAIN} = '{ALL}' AND {others}"
             # a summary of the current shape holds the grain (an older one is made again whole)
@@ -485,13 +483,7 @@ def gather(
     from llmtap.analytics.lake_views import window
 
     chosen = plan(connection, since, until)
-    conditions = ["true"]
-    if chosen.first is not None:
-        conditions.append(f"day >= DATE '{chosen.first.isoformat()}'")
-    if chosen.last is not None:
-        conditions.append(f"day < DATE '{chosen.last.isoformat()}'")
-    if chosen.dirty:
-        conditions.append(f"day NOT IN ({', '.join(repr(d.isoformat()) for d in chosen.dirty)})")
+    conditions = ["true", *_whole_days(chosen), _not_on(chosen.dirty)]
     if chosen.first is not None and chosen.last is not None and chosen.first >= chosen.last:
         conditions = ["false"]
     names = ", ".join(identifier(name) for name, _ in ROW_COLUMNS)
@@ -524,7 +516,7 @@ def gather_conversations(connection: duckdb.DuckDBPyConnection, since: datetime 
 
     stale = dirty_days(connection)
     names = ", ".join(identifier(name) for name in CONVERSATION_READ)
-    nothing = ", ".join(f"CAST(NULL AS {t}) AS {identifier(n)}" for n, t in COLUMNS if n in CONVERSATION_READ[1:])
+    nothing = _nulls([(n, t) for n, t in COLUMNS if n in CONVERSATION_READ[1:]])
     everywhere = since is None and until is None
     connection.execute(
         f"CREATE OR REPLACE TEMP TABLE conversation_parts AS SELECT {names}, true AS in_window "
@@ -541,16 +533,27 @@ def gather_conversations(connection: duckdb.DuckDBPyConnection, since: datetime 
                 f"INSERT INTO conversation_parts SELECT DISTINCT CAST(conversation_id AS VARCHAR), {nothing}, "
                 f"true FROM exchanges WHERE {_between(low, high)}"
             )
-    inside = ["true"]
-    if chosen.first is not None:
-        inside.append(f"day >= DATE '{chosen.first.isoformat()}'")
-    if chosen.last is not None:
-        inside.append(f"day < DATE '{chosen.last.isoformat()}'")
-    kept = f"day NOT IN ({', '.join(repr(d.isoformat()) for d in sorted(stale))})" if stale else "true"
+    inside = " AND ".join(["true", *_whole_days(chosen)])
     connection.execute(
-        f"CREATE OR REPLACE TEMP VIEW {CONVERSATION_ROWS} AS SELECT {names}, ({' AND '.join(inside)}) AS in_window "
-        f"FROM {CONVERSATION_VIEW} WHERE {kept} UNION ALL SELECT * FROM conversation_parts"
+        f"CREATE OR REPLACE TEMP VIEW {CONVERSATION_ROWS} AS SELECT {names}, ({inside}) AS in_window "
+        f"FROM {CONVERSATION_VIEW} WHERE {_not_on(stale)} UNION ALL SELECT * FROM conversation_parts"
     )
+
+
+def _whole_days(chosen: Plan) -> list[str]:
+    """The summary's days of a plan, [first, last), as SQL conditions on `day`."""
+    conditions = []
+    if chosen.first is not None:
+        conditions.append(f"day >= DATE '{chosen.first.isoformat()}'")
+    if chosen.last is not None:
+        conditions.append(f"day < DATE '{chosen.last.isoformat()}'")
+    return conditions
+
+
+def _not_on(days: Iterable[date]) -> str:
+    """Not one of `days`, as an SQL condition on `day` (`true` for none)."""
+    listed = ", ".join(repr(d.isoformat()) for d in sorted(days))
+    return f"day NOT IN ({listed})" if listed else "true"
 
 
 def _between(low: datetime, high: datetime) -> str:
