@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -131,7 +132,8 @@ REPORTS = frozenset({"usage", "cost", "finish", "errors", "latency", "cache", "t
 DIMENSIONS = frozenset({"team", "provider", "model", "day", "key", "protocol", "status", "tier"})
 ENABLED = "llmtap_lake_daily"  # DuckDB variable: the connection's lake has a current summary
 ROWS = "daily_rows"  # the view a report's *_daily.sql reads
-CONVERSATION_VIEW = "lake_daily_conversation"  # the summary's CONVERSATION rows
+SUMMARY_VIEW = "lake_summary"  # the summary's rows, every grain (grain_rows: one of them)
+GONE_DAYS = "llmtap_lake_gone_days"  # DuckDB variable: the query of the deleted rows' days
 CONVERSATION_ROWS = "conversation_rows"  # the view conversations_daily.sql reads
 
 
@@ -399,37 +401,50 @@ def enabled(connection: duckdb.DuckDBPyConnection) -> bool:
     return bool(found and found[0])
 
 
-def attach(connection: duckdb.DuckDBPyConnection, metadata: str, gone_keys: str | None, gone_days: str | None) -> None:
+def attach(
+    connection: duckdb.DuckDBPyConnection,
+    metadata: str,
+    held: AbstractSet[str],
+    gone_keys: str | None,
+    gone_days: str | None,
+) -> None:
     """Make the summary at `metadata` readable on `connection` (its lake's views made by
-    lake_views.attach): `lake_daily`, the summary's rows as DuckDB types; `lake_tail_days`,
-    the days of the store's tail; `gone_keys`/`gone_days`: queries of the keys deleted
-    since the watermark and of the days their lake rows are in (a scan of the lake's
-    keys: plan() runs it only when there are such keys)."""
-    scan = f"iceberg_scan({literal(metadata)})"
-    held = {str(row[0]) for row in connection.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+    lake_views.attach): `lake_summary`, the summary's rows of every grain as DuckDB types
+    (`held`: the columns the summary's files have; the others read as NULL), read a grain
+    at a time through grain_rows(); `lake_tail_days`, the days of the store's tail;
+    `lake_gone_keys`, the keys deleted since the watermark; `gone_days`, a query of the
+    days their lake rows are in, kept as the variable GONE_DAYS and run by dirty_days only
+    when there are such keys (it scans the lake's keys, and a view of it would be bound
+    at every report: 50 ms at 100M exchanges). Each view over the lake's files is bound
+    when made, so there is one."""
     select = ", ".join(
         f"CAST({identifier(name)} AS {data_type}) AS {identifier(name)}"
         if name in held
         else f"CAST(NULL AS {data_type}) AS {identifier(name)}"
         for name, data_type in COLUMNS
     )
-    for view, grain in (("lake_daily", ALL), ("lake_daily_team", TEAM), (CONVERSATION_VIEW, CONVERSATION)):
-        connection.execute(
-            f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM (SELECT {select} FROM {scan}) "
-            f"WHERE {GRAIN} = '{grain}'"
-        )
+    scan = f"iceberg_scan({literal(metadata)})"
+    connection.execute(f"CREATE OR REPLACE TEMP VIEW {SUMMARY_VIEW} AS SELECT {select} FROM {scan}")
     connection.execute(
         "CREATE OR REPLACE TEMP VIEW lake_tail_days AS SELECT DISTINCT CAST(started_at AS DATE) AS day "
         "FROM lake_tail_exchanges"
     )
-    for name, query in (("lake_gone_keys", gone_keys), ("lake_gone_days", gone_days)):
-        empty = (
-            "SELECT CAST(NULL AS VARCHAR) AS exchange_id"
-            if name == "lake_gone_keys"
-            else "SELECT CAST(NULL AS DATE) AS day"
-        )
-        connection.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {query or empty + ' WHERE false'}")
+    keys = gone_keys or "SELECT CAST(NULL AS VARCHAR) AS exchange_id WHERE false"
+    connection.execute(f"CREATE OR REPLACE TEMP VIEW lake_gone_keys AS {keys}")
+    connection.execute(f"SET VARIABLE {GONE_DAYS} = {literal(gone_days or '')}")
     connection.execute(f"SET VARIABLE {ENABLED} = true")
+
+
+def grain_rows(grain: str) -> str:
+    """The summary's rows of one grain, as an SQL subquery."""
+    return f"(SELECT * FROM {SUMMARY_VIEW} WHERE {GRAIN} = {literal(grain)})"
+
+
+def _empty_table(name: str, columns: Sequence[tuple[str, str]]) -> str:
+    """A statement making temp table `name` with `columns` (name, DuckDB type) and no rows:
+    made from the types, not from a query over the summary, which would bind its files."""
+    typed = ", ".join(f"{identifier(column)} {data_type}" for column, data_type in columns)
+    return f"CREATE OR REPLACE TEMP TABLE {name} ({typed})"
 
 
 def dirty_days(connection: duckdb.DuckDBPyConnection) -> set[date]:
@@ -437,7 +452,9 @@ def dirty_days(connection: duckdb.DuckDBPyConnection) -> set[date]:
     days of the lake rows deleted since the watermark."""
     days = {day for (day,) in connection.execute("SELECT day FROM lake_tail_days").fetchall() if day is not None}
     if connection.execute("SELECT 1 FROM lake_gone_keys LIMIT 1").fetchone() is not None:
-        days |= {day for (day,) in connection.execute("SELECT day FROM lake_gone_days").fetchall() if day is not None}
+        found = connection.execute(f"SELECT getvariable('{GONE_DAYS}')").fetchone()
+        if found and found[0]:
+            days |= {day for (day,) in connection.execute(str(found[0])).fetchall() if day is not None}
     return days
 
 
@@ -489,13 +506,13 @@ def gather(
     names = ", ".join(identifier(name) for name, _ in ROW_COLUMNS)
     # the rows' part is small (a few days) and made now; the summary's is read through a
     # view, so that a report reads only the summary columns it sums
-    connection.execute(f"CREATE OR REPLACE TEMP TABLE daily_parts AS SELECT {names} FROM lake_daily WHERE false")
+    connection.execute(_empty_table("daily_parts", ROW_COLUMNS))
     for low, high in chosen.rows:
         with window(connection, low, high):
             connection.execute(
                 f"INSERT INTO daily_parts SELECT {names} FROM ({summary_sql('exchanges', _between(low, high))})"
             )
-    summary = "lake_daily_team" if grain == TEAM else "lake_daily"
+    summary = grain_rows(TEAM if grain == TEAM else ALL)
     connection.execute(
         f"CREATE OR REPLACE TEMP VIEW {ROWS} AS SELECT *, CAST(day AS TIMESTAMP) AS started_at, "
         f"CAST(NULL AS VARCHAR) AS model_requested FROM (SELECT {names} FROM {summary} "
@@ -518,9 +535,9 @@ def gather_conversations(connection: duckdb.DuckDBPyConnection, since: datetime 
     names = ", ".join(identifier(name) for name in CONVERSATION_READ)
     nothing = _nulls([(n, t) for n, t in COLUMNS if n in CONVERSATION_READ[1:]])
     everywhere = since is None and until is None
+    types = dict(COLUMNS)
     connection.execute(
-        f"CREATE OR REPLACE TEMP TABLE conversation_parts AS SELECT {names}, true AS in_window "
-        f"FROM {CONVERSATION_VIEW} WHERE false"
+        _empty_table("conversation_parts", [*((n, types[n]) for n in CONVERSATION_READ), ("in_window", "BOOLEAN")])
     )
     for low, high in _merged([(_start(day), _end(day)) for day in stale]):
         made = conversation_sql("exchanges", _between(low, high))
@@ -536,7 +553,7 @@ def gather_conversations(connection: duckdb.DuckDBPyConnection, since: datetime 
     inside = " AND ".join(["true", *_whole_days(chosen)])
     connection.execute(
         f"CREATE OR REPLACE TEMP VIEW {CONVERSATION_ROWS} AS SELECT {names}, ({inside}) AS in_window "
-        f"FROM {CONVERSATION_VIEW} WHERE {_not_on(stale)} UNION ALL SELECT * FROM conversation_parts"
+        f"FROM {grain_rows(CONVERSATION)} WHERE {_not_on(stale)} UNION ALL SELECT * FROM conversation_parts"
     )
 
 

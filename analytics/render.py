@@ -85,9 +85,37 @@ def as_csv(table: Table, zone: tzinfo = UTC) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(table.columns)
-    columns = table.columns
-    writer.writerows([_csv_fast(row.get(k), zone) for k in columns] for row in table.rows)
+    if not table.columns:
+        writer.writerows([] for _ in table.rows)
+        return out.getvalue()
+    made = [_csv_column([row.get(k) for row in table.rows], zone) for k in table.columns]
+    rows = zip(*(cells for cells, _texts in made), strict=True)
+    if not any(texts and any(type(c) is str and "\r" in c for c in cells) for cells, texts in made):
+        writer.writerows(rows)
+        return out.getvalue()
+    # The writer quotes a cell with a newline, but not one with a bare carriage return
+    # (only what its line terminator holds): a reader then ends the row there. A row with
+    # one is written with its text cells quoted.
+    guarded = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_STRINGS)
+    for row in rows:
+        (guarded if any(type(c) is str and "\r" in c for c in row) else writer).writerow(row)
     return out.getvalue()
+
+
+_NONE = type(None)
+
+
+def _csv_column(values: list[Any], zone: tzinfo) -> tuple[list[Any], bool]:
+    """A column's cells (`_csv_fast` of each value), a column at a time: a report's column
+    holds values of one type, and its ints (most of its cells) are their own cells. And
+    whether they may hold any text but a number's."""
+    kinds = set(map(type, values))
+    if kinds <= {int, _NONE}:
+        return (values if _NONE not in kinds else ["" if v is None else v for v in values]), False
+    if kinds <= {Decimal, _NONE}:
+        texts = ["" if v is None else _decimal_text(v) for v in values]
+        return [t if not t or t[0] not in _PLAIN_START else csv_cell(t) for t in texts], False
+    return [_csv_fast(v, zone) for v in values], True
 
 
 # A text whose first character is none of these is a cell as it is (csv_cell looks past

@@ -132,7 +132,8 @@ def _flagged_spans(
     duck: Any, where: str, params: dict[str, Any], since: datetime | None, until: datetime | None
 ) -> list[tuple[datetime, datetime]]:
     """The spans of the days the summary flags as holding a stale row, within [since, until)."""
-    days = [row[0] for row in duck.execute(f"SELECT DISTINCT day FROM lake_daily WHERE {where}", params).fetchall()]
+    held = lake_daily.grain_rows(lake_daily.ALL)
+    days = [row[0] for row in duck.execute(f"SELECT DISTINCT day FROM {held} WHERE {where}", params).fetchall()]
     spans: list[tuple[datetime, datetime]] = []
     for day in sorted(d for d in days if d is not None):
         low = datetime.combine(day, time(0))

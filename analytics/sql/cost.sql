@@ -18,7 +18,10 @@ SELECT
     -- of those, the ones whose host was neither a provider's nor a configured upstream
     count(*) FILTER (WHERE price_reason = 'unverified_host') AS unverified_host,
     count(*) FILTER (WHERE usage_input_tokens IS NULL) AS usage_missing,
-    string_agg(DISTINCT price_version, '; ' ORDER BY price_version) AS price_version
+    -- each version once, in order: a histogram's keys, where an ordered DISTINCT aggregate
+    -- costs twice the whole query over the summary's rows (0.05 of 0.11 s at 100M)
+    CASE WHEN count(price_version) > 0
+        THEN array_to_string(list_sort(map_keys(histogram(price_version))), '; ') END AS price_version
 FROM exchanges
 WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
 $group_by

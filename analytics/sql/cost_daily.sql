@@ -10,7 +10,10 @@ SELECT
     coalesce(sum(requests) FILTER (WHERE price_status = 'unpriced'), 0) AS unpriced,
     coalesce(sum(requests) FILTER (WHERE price_reason = 'unverified_host'), 0) AS unverified_host,
     sum(usage_missing) AS usage_missing,
-    string_agg(DISTINCT price_version, '; ' ORDER BY price_version) AS price_version
+    -- each version once, in order: a histogram's keys, where an ordered DISTINCT aggregate
+    -- costs twice the whole query over the summary's rows (0.05 of 0.11 s at 100M)
+    CASE WHEN count(price_version) > 0
+        THEN array_to_string(list_sort(map_keys(histogram(price_version))), '; ') END AS price_version
 FROM daily_rows
 $group_by
 ORDER BY $order_by

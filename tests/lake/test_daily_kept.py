@@ -358,7 +358,7 @@ def _same_reports(url: str, connection: Any, kinds: Any, summary: bool) -> None:
                 assert grain == (
                     lake_daily.TEAM if kind != "latency" and len(by) <= 2 and "model" not in by else lake_daily.ALL
                 )
-                view = "lake_daily_team" if grain == lake_daily.TEAM else "lake_daily"
+                view = lake_daily.grain_rows(grain)
                 if connection.execute("SELECT count(*) FROM daily_parts").fetchone() == (0,):  # no tail
                     held = connection.execute(f"SELECT count(*) FROM {view}").fetchone()
                     assert connection.execute("SELECT count(*) FROM daily_rows").fetchone() == held
