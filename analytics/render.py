@@ -112,9 +112,14 @@ def _csv_column(values: list[Any], zone: tzinfo) -> tuple[list[Any], bool]:
     kinds = set(map(type, values))
     if kinds <= {int, _NONE}:
         return (values if _NONE not in kinds else ["" if v is None else v for v in values]), False
-    if kinds <= {Decimal, _NONE}:
-        texts = ["" if v is None else _decimal_text(v) for v in values]
+    if kinds <= {Decimal, _NONE} or kinds <= {float, _NONE}:
+        if Decimal in kinds:
+            texts = ["" if v is None else _decimal_text(v) for v in values]
+        else:
+            texts = ["" if v is None else f"{v:g}" for v in values]  # _text's
         return [t if not t or t[0] not in _PLAIN_START else csv_cell(t) for t in texts], False
+    if kinds <= {str, _NONE}:
+        return ["" if v is None else v if v and v[0] not in _PLAIN_START else csv_cell(v) for v in values], True
     return [_csv_fast(v, zone) for v in values], True
 
 

@@ -491,7 +491,7 @@ def _as_dicts(
     """Rows as dicts, pico-dollar columns as Decimal dollars, the whole numbers fetched as
     text (`texts`, _fetched) as ints. Only those columns are visited (a --list can be 100k+
     rows: a loop over every key would show)."""
-    dicts = [dict(zip(columns, values, strict=True)) for values in rows]
+    dicts = [dict(zip(columns, values, strict=False)) for values in rows]  # one query made both: strict costs 20%
     for name in columns:
         if name in MONEY:
             for row in dicts:

@@ -99,12 +99,15 @@ def _per_row_csv(table: Table, zone: timezone) -> str:
 def test_the_written_csv_is_the_per_cell_rules_csv_column_by_column(zone: timezone) -> None:
     ints = [0, -3, 10**20, None, 7]
     decimals = [Decimal("0"), None, Decimal("-1.2300"), Decimal("1E+3"), Decimal("NaN"), Decimal("0.77699515")]
+    floats = [0.0, -1.5, 1e-9, None, float("-inf"), float("nan"), 0.6904, -0.0, 1e300]
     n = len(VALUES)
     columns = {
         "ints": lambda i: ints[i % len(ints)],
         "ints_no_none": lambda i: i * 3 - 40,
         "decimals": lambda i: decimals[i % len(decimals)],
         "texts": lambda i: HOSTILE[i % len(HOSTILE)],
+        "texts_and_none": lambda i: None if i % 5 == 0 else HOSTILE[(i * 3) % len(HOSTILE)],
+        "floats": lambda i: floats[i % len(floats)],
         "nothing": lambda i: None,
         "mixed": lambda i: VALUES[i],
         "mixed_turned": lambda i: VALUES[(i * 7) % n],

@@ -139,3 +139,51 @@ def test_the_docs_error_lists_are_the_reports() -> None:
         {kind.lower() for kind in kinds("rate_limited")},
         {kind.lower() for kind in kinds("server_error", "overloaded")},
     ]
+
+
+def test_the_columns_read_from_the_metadata_file_are_the_ones_duckdb_reads(synced: tuple[str, Path]) -> None:
+    """lake_views takes each table's columns (and which of them hold instants) from its
+    metadata file instead of a DESCRIBE of the scan: the same names and the same instants
+    as DuckDB's iceberg reader gives, for every table of the lake, the summary included."""
+    import json
+
+    from llmtap.analytics import lake_views
+
+    url, lake = synced
+    catalog = SqlCatalog("llmtap", uri=url, warehouse=f"file://{lake}")
+    try:
+        locations = {
+            name: catalog.load_table(f"llmtap.{name}").metadata_location
+            for name in ("exchanges", "tool_calls", "daily")
+        }
+    finally:
+        catalog.engine.dispose()
+    connection = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    connection.execute(f"LOAD '{extension_path(duckdb_extension_avro, 'avro')}'")
+    connection.execute(f"LOAD '{extension_path(duckdb_extension_iceberg, 'iceberg')}'")
+    instants = 0
+    for name, location in locations.items():
+        metadata = json.loads(Path(location.removeprefix("file://")).read_text())
+        snapshot = lake_views._current_snapshot(metadata, location)
+        assert snapshot is not None
+        described = connection.execute(f"DESCRIBE SELECT * FROM iceberg_scan('{location}')").fetchall()
+        want = {str(row[0]): "TIME ZONE" in str(row[1]).upper() for row in described}
+        assert lake_views.held_columns(metadata, snapshot, location) == want, name
+        instants += sum(want.values())
+    assert instants >= 3  # started_at and the rest: the instants were tried
+
+
+def test_a_metadata_file_whose_schema_lists_no_columns_is_a_damaged_lake() -> None:
+    from llmtap.analytics import lake_views
+
+    snapshot = {"snapshot-id": 1, "schema-id": 0}
+    for schemas in ([{"schema-id": 0}], [{"schema-id": 0, "fields": [{"id": 1}]}], [{"schema-id": 7, "fields": []}]):
+        with pytest.raises(lake_views.LakeError, match="damaged"):
+            lake_views.held_columns({"schemas": schemas, "current-schema-id": 0}, snapshot, "m.json")
+    # a v1 table's one `schema`, with no schema id: its columns
+    v1 = {
+        "schema": {
+            "fields": [{"id": 1, "name": "id", "type": "string"}, {"id": 2, "name": "at", "type": "timestamptz"}]
+        }
+    }
+    assert lake_views.held_columns(v1, {"snapshot-id": 1}, "m.json") == {"id": False, "at": True}
