@@ -123,6 +123,7 @@ CONVERSATION_COLUMNS = (
     ("unpriced", "BIGINT"),
     ("first_started_at", "TIMESTAMP"),
     ("last_ended_at", "TIMESTAMP"),
+    ("opens", "BOOLEAN"),  # the day holds the conversation's first exchange (its id is the conversation's)
 )
 COLUMNS = (*ROW_COLUMNS, (GRAIN, "VARCHAR"), *CONVERSATION_COLUMNS)
 # the rows' shape: a summary made in another (older) one is not read, and made again whole
@@ -228,6 +229,8 @@ CONVERSATION_SUMS = {
     "unpriced": "count(*) FILTER (WHERE price_status = 'unpriced')",
     "first_started_at": "min(started_at)",
     "last_ended_at": "max(coalesce(ended_at, started_at))",
+    # conversations_daily.sql ranks a conversation with this row alone as it is
+    "opens": "coalesce(bool_or(id = conversation_id), false)",
 }
 CONVERSATION_READ = ("conversation_id", *CONVERSATION_SUMS)  # what gather_conversations' view holds
 

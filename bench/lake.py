@@ -5,24 +5,26 @@ sync` throughput from a PostgreSQL store.
     uv run python bench/lake.py [--rows 10000000[,100000000]] [--days 365] [--dir /tmp]
         [--keep] [--reuse FOLDER] [--no-reports] [--pg URL | --no-sync] [--sync-rows 1000000]
 
-How the history is made fast. `synthetic.py` makes a seed (20,000 exchanges, priced, in
-a SQLite store) and `llmtap lake sync` copies it into a scratch lake, so the seed's rows
+How the history is made fast. `synthetic.py` makes a seed (20,000 exchanges, priced, in a
+SQLite store) and `llmtap lake sync` copies it into a scratch lake, so the seed's rows
 have the lake's columns and types exactly. Each day of the year then takes the next
 stretch of the seed, cycling through it: zero-copy `pyarrow` slices of the seed's wide
 columns, with the few that change made whole by `pyarrow.compute` (new start times inside
 the day: business hours, weekends at a third, traffic growing over the year; new ids; each
 pass over the seed its own thread keys and first messages, so its conversations are its
-own, and its own teams and keys: 50 teams). A day's tool calls are the seed's calls of its
-exchanges, sliced the same way. Two processes write the days' Parquet files (the Iceberg
-field ids in their schema, zstd level 1), one per table and day in its partition's
-folder, and one `add_files` commit per table registers them (pyiceberg reads only the
-files' footers for the stats) with the snapshot summary a sync writes: `llmtap.watermark`
-above every revision of the store the lake is kept in (a fresh SQLite store, which also
-holds the SQL catalog) and its `llmtap.store_token`. So `llmtap report … --lake` reads it
-as a synced lake. One day of 274,000 exchanges (100M a year): 3.6-3.9 s to make and
-write, 0.9-1.0 s CPU; `Table.append` of the same Arrow tables 6.6 s, 1.6 s CPU, and its
-commits take turns, where files written apart take one commit. (The seed's copies
-repeat: a team and its twin of the other pass have the same totals.)
+own, and its own teams and keys: 50 teams; its conversation ids and links to a previous
+exchange are the new ids of its own rows, a conversation the stretch cuts starting anew).
+A day's tool calls are the seed's calls of its exchanges, sliced the same way. Two
+processes write the days' Parquet files (the Iceberg field ids in their schema, zstd level
+1), one per table and day in its partition's folder, and one `add_files` commit per table
+registers them (pyiceberg reads only the files' footers for the stats) with the snapshot
+summary a sync writes: `llmtap.watermark` above every revision of the store the lake is
+kept in (a fresh SQLite store, which also holds the SQL catalog) and its
+`llmtap.store_token`. So `llmtap report … --lake` reads it as a synced lake. One day of
+274,000 exchanges (100M a year): 3.6-3.9 s to make and write, 0.9-1.0 s CPU;
+`Table.append` of the same Arrow tables 6.6 s, 1.6 s CPU, and its commits take turns,
+where files written apart take one commit. (The seed's copies repeat: a team and its twin
+of the other pass have the same totals.)
 
 Each report runs as `llmtap report KIND --lake DIR --db URL --format csv` in a child
 process started by a small launcher (a child's `ru_maxrss` carries the high-water mark of
@@ -34,15 +36,15 @@ The daily summary: after the `add_files` commits the lake gains its summary exac
 sync makes it (lake/daily.keep: every month, since none was made), and the reports it
 answers are also read through `reports.run` in a process each, beside the bare DuckDB
 `GROUP BY team, day` over the same Parquet files, and again as rows (the summary turned
-off). Measured 2026-12-03 at 100M (summary: 1,767,330 rows of the full grain, 129,940 of
-the team grain, 26 files, made in 467 s with a 2.8 GB peak); the whole CLI commands, on
-the quiet machine: usage / cost / finish / errors by team,day 1.9 / 2.2 / 2.3 / 1.6-1.9 s,
-latency by model 2.7 s, cache 1.8 s, tools 1.6 s, conversations 25.8 s (every report
-under 610 MB); as rows: 12.9 / 21.0 / 16.3 / 55.9 s, latency 38.4 s (3.3 GB); the bare
-GROUP BY 9.8 s. docs/lake.md has the table.
+off). Measured 2026-12-04 at 100M (summary: 22,672,697 rows, most of them the 20.8M
+conversations' days, made in 451 s); the whole CLI commands: usage / cost / finish /
+errors by team,day 1.3 / 1.6 / 1.5 / 1.2 s, latency by model 2.2 s, cache 1.3 s, tools
+1.1 s, conversations 5.6 s (every report under 470 MB); as rows: 15.8 / 20.4 / 12.0 /
+33.9 s, latency 21.4 s (3.3 GB); the bare GROUP BY 15.6 s. docs/lake.md has the tables.
 
 Measured (2-core machine, shared with other work): docs/lake.md, "At fleet size". 100M
-exchanges + 35.8M tool calls written in 565 s (177,000 exchanges/s), 5.9 GB of Parquet.
+exchanges + 35.8M tool calls written in 273-565 s (177,000-366,000 exchanges/s), 6.9 GB of
+Parquet.
 
 Not a timed test: it prints numbers and exits 0 either way. Not responsible for the
 reports (analytics/) or the sync (lake/sync.py).
@@ -247,6 +249,25 @@ def _segments(day: Day, size: int) -> list[tuple[int, int, int]]:
     return pieces
 
 
+def _own_links(rows: pa.Table, seed_ids: pa.ChunkedArray) -> pa.Table:
+    """A piece's links between exchanges made its own, as the writer would have stored
+    them for these rows: each conversation's id is the new id of its first exchange in the
+    piece (a conversation the piece cuts starts at its first row here), and a previous
+    exchange or cache predecessor outside the piece is none. Without this every pass over
+    the seed would add its turns to the seed's few thousand conversations."""
+    new_ids = rows.column("id").combine_chunks()
+    seed_ids = seed_ids.combine_chunks()
+    for name in ("previous_exchange_id", "cache_previous_id"):
+        at = pc.index_in(rows.column(name), value_set=seed_ids)
+        rows = _replace(rows, name, pc.take(new_ids, at))
+    conversation = rows.column("conversation_id").combine_chunks()
+    position = pa.table({"conversation": conversation, "at": _arange(0, len(conversation))})
+    first = position.group_by("conversation").aggregate([("at", "min")])
+    first = first.filter(pc.is_valid(first.column("conversation")))
+    at = pc.take(first.column("at_min"), pc.index_in(conversation, value_set=first.column("conversation")))
+    return _replace(rows, "conversation_id", pc.take(new_ids, at))
+
+
 def write_day(day: Day) -> Written:
     """One day's exchanges and tool calls as two Parquet files in their partitions: the
     seed's rows sliced (no copies of its wide columns), its few changed columns made whole."""
@@ -278,6 +299,7 @@ def write_day(day: Day) -> Written:
         rows = _replace(rows, "key_fingerprint", pc.binary_join_element_wise(fingerprints, f".{team_set}", ""))
         for name in ("thread_key", "first_message_hash"):  # each pass over the seed: conversations of its own
             rows = _replace(rows, name, pc.binary_join_element_wise(rows.column(name).combine_chunks(), tag, ""))
+        rows = _own_links(rows, seed.exchanges.column("id").slice(start, count))
         exchange_parts.append(rows)
         first_call = seed.calls_start[start].as_py()
         calls_end = seed.calls_start[stop].as_py() if stop < len(seed.calls_start) else seed.calls.num_rows
@@ -437,8 +459,12 @@ def run_reads(lake: Lake) -> list[Run]:
 
 
 def _child_env() -> dict[str, str]:
+    """The reports' environment: no config file, and bytecode written and read as an
+    installed tool has it (with PYTHONDONTWRITEBYTECODE set, as on these machines, every
+    run compiled the modules it lacked again: 0.1-0.3 s of each whole command)."""
     env = dict(os.environ)
     env.pop("LLMTAP_CONFIG", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 

@@ -11,8 +11,9 @@ store attached, the views, the query, the rows in Python), best of R, wall clock
 process's CPU (DuckDB's threads included: on a busy machine the CPU column is the steadier
 one). Then the dashboard's way (one connection, a snapshot, every report), what one dashboard
 render gathers (`data.collect`: the snapshot, its reports and listings, the newest
-exchanges), and one whole `llmtap report` command. Goal: every report under 2 s at 1M exchanges on a 2-core
-machine. Not a timed test: it prints numbers, and exits 0 either way.
+exchanges), `show ID` with its conversation, and whole `llmtap` commands. Goals at 1M
+exchanges on a 2-core machine: every report under 1 s, `show ID --conversation` under
+0.2 s. Not a timed test: it prints numbers, and exits 0 either way.
 """
 
 from __future__ import annotations
@@ -93,7 +94,9 @@ REPORT_RUNS = [
     ("tools --list", "tools", None, True, None),
     ("errors --by provider", "errors", None, False, None),
     ("latency --by model,provider", "latency", None, False, None),
+    ("conversations --top 20", "conversations", None, False, None),  # the CLI's default top
 ]
+TOP = 20
 
 # The same aggregation in the store's own SQL, where it has one.
 NATIVE = {
@@ -177,14 +180,51 @@ def time_reports(url: str, engine: Engine, repeat: int, backend: str) -> list[Ti
     native = {**NATIVE, **(NATIVE_PG if backend == "postgresql" else {})}
     for label, kind, by, listing, days in REPORT_RUNS:
         since = latest - timedelta(days=days) if days else None
-        wall, cpu, table = best_of(repeat, partial(reports.run, url, kind, by=by, listing=listing, since=since))
+        top = TOP if kind == "conversations" else None
+        wall, cpu, table = best_of(
+            repeat, partial(reports.run, url, kind, by=by, listing=listing, since=since, top=top)
+        )
         timing = Timing(label, wall, cpu, len(table.rows))
         if label in native:
             with engine.connect() as connection:
                 timing.native, _, _ = best_of(repeat, partial(_fetch_all, connection, native[label]))
         out.append(timing)
     out += time_snapshot(url)
+    out += time_show(url, engine, repeat)
     out.append(time_command(url, repeat))
+    return out
+
+
+def time_show(url: str, engine: Engine, repeat: int) -> list[Timing]:
+    """`show ID` and `show ID --conversation` (analytics/audit.py) for an exchange in the
+    store's longest conversation and for one in a conversation of median length: the
+    stored conversation id looked up by key, its turns and their tool calls. Then the
+    whole `llmtap show ID --conversation --format json` command."""
+    from llmtap.analytics import audit
+
+    with engine.connect() as connection:
+        sizes = connection.execute(
+            text(
+                "SELECT conversation_id, count(*) AS n FROM exchanges WHERE conversation_id IS NOT NULL "
+                "GROUP BY conversation_id ORDER BY n DESC, conversation_id"
+            )
+        ).all()
+        picks = [("longest", sizes[0]), ("median", sizes[len(sizes) // 2])]
+        ids = {
+            name: connection.execute(
+                text("SELECT max(id) FROM exchanges WHERE conversation_id = :c"), {"c": row.conversation_id}
+            ).scalar_one()
+            for name, row in picks
+        }
+    out = []
+    for name, row in picks:
+        shown = ids[name]
+        wall, cpu, _ = best_of(repeat, partial(audit.show, engine, shown))
+        out.append(Timing(f"show ID ({name} conversation)", wall, cpu, 1))
+        wall, cpu, data = best_of(repeat, partial(audit.conversation, engine, shown))
+        out.append(Timing(f"show ID --conversation ({name}: {row.n:,})", wall, cpu, len(data["turns"])))
+    command = ["show", ids["median"], "--conversation", "--format", "json", "--db", url]
+    out.append(Timing("llmtap show --conversation (command)", time_llmtap(command, repeat), float("nan")))
     return out
 
 
@@ -196,7 +236,7 @@ def time_snapshot(url: str) -> list[Timing]:
 
         def everything() -> int:
             return sum(
-                len(reports.run(url, kind, by=by, listing=listing, connection=connection).rows)
+                len(reports.run(url, kind, by=by, listing=listing, connection=connection, top=TOP).rows)
                 for _, kind, by, listing, _ in REPORT_RUNS
             )
 
@@ -212,13 +252,20 @@ def time_snapshot(url: str) -> list[Timing]:
 def time_command(url: str, repeat: int) -> Timing:
     """`llmtap report cost` as a user runs it: interpreter, imports, schema check, the
     check for unpriced rows, DuckDB, output (bytecode cached, as an installed tool has it)."""
+    wall = time_llmtap(["report", "cost", "--format", "json", "--db", url], repeat)
+    return Timing("llmtap report cost (whole command)", wall, float("nan"))
+
+
+def time_llmtap(arguments: list[str], repeat: int) -> float:
+    """Best wall seconds of `llmtap ARGUMENTS` in a fresh interpreter, after one run that
+    writes the bytecode cache (as an installed tool has it)."""
     with tempfile.TemporaryDirectory(prefix="llmtap-bench-home-") as home:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(LLMTAP_HOME=home, PYTHONPYCACHEPREFIX=str(Path(home) / "pycache"))
-        command = [sys.executable, "-m", "llmtap.cli.main", "report", "cost", "--format", "json", "--db", url]
-        subprocess.run(command, env=env, check=True, capture_output=True)  # writes the bytecode cache
+        command = [sys.executable, "-m", "llmtap.cli.main", *arguments]
+        subprocess.run(command, env=env, check=True, capture_output=True)
         wall, _, _ = best_of(repeat, lambda: subprocess.run(command, env=env, check=True, capture_output=True))
-    return Timing("llmtap report cost (whole command)", wall, float("nan"))
+    return wall
 
 
 def print_table(title: str, results: list[Timing]) -> None:

@@ -96,6 +96,7 @@ def _daily_schema() -> Schema:
         "DOUBLE": DoubleType(),
         "DECIMAL(38,0)": DecimalType(38, 0),
         "TIMESTAMP": TimestampType(),  # naive UTC, as the reports' views hold times
+        "BOOLEAN": BooleanType(),
     }
     fields = []
     ids = iter(range(1, 10_000))

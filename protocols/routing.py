@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
-from llmtap.protocols.hosts import nameless
+from llmtap.protocols.hosts import bare_host, nameless
 
 PROTOCOLS = (
     "anthropic.messages",
@@ -240,9 +240,7 @@ def provider_for(protocol: str, host: str | None, path: str = "") -> str:
     Which hosts name a provider (api.anthropic.com, openrouter.ai, …) is genai-prices'
     provider list's to say, and the config's `[[providers]]`: protocols/providers.py asks
     them first and this only after; the stored `provider` comes from there."""
-    name = (host or "").lower().split("@")[-1]
-    name = name.rsplit(":", 1)[0] if name.count(":") == 1 else name
-    name = name.rstrip(".")
+    name = bare_host(host)
     cloud = _cloud_provider(path, local=nameless(name))
     if cloud is not None:
         return cloud

@@ -136,6 +136,7 @@ def test_weeks_and_other_teams_add_up_to_the_total(synthetic_store):
     assert weekly == Decimal(d["totals"]["cost_usd"]) > 0
     assert sum(r["input_tokens"] for r in d["cache_by_day_team"]) == d["totals"]["input_tokens"]
     assert sum(r["requests"] for r in d["usage_by_day"]) == d["totals"]["requests"]
+    assert len(d["usage_by_day"]) > 40
     assert all(date.fromisoformat(r["day"]).weekday() == 0 for r in d["usage_by_day"])
 
 

@@ -610,6 +610,9 @@ def test_conversations_over_the_summary_equal_the_rows_with_a_tail_deletions_and
     lake = tmp_path / "lake"
     ids = _write(engine, tmp_path / "spool", rng, 0, 200)
     ids += _write(engine, tmp_path / "spool1", rng, 1000, 60)  # a second conversation prefix
+    with engine.begin() as connection:  # rows of no conversation (as an llmtap before stored verdicts left them)
+        for exchange_id in rng.sample(ids, 4):
+            connection.execute(text("UPDATE exchanges SET conversation_id = NULL WHERE id = :id"), {"id": exchange_id})
     _sync(url, engine, lake)
     _write_on(engine, tmp_path / "spool2", 5000, 15, 2)  # a tail, on the third day
     with engine.begin() as connection:  # the rows of the second and fifth days, synced
@@ -645,6 +648,12 @@ def test_conversations_over_the_summary_equal_the_rows_with_a_tail_deletions_and
                 assert got == want, (window, top)
                 counts.add(len(want))
         assert len(counts) > 2 and max(counts) > 3  # windows that keep different conversations
+        # the view held each kind of conversation row its SQL sorts apart
+        kinds = connection.execute(
+            f"SELECT count(*) FILTER (WHERE opens), count(*) FILTER (WHERE NOT opens), "
+            f"count(*) FILTER (WHERE conversation_id IS NULL) FROM {lake_daily.CONVERSATION_ROWS}"
+        ).fetchone()
+        assert kinds is not None and min(kinds) > 0, kinds
     finally:
         connection.close()
 

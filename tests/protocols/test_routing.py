@@ -175,6 +175,12 @@ PROVIDERS = [
     ("openai.chat", None, "openai"),
     ("openai.responses", "", "openai"),
     ("gemini.generate", None, "google"),
+    # the host as protocols.hosts.bare_host reads it: an IPv6 literal without its port,
+    # a user part and a trailing dot dropped, surrounding space ignored
+    ("openai.chat", "[::1]:8080", "[::1]"),
+    ("openai.chat", "[fd00::2]", "[fd00::2]"),
+    ("openai.chat", "user@VLLM.internal.:8000", "vllm.internal"),
+    ("openai.chat", " vllm.internal ", "vllm.internal"),
 ]
 
 
