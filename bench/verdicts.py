@@ -9,8 +9,10 @@ walked whole). The difference per record is the figure.
 
 Measured (2-core machine, 20,000 exchanges, batches of 200, 2026-12-02): SQLite 0.051 ms
 a record in time order (x1.39 the writer without verdicts), 0.058 ms shuffled; PostgreSQL
-0.073 / 0.071 ms. Before the batch's neighbours were read in three queries (a few per
-row): 0.55 / 0.88 ms on SQLite, 1.64 / 1.17 ms on PostgreSQL.
+0.073 / 0.071 ms. Again 2026-12-04 (the machine slower that day: a bare DuckDB scan took
+1.6 times as long): SQLite 0.096-0.118 / 0.012-0.038 ms, PostgreSQL 0.135 / 0.150 ms.
+Before the batch's neighbours were read in three queries (a few per row): 0.55 / 0.88 ms
+on SQLite, 1.64 / 1.17 ms on PostgreSQL.
 
 Not a timed test: it prints numbers and exits 0 either way. Not responsible for the
 rules (protocols/rules.py) nor the writer (storage/writer.py).
