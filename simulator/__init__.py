@@ -9,8 +9,9 @@ real providers' reasons. Used by the demo, the end-to-end tests and the benchmar
 - `prompt_cache`: the simulated prompt cache (`PromptCache`).
 - `wire_common`: token counts, digests and `Reply` framing the protocols share.
 - `wire_anthropic`, `wire_openai`, `wire_gemini`: one protocol family each.
-- `admin_anthropic`: Anthropic's Admin API usage and cost reports and key listing, from
-  planted usage (`AnthropicAdmin`), for `llmtap reconcile`'s tests.
+- `admin_anthropic`, `admin_openai`: the providers' admin usage and cost reports and key
+  listings, from planted usage (`AnthropicAdmin`, `OpenAIAdmin`; what they share in
+  `admin_common`), for `llmtap reconcile`'s tests.
 
 Imports go one way: `upstream` <- `wire_common` <- `plan`, `prompt_cache` <- `wire_*` <-
 `provider`. Not responsible for proxying, recording or driving traffic (that is the proxy,

@@ -5,11 +5,10 @@ cost report (`GET /v1/organizations/cost_report`) and the API key listing
 test, in the shapes, units, limits and pagination the API reference documents
 (docs/reconcile-sources.md has the facts and their sources).
 
-What the reference leaves unsaid is chosen here, and said: an omitted `ending_at` ends the
-report after `limit` buckets; a cursor (`page`) names the next bucket's start and is only
-valid with the parameters it came with; a cost row grouped by description is one per
-workspace × model × service tier × context window × token type, its description built
-from them; any key but the admin key is refused with a 401.
+What the reference leaves unsaid is chosen here (and in admin_common, for the buckets and
+cursors), and said: a cost row grouped by description is one per workspace × model ×
+service tier × context window × token type, its description built from them; any key but
+the admin key is refused with a 401.
 
 Not responsible for serving HTTP (`upstream.Upstream` takes this as its router) or for
 deciding what the planted rows are (the tests plant the gaps they look for).
@@ -17,29 +16,26 @@ deciding what the planted rows are (the tests plant the gaps they look for).
 
 from __future__ import annotations
 
-import base64
-import binascii
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
-from llmtap.simulator.upstream import Reply, Seen
-from llmtap.simulator.wire_common import json_reply
+from llmtap.simulator import admin_common as common
+from llmtap.simulator.admin_common import Query, Refused, Width
 
 USAGE_PATH = "/v1/organizations/usage_report/messages"
 COST_PATH = "/v1/organizations/cost_report"
 KEYS_PATH = "/v1/organizations/api_keys"
 
 # bucket_width -> (its length, default limit, largest limit): the reference's table
-USAGE_WIDTHS = {
+USAGE_WIDTHS: dict[str, Width] = {
     "1m": (timedelta(minutes=1), 60, 1440),
     "1h": (timedelta(hours=1), 24, 168),
     "1d": (timedelta(days=1), 7, 31),
 }
-COST_WIDTHS = {"1d": (timedelta(days=1), 7, 31)}
+COST_WIDTHS: dict[str, Width] = {"1d": (timedelta(days=1), 7, 31)}
 USAGE_GROUPS = ("api_key_id", "workspace_id", "model", "service_tier", "context_window")
 USAGE_FILTERS = {  # query parameter -> the dimension it keeps
     "api_key_ids[]": "api_key_id",
@@ -107,91 +103,77 @@ class Key:
     status: str = "active"
 
 
-class Refused(Exception):
-    """A request the API would refuse: its status, error type and message."""
-
-    def __init__(self, status: int, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.kind = status, kind
-
-
-class AnthropicAdmin:
-    """`AnthropicAdmin(admin_key, usage=…, costs=…, keys=…)(seen) -> Reply`. `seen`
-    lists every request's path and query (never its headers: they hold the admin key)."""
+class AnthropicAdmin(common.AdminRouter):
+    """`AnthropicAdmin(admin_key, usage=…, costs=…, keys=…)(seen) -> Reply`."""
 
     def __init__(
-        self,
-        admin_key: str,
-        *,
-        usage: Iterable[Usage] = (),
-        costs: Iterable[Cost] = (),
-        keys: Iterable[Key] = (),
+        self, admin_key: str, *, usage: Iterable[Usage] = (), costs: Iterable[Cost] = (), keys: Iterable[Key] = ()
     ) -> None:
-        self.admin_key = admin_key
+        super().__init__(admin_key)
         self.usage = list(usage)
         self.costs = list(costs)
         self.keys = sorted(keys, key=lambda k: k.id)
-        self.seen: list[str] = []
 
-    def __call__(self, seen: Seen) -> Reply:
-        parts = urlsplit(seen.path)
-        self.seen.append(seen.path)
-        query = parse_qs(parts.query, keep_blank_values=True)
-        try:
-            if seen.headers.get("x-api-key") != self.admin_key:
-                raise Refused(401, "authentication_error", "invalid x-api-key")
-            if seen.method != "GET":
-                raise Refused(405, "invalid_request_error", f"{seen.method} is not allowed here")
-            if parts.path == USAGE_PATH:
-                return json_reply(self._usage_report(query))
-            if parts.path == COST_PATH:
-                return json_reply(self._cost_report(query))
-            if parts.path == KEYS_PATH:
-                return json_reply(self._keys(query))
-            raise Refused(404, "not_found_error", f"no such endpoint {parts.path}")
-        except Refused as refused:
-            error = {"type": refused.kind, "message": str(refused)}
-            return json_reply({"type": "error", "error": error}, refused.status)
+    def authorized(self, headers: Mapping[str, str]) -> bool:
+        return headers.get("x-api-key") == self.admin_key
 
-    def _usage_report(self, query: dict[str, list[str]]) -> dict[str, Any]:
-        buckets, next_start = _buckets(query, USAGE_WIDTHS)
-        groups = _choices(query, "group_by[]", USAGE_GROUPS)
-        kept = [u for u in self.usage if _passes(u, query)]
-        data = []
-        for start, end in buckets:
-            sums: dict[tuple[Any, ...], dict[str, int]] = {}
-            for row in kept:
-                if start <= row.at.astimezone(UTC) < end:
-                    key = tuple(getattr(row, name) if name in groups else None for name in USAGE_GROUPS)
-                    _add_usage(sums.setdefault(key, {}), row)
-            results = [_usage_result(key, counts) for key, counts in sorted(sums.items(), key=_sort_key)]
-            data.append({"starting_at": _rfc3339(start), "ending_at": _rfc3339(end), "results": results})
-        return _page(data, next_start)
+    def route(self, path: str, query: Query) -> dict[str, Any]:
+        if path == USAGE_PATH:
+            return self._usage_report(query)
+        if path == COST_PATH:
+            return self._cost_report(query)
+        if path == KEYS_PATH:
+            return self._keys(query)
+        raise Refused(404, "not_found_error", f"no such endpoint {path}")
 
-    def _cost_report(self, query: dict[str, list[str]]) -> dict[str, Any]:
-        buckets, next_start = _buckets(query, COST_WIDTHS)
-        groups = _choices(query, "group_by[]", COST_GROUPS)
-        data = []
-        for start, end in buckets:
-            sums: dict[tuple[Any, ...], Decimal] = {}
-            for cost in self.costs:
-                if start.date() == cost.day:
-                    workspace = cost.workspace_id if "workspace_id" in groups else None
-                    described = _described(cost) if "description" in groups else (None,) * 6
-                    key = (workspace, *described)
-                    sums[key] = sums.get(key, Decimal(0)) + cost.cents
-            results = [_cost_result(key, cents) for key, cents in sorted(sums.items(), key=_sort_key)]
-            data.append({"starting_at": _rfc3339(start), "ending_at": _rfc3339(end), "results": results})
-        return _page(data, next_start)
+    def refusal(self, refused: Refused) -> dict[str, Any]:
+        return {"type": "error", "error": {"type": refused.kind, "message": str(refused)}}
 
-    def _keys(self, query: dict[str, list[str]]) -> dict[str, Any]:
-        limit = _limit(query, *KEY_LIMIT)
-        keys = [k for k in self.keys if _one(query, "status") in (None, k.status)]
-        workspace = _one(query, "workspace_id")
+    def _usage_report(self, query: Query) -> dict[str, Any]:
+        spans, cursor = _report_buckets(query, USAGE_WIDTHS)
+        groups = common.choices(query, "group_by[]", USAGE_GROUPS)
+        kept = [u for u in self.usage if common.passes(u, query, USAGE_FILTERS)]
+        data = [
+            {
+                "starting_at": _rfc3339(start),
+                "ending_at": _rfc3339(end),
+                "results": [_usage_result(key, rows) for key, rows in found],
+            }
+            for start, end, found in common.bucketed(
+                kept,
+                spans,
+                lambda u: u.at.astimezone(UTC),
+                common.grouped_by(groups, USAGE_GROUPS),
+            )
+        ]
+        return _page(data, cursor)
+
+    def _cost_report(self, query: Query) -> dict[str, Any]:
+        spans, cursor = _report_buckets(query, COST_WIDTHS)
+        groups = common.choices(query, "group_by[]", COST_GROUPS)
+
+        def key(cost: Cost) -> tuple[Any, ...]:
+            workspace = cost.workspace_id if "workspace_id" in groups else None
+            return (workspace, *(_described(cost) if "description" in groups else (None,) * 6))
+
+        data = [
+            {
+                "starting_at": _rfc3339(start),
+                "ending_at": _rfc3339(end),
+                "results": [_cost_result(k, sum((c.cents for c in rows), Decimal(0))) for k, rows in found],
+            }
+            for start, end, found in common.bucketed(self.costs, spans, lambda c: _midnight(c.day), key)
+        ]
+        return _page(data, cursor)
+
+    def _keys(self, query: Query) -> dict[str, Any]:
+        limit = common.limit_of(query, *KEY_LIMIT)
+        keys = [k for k in self.keys if common.one(query, "status") in (None, k.status)]
+        workspace = common.one(query, "workspace_id")
         keys = [k for k in keys if workspace is None or k.workspace_id == workspace]
-        after, before = _one(query, "after_id"), _one(query, "before_id")
+        after, before = common.one(query, "after_id"), common.one(query, "before_id")
         if after is not None and before is not None:
-            raise Refused(400, "invalid_request_error", "give after_id or before_id, not both")
+            raise common.bad("give after_id or before_id, not both")
         if before is not None:
             earlier = [k for k in keys if k.id < before]
             page, more = earlier[-limit:], len(earlier) > limit
@@ -206,122 +188,46 @@ class AnthropicAdmin:
         }
 
 
-def _buckets(
-    query: dict[str, list[str]], widths: dict[str, tuple[timedelta, int, int]]
-) -> tuple[list[tuple[datetime, datetime]], datetime | None]:
-    """This page's buckets [start, end), and the start of the next page's first (None:
-    this is the last page): from `starting_at` snapped to its bucket, or the cursor."""
-    width_name = _one(query, "bucket_width") or "1d"
-    if width_name not in widths:
-        raise Refused(400, "invalid_request_error", f"bucket_width must be one of {', '.join(widths)}")
-    width, default, largest = widths[width_name]
-    limit = _limit(query, default, largest)
-    first = _snap(_instant(query, "starting_at", required=True), width)
-    assert first is not None
-    ending = _instant(query, "ending_at", required=False)
-    last = ending if ending is not None else first + width * limit  # undocumented: `limit` buckets
-    if last <= first:
-        raise Refused(400, "invalid_request_error", "ending_at must be after starting_at")
-    page = _one(query, "page")
-    start = _cursor(page, first, width) if page else first
-    buckets: list[tuple[datetime, datetime]] = []
-    while start + width <= last and len(buckets) < limit:
-        buckets.append((start, start + width))
-        start += width
-    return buckets, start if start + width <= last else None
+def _report_buckets(query: Query, widths: dict[str, Width]) -> tuple[list[tuple[datetime, datetime]], str | None]:
+    return common.report_buckets(query, widths, ("starting_at", "ending_at"), _instant)
 
 
-def _page(data: list[dict[str, Any]], next_start: datetime | None) -> dict[str, Any]:
-    cursor = None if next_start is None else "page_" + base64.b64encode(_rfc3339(next_start).encode()).decode()
-    return {"data": data, "has_more": cursor is not None, "next_page": cursor}
-
-
-def _cursor(page: str, first: datetime, width: timedelta) -> datetime:
-    """The bucket a `next_page` cursor names: one of this report's buckets, or refused."""
-    try:
-        start = datetime.fromisoformat(base64.b64decode(page.removeprefix("page_"), validate=True).decode())
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise Refused(400, "invalid_request_error", "page is not a cursor this report gave") from None
-    if start.tzinfo is None or start < first or (start - first) % width:
-        raise Refused(400, "invalid_request_error", "page is not a cursor this report gave")
-    return start.astimezone(UTC)
-
-
-def _instant(query: dict[str, list[str]], name: str, *, required: bool) -> datetime | None:
-    text = _one(query, name)
+def _instant(query: Query, name: str) -> datetime | None:
+    text = common.one(query, name)
     if text is None:
-        if required:
-            raise Refused(400, "invalid_request_error", f"{name}: Field required")
         return None
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise Refused(400, "invalid_request_error", f"{name}: not an RFC 3339 date-time") from None
+        raise common.bad(f"{name}: not an RFC 3339 date-time") from None
     if moment.tzinfo is None:
-        raise Refused(400, "invalid_request_error", f"{name}: an RFC 3339 date-time has a zone")
+        raise common.bad(f"{name}: an RFC 3339 date-time has a zone")
     return moment.astimezone(UTC)
 
 
-def _snap(moment: datetime | None, width: timedelta) -> datetime | None:
-    """The start of the UTC minute, hour or day holding `moment`."""
-    if moment is None:
-        return None
-    epoch = datetime(1970, 1, 1, tzinfo=UTC)
-    return epoch + (moment - epoch) // width * width
+def _page(data: list[dict[str, Any]], cursor: str | None) -> dict[str, Any]:
+    return {"data": data, "has_more": cursor is not None, "next_page": cursor}
 
 
-def _limit(query: dict[str, list[str]], default: int, largest: int) -> int:
-    text = _one(query, "limit")
-    if text is None:
-        return default
-    if not text.isdigit() or not 1 <= int(text) <= largest:
-        raise Refused(400, "invalid_request_error", f"limit: must be from 1 to {largest}")
-    return int(text)
+def _usage_result(key: tuple[Any, ...], rows: list[Usage]) -> dict[str, Any]:
+    def total(name: str) -> int:
+        return sum(getattr(row, name) for row in rows)
 
-
-def _one(query: dict[str, list[str]], name: str) -> str | None:
-    values = query.get(name)
-    return values[-1] if values else None
-
-
-def _choices(query: dict[str, list[str]], name: str, allowed: Sequence[str]) -> set[str]:
-    chosen = set(query.get(name, []))
-    unknown = chosen - set(allowed)
-    if unknown:
-        raise Refused(
-            400, "invalid_request_error", f"{name}: {sorted(unknown)[0]!r} is not one of {', '.join(allowed)}"
-        )
-    return chosen
-
-
-def _passes(row: Usage, query: dict[str, list[str]]) -> bool:
-    return all(not query.get(name) or getattr(row, field) in query[name] for name, field in USAGE_FILTERS.items())
-
-
-def _add_usage(counts: dict[str, int], row: Usage) -> None:
-    for name in (
-        "uncached_input_tokens",
-        "cache_creation_5m_input_tokens",
-        "cache_creation_1h_input_tokens",
-        "cache_read_input_tokens",
-        "output_tokens",
-        "web_search_requests",
-    ):
-        counts[name] = counts.get(name, 0) + getattr(row, name)
-
-
-def _usage_result(key: tuple[Any, ...], counts: dict[str, int]) -> dict[str, Any]:
     return {
-        "uncached_input_tokens": counts["uncached_input_tokens"],
+        "uncached_input_tokens": total("uncached_input_tokens"),
         "cache_creation": {
-            "ephemeral_1h_input_tokens": counts["cache_creation_1h_input_tokens"],
-            "ephemeral_5m_input_tokens": counts["cache_creation_5m_input_tokens"],
+            "ephemeral_1h_input_tokens": total("cache_creation_1h_input_tokens"),
+            "ephemeral_5m_input_tokens": total("cache_creation_5m_input_tokens"),
         },
-        "cache_read_input_tokens": counts["cache_read_input_tokens"],
-        "output_tokens": counts["output_tokens"],
-        "server_tool_use": {"web_search_requests": counts["web_search_requests"]},
+        "cache_read_input_tokens": total("cache_read_input_tokens"),
+        "output_tokens": total("output_tokens"),
+        "server_tool_use": {"web_search_requests": total("web_search_requests")},
         **dict(zip(USAGE_GROUPS, key, strict=True)),
     }
+
+
+def _midnight(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def _described(cost: Cost) -> tuple[Any, ...]:
@@ -373,7 +279,3 @@ def _key_object(key: Key) -> dict[str, Any]:
 
 def _rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _sort_key(item: tuple[tuple[Any, ...], Any]) -> tuple[str, ...]:
-    return tuple("" if value is None else str(value) for value in item[0])
