@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from llmtap.simulator import admin_common as common
@@ -45,13 +45,6 @@ USAGE_FILTERS = {  # query parameter -> the dimension it keeps
     "context_window[]": "context_window",
 }
 COST_GROUPS = ("workspace_id", "description")
-TOKEN_TYPES = (
-    "uncached_input_tokens",
-    "output_tokens",
-    "cache_read_input_tokens",
-    "cache_creation.ephemeral_1h_input_tokens",
-    "cache_creation.ephemeral_5m_input_tokens",
-)
 KEY_LIMIT = (20, 1000)  # the key listing's default and largest page
 
 
@@ -162,7 +155,7 @@ class AnthropicAdmin(common.AdminRouter):
                 "ending_at": _rfc3339(end),
                 "results": [_cost_result(k, sum((c.cents for c in rows), Decimal(0))) for k, rows in found],
             }
-            for start, end, found in common.bucketed(self.costs, spans, lambda c: _midnight(c.day), key)
+            for start, end, found in common.bucketed(self.costs, spans, lambda c: common.midnight(c.day), key)
         ]
         return _page(data, cursor)
 
@@ -226,10 +219,6 @@ def _usage_result(key: tuple[Any, ...], rows: list[Usage]) -> dict[str, Any]:
     }
 
 
-def _midnight(day: date) -> datetime:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
-
-
 def _described(cost: Cost) -> tuple[Any, ...]:
     """(description, cost_type, model, service_tier, context_window, token_type): what a
     cost row grouped by description carries (the non-token costs name no model)."""
@@ -257,10 +246,7 @@ def _cost_result(key: tuple[Any, ...], cents: Decimal) -> dict[str, Any]:
 
 
 def _cents_text(cents: Decimal) -> str:
-    try:
-        text = format(cents.normalize(), "f")
-    except InvalidOperation:  # never for a finite amount
-        text = str(cents)
+    text = format(cents.normalize(), "f")
     return text if "." in text else f"{text}.00"
 
 

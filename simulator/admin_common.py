@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -122,6 +122,11 @@ def width_of(query: Query, widths: dict[str, Width]) -> Width:
     if name not in widths:
         raise bad(f"bucket_width must be one of {', '.join(widths)}")
     return widths[name]
+
+
+def midnight(day: date) -> datetime:
+    """The UTC instant a day's bucket starts at (a cost's day, in `bucketed`)."""
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def snap(moment: datetime, width: timedelta) -> datetime:

@@ -169,7 +169,7 @@ class OpenAIAdmin(common.AdminRouter):
             for start, end, found in common.bucketed(
                 kept,
                 spans,
-                lambda c: datetime(c.day.year, c.day.month, c.day.day, tzinfo=UTC),
+                lambda c: common.midnight(c.day),
                 common.grouped_by(groups, COST_GROUPS),
             )
         ]
