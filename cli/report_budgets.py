@@ -2,9 +2,9 @@
 its current period, with the forecast to the period's end (telemetry/budget_report.py).
 Formats as the other reports; money in the one money format in a table (a number to the
 fitter, never wrapped), exact in JSON, JSONL and CSV. A period is the calendar day, week
-or month that holds now in `--tz` (default UTC); the proxy counts, alerts and enforces on
-UTC periods whatever `--tz` says, so `alerted` is of the UTC period. `--since`, `--until` and `--by` do not apply
-(cli/report.py refuses them).
+or month that holds now in `--tz` (default: `[budgets] tz`, else UTC); the proxy counts,
+alerts and enforces on the periods of `[budgets] tz` whatever `--tz` says, so `alerted`
+is of that period. `--since`, `--until` and `--by` do not apply (cli/report.py refuses them).
 
 Not responsible for computing spend (llmtap.telemetry) or for the config's checks
 (telemetry/budget_config.py, with the rest of the file's).
@@ -40,10 +40,11 @@ def run(args: argparse.Namespace) -> int:
         budgets = budget_config.parse(section)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    zone = zone_named(args.tz)
+    enforced = budgets.zone
+    zone = zone_named(args.tz) if args.tz else enforced
     engine = open_store(settings)
     try:
-        found = budget_report.rows(engine, budgets.limits, datetime.now(UTC), zone)
+        found = budget_report.rows(engine, budgets.limits, datetime.now(UTC), zone, enforced)
     finally:
         engine.dispose()
     table = Table(columns=list(budget_report.COLUMNS), rows=found)
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         output.write(table, args.format, zone)
     else:
         shown = Table(columns=table.columns, rows=[_readable(row, zone) for row in found], dimensions=["scope", "name"])
-        alerts = "" if zone.key == "UTC" else "; the proxy alerts and enforces on UTC periods"
+        alerts = "" if zone.key == enforced.key else f"; the proxy alerts and enforces on {enforced.key} periods"
         title = f"llmtap report budgets (periods in {zone.key}{alerts}; forecast: linear on the elapsed part)"
         render.as_rich(shown, title, render.make_console(), zone=zone, total=False, optional=_LESS_NEEDED)
     return 0

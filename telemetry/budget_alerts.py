@@ -1,5 +1,7 @@
 """Budget alerts: each threshold of each limit fires once per period, remembered in the
-store, and goes out as one log line and, with `[budgets].webhook`, a JSON POST.
+store, and goes out as one log line and, with `[budgets].webhook`, a JSON POST: by
+default llmtap's own object per alert (`payload`); with `webhook_format = "slack"` one
+message per check for all the alerts it fired (`slack_payload`).
 
 Once per period, across restarts and across proxies sharing a store: firing a threshold
 is an INSERT of its own key into `store_settings` (primary key `key`); the proxy whose
@@ -10,6 +12,17 @@ Old periods' keys stay (a few per limit and period) and are what `report budgets
 The webhook is POSTed from a thread of its own, with up to ATTEMPTS tries and a doubling
 pause between them; a 2xx ends it, a 4xx other than 408/429 gives up at once. It never
 runs on the writer's thread, let alone the proxy's event loop.
+
+A Slack message is an incoming-webhook payload, `{"text": …, "blocks": [section blocks of
+mrkdwn]}`; `text` is the whole message too, which is what a Microsoft Teams incoming
+webhook (the legacy connector) shows and what a Teams Workflow can post. Names are data:
+a team name is cleaned as a stored one is (printable, key shapes scrubbed:
+storage/teams.py), cut, and escaped for mrkdwn (`&`, `<`, `>`:
+https://docs.slack.dev/messaging/formatting-message-text), and the text objects are
+`verbatim` (no automatic parsing of links, channels or mentions:
+https://docs.slack.dev/reference/block-kit/composition-objects/text-object), so
+`<!channel>` or `@here` in a name pings no one. A message shows at most SLACK_LINES
+alerts (then how many more) and its JSON stays under SLACK_MAX_BYTES, whatever the names.
 
 Not responsible for counting spend (budget_spend.py) or deciding when to check
 (budgets.py).
@@ -24,7 +37,8 @@ import queue
 import threading
 import urllib.error
 import urllib.request
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,6 +47,7 @@ from sqlalchemy import Engine, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from llmtap.storage.schema import store_settings
+from llmtap.storage.teams import clean_team
 from llmtap.telemetry.budget_config import Limit
 from llmtap.telemetry.budget_spend import Standing
 
@@ -43,6 +58,9 @@ ATTEMPTS = 5
 FIRST_PAUSE = 0.5  # seconds; doubles after each failed try
 TIMEOUT = 5.0  # seconds per try
 _MICRO = Decimal("0.000001")
+SLACK_LINES = 10  # alerts one Slack message shows; the rest are counted
+SLACK_NAME = 64  # characters of a name a Slack message shows
+SLACK_MAX_BYTES = 16_384  # a Slack message's JSON at most (Slack: 3000 characters a section, 50 blocks)
 
 
 def key(limit: Limit, start: datetime, threshold: int) -> str:
@@ -82,7 +100,9 @@ def claim(engine: Engine, standing: Standing, threshold: int, now: datetime) -> 
     return True
 
 
-def payload(standing: Standing, threshold: int, now: datetime) -> dict[str, Any]:
+def payload(standing: Standing, threshold: int, now: datetime, zone: tzinfo = UTC) -> dict[str, Any]:
+    """llmtap's own alert object; the period's bounds with the offset of `zone` (the
+    periods' calendar, `[budgets] tz`), named in `tz`."""
     limit = standing.limit
     return {
         "source": "llmtap",
@@ -90,8 +110,9 @@ def payload(standing: Standing, threshold: int, now: datetime) -> dict[str, Any]
         "scope": limit.scope,
         "name": limit.name,
         "period": limit.period,
-        "period_start": standing.start.isoformat(),
-        "period_end": standing.end.isoformat(),
+        "period_start": standing.start.astimezone(zone).isoformat(),
+        "period_end": standing.end.astimezone(zone).isoformat(),
+        "tz": _zone_name(zone),
         "threshold_percent": threshold,
         "limit_usd": str(limit.usd),
         "spent_usd": str(standing.spent_usd.quantize(_MICRO)),
@@ -101,12 +122,72 @@ def payload(standing: Standing, threshold: int, now: datetime) -> dict[str, Any]
     }
 
 
-def line(standing: Standing, threshold: int) -> str:
+def line(standing: Standing, threshold: int, zone: tzinfo = UTC) -> str:
     limit = standing.limit
     return (
         f"llmtap budgets: {limit.label} reached {threshold}% of its {limit.period} limit "
-        f"(${standing.spent_usd:.2f} of ${limit.usd:.2f}, period from {standing.start:%Y-%m-%d} UTC)"
+        f"(${standing.spent_usd:.2f} of ${limit.usd:.2f}, "
+        f"period from {standing.start.astimezone(zone):%Y-%m-%d} {_zone_name(zone)})"
     )
+
+
+def bodies(alerts: Sequence[tuple[Standing, int]], now: datetime, zone: tzinfo, form: str) -> list[dict[str, Any]]:
+    """What the webhook POSTs for the alerts one check fired: an object each, or one
+    Slack message for them all."""
+    if not alerts:
+        return []
+    if form == "slack":
+        return [slack_payload(alerts, zone)]
+    return [payload(standing, threshold, now, zone) for standing, threshold in alerts]
+
+
+def mrkdwn(text: str) -> str:
+    """Text as Slack mrkdwn shows it literally: its three control characters escaped."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def shown_name(name: str) -> str:
+    """A limit's name as a message shows it: cleaned like a stored team name (no control
+    characters, no key shapes), at most SLACK_NAME characters, escaped for mrkdwn."""
+    cleaned = clean_team(name) or "?"
+    if len(cleaned) > SLACK_NAME:
+        cleaned = cleaned[: SLACK_NAME - 1] + "…"
+    return mrkdwn(cleaned)
+
+
+def slack_line(standing: Standing, threshold: int, zone: tzinfo = UTC) -> str:
+    limit = standing.limit
+    mark = ":rotating_light:" if standing.over else ":warning:"
+    return (
+        f"{mark} *{limit.scope} {shown_name(limit.name)}* reached *{threshold}%* of its {limit.period} limit: "
+        f"${standing.spent_usd:,.2f} of ${limit.usd:,.2f} "
+        f"(period from {standing.start.astimezone(zone):%Y-%m-%d} {_zone_name(zone)})"
+    )
+
+
+def slack_payload(alerts: Sequence[tuple[Standing, int]], zone: tzinfo = UTC) -> dict[str, Any]:
+    """One Slack incoming-webhook message for `alerts` (at least one): a section block a
+    line, `text` the same lines; at most SLACK_LINES of them and SLACK_MAX_BYTES of JSON."""
+    lines = [slack_line(standing, threshold, zone) for standing, threshold in alerts[:SLACK_LINES]]
+    while True:
+        rest = len(alerts) - len(lines)
+        shown = [*lines, f"…and {rest} more: `llmtap report budgets`"] if rest else lines
+        message = {
+            "text": "\n".join(shown),
+            "blocks": [{"type": "section", "text": _mrkdwn_text(text)} for text in shown],
+        }
+        if len(json.dumps(message).encode()) <= SLACK_MAX_BYTES or len(lines) == 1:
+            return message
+        lines.pop()
+
+
+def _mrkdwn_text(text: str) -> dict[str, Any]:
+    # verbatim: no automatic parsing of plain text (links, channel names, mentions)
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
+
+
+def _zone_name(zone: tzinfo) -> str:
+    return str(getattr(zone, "key", None) or zone.tzname(None) or "UTC")
 
 
 class Webhook:

@@ -3,6 +3,8 @@ the calendar periods a limit counts over.
 
     [budgets]
     webhook = "http://127.0.0.1:9000/alerts"   # optional: POST a JSON alert per crossing
+    webhook_format = "slack"                    # optional: "llmtap" (the default) or "slack" (Slack, Teams)
+    tz = "Europe/Berlin"                        # optional (default "UTC"): the zone of the periods
     enforce = true                              # optional (default false): refuse over limit
     thresholds = [50, 80, 100]                  # percent of a limit; these are the default
     default_output_tokens = 32768               # the output reserved for a request that sets no limit
@@ -16,9 +18,10 @@ A request reserves its estimate against its limits as it passes the gate (budget
 its input at a token per four bytes and its output limit (`max_tokens` and the like; a
 request that sets none, `default_output_tokens`), at its model's prices.
 
-Periods are calendar periods in UTC: a day from 00:00 UTC, a week from Monday 00:00 UTC,
-a month from the 1st 00:00 UTC (`report budgets --tz` shows another zone's calendar; the
-proxy counts and enforces in UTC). `BudgetsSection` is the table's model in the config's
+Periods are calendar periods in `tz` (an IANA zone, UTC unless it says): a day from local
+midnight, a week from Monday's, a month from the 1st's, so a day across a DST change is 23
+or 25 hours long. The proxy counts, alerts and enforces on them; `report budgets --tz`
+shows another zone's calendar. `BudgetsSection` is the table's model in the config's
 schema (cli/config_schema.py); `parse` makes settings of it, or of a plain table, and a
 bad value raises ValueError with a one-line message that names the table and the key.
 
@@ -30,10 +33,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, PlainValidator, model_validator
 
@@ -41,6 +45,7 @@ from llmtap.config import section as config_section
 from llmtap.config.section import Section
 
 Period = Literal["day", "week", "month"]
+WebhookFormat = Literal["llmtap", "slack"]  # budget_alerts.py: its own JSON, or a Slack (and Teams) message
 PERIODS: tuple[str, ...] = get_args(Period)
 SCOPES = {"teams": "team", "keys": "key"}  # [budgets.<table>] -> a limit's scope
 DEFAULT_THRESHOLDS = (50, 80, 100)
@@ -71,10 +76,16 @@ class Limit:
 class BudgetSettings:
     limits: tuple[Limit, ...] = ()
     webhook: str | None = None
+    webhook_format: str = "llmtap"  # llmtap | slack
+    tz: str = "UTC"  # the IANA zone of the periods (a name: the settings stay plain and picklable)
     enforce: bool = False
     default_output_tokens: int = DEFAULT_OUTPUT_TOKENS
     refresh_s: float = 15.0  # re-read spend from the store this often (other proxies, reprices)
     state_poll_s: float = 0.25  # the proxy's side re-reads the over-limit state this often
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.tz)
 
 
 def _webhook(value: str) -> str:
@@ -82,6 +93,13 @@ def _webhook(value: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"must be an http(s) URL, not {value!r}")
     return value
+
+
+def _zone(value: str) -> str:
+    try:
+        return ZoneInfo(value).key
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(f"must be an IANA time zone such as Europe/Berlin or UTC, not {value!r}") from None
 
 
 def _usd(value: Any) -> Decimal:
@@ -127,6 +145,8 @@ class BudgetsSection(Section):
     """`[budgets]` as the config file has it."""
 
     webhook: Annotated[str | None, AfterValidator(_webhook)] = None
+    webhook_format: WebhookFormat = "llmtap"
+    tz: Annotated[str, AfterValidator(_zone)] = "UTC"
     enforce: bool = False
     thresholds: Thresholds = DEFAULT_THRESHOLDS
     default_output_tokens: Annotated[int, PlainValidator(_output_tokens)] = DEFAULT_OUTPUT_TOKENS
@@ -151,24 +171,44 @@ def parse(section: BudgetsSection | Mapping[str, Any]) -> BudgetSettings:
     return BudgetSettings(
         limits=tuple(limits),
         webhook=table.webhook,
+        webhook_format=table.webhook_format,
+        tz=table.tz,
         enforce=table.enforce,
         default_output_tokens=table.default_output_tokens,
     )
 
 
 def bounds(period: str, now: datetime, zone: tzinfo = UTC) -> tuple[datetime, datetime]:
-    """The period [start, end) that holds `now`, as UTC times: calendar days, weeks and
-    months in `zone` (UTC: what the proxy counts and enforces; `report budgets --tz`
-    shows another zone's). Wall-clock arithmetic in `zone`, so a day across a DST change
-    is 23 or 25 hours long."""
-    now = now.astimezone(zone)
-    day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    """The period [start, end) that holds `now`, as UTC times: calendar days, weeks (from
+    Monday) and months in `zone`, each from the first moment of its first day there. A day
+    across a DST change is 23 or 25 hours long."""
+    today = now.astimezone(zone).date()
     if period == "day":
-        start, end = day, day + timedelta(days=1)
+        first, after = today, today + timedelta(days=1)
     elif period == "week":
-        start = day - timedelta(days=day.weekday())  # Monday
-        end = start + timedelta(days=7)
+        first = today - timedelta(days=today.weekday())
+        after = first + timedelta(days=7)
     else:
-        start = day.replace(day=1)
-        end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
-    return start.astimezone(UTC), end.astimezone(UTC)
+        first = today.replace(day=1)
+        after = (first + timedelta(days=31)).replace(day=1)
+    return day_start(first, zone), day_start(after, zone)
+
+
+def day_start(day: date, zone: tzinfo) -> datetime:
+    """The first moment of the calendar day `day` in `zone`, as a UTC time: its midnight
+    (the first of two when the clocks go back over it), or, where the clocks jump over
+    midnight (America/Santiago, Asia/Beirut in some years), the moment they jump."""
+    midnight = datetime.combine(day, time(0), zone)
+    first, second = midnight.astimezone(UTC), midnight.replace(fold=1).astimezone(UTC)
+    if first <= second:
+        return first
+    # In a gap, fold=0 reads midnight with the offset before the jump, fold=1 with the one
+    # after: the jump lies between the two. Search it to the second.
+    low, high = int(second.timestamp()), int(first.timestamp())
+    while high - low > 1:
+        middle = (low + high) // 2
+        if datetime.fromtimestamp(middle, zone).date() >= day:
+            high = middle
+        else:
+            low = middle
+    return datetime.fromtimestamp(high, UTC)

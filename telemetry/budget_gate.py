@@ -70,6 +70,7 @@ class ProxyGate:
         ledger: Ledger | None = None,
     ) -> None:
         self.settings = settings
+        self.zone = settings.zone  # the periods' calendar: a refusal's retry-after runs to its end
         self.clock = clock or (lambda: datetime.now(UTC))
         self.reader = StateReader(state_path, settings.limits, self.clock)
         self.ledger = ledger or Ledger()
@@ -162,7 +163,7 @@ class ProxyGate:
             held = self.ledger.held((limit.scope, limit.name))
             if spent + held + estimate <= limit.pico and spent + held < limit.pico:
                 continue
-            end = bounds(limit.period, now)[1]
+            end = bounds(limit.period, now, self.zone)[1]
             if spent >= limit.pico:
                 return _Short(limit, budget_refusal.message(limit, end), None, end)
             text = budget_refusal.short_message(

@@ -1,7 +1,8 @@
-"""What `llmtap report budgets` shows: each limit's spend in its current period (UTC, or
-the calendar of `--tz`) as the store says it now, the percentage of the limit, a forecast
-to the end of the period, the thresholds the spend has reached and those whose alert was
-sent (the proxy alerts and enforces on UTC periods, whatever `--tz` says).
+"""What `llmtap report budgets` shows: each limit's spend in its current period (in
+`[budgets] tz`, or the calendar of `--tz`) as the store says it now, the percentage of the
+limit, a forecast to the end of the period, the thresholds the spend has reached and those
+whose alert was sent (the proxy alerts and enforces on the periods of `[budgets] tz`,
+whatever `--tz` says).
 
 The forecast is linear on the elapsed part of the period: spent × period length ÷ time
 elapsed (early in a period it swings widely). Rows are dicts of plain values; money is
@@ -46,11 +47,14 @@ def forecast(spent: Decimal, start: datetime, end: datetime, now: datetime) -> D
     return spent * Decimal(str((end - start).total_seconds())) / elapsed
 
 
-def rows(engine: Engine, limits: tuple[Limit, ...], now: datetime, zone: tzinfo = UTC) -> list[dict[str, Any]]:
+def rows(
+    engine: Engine, limits: tuple[Limit, ...], now: datetime, zone: tzinfo = UTC, enforced_in: tzinfo = UTC
+) -> list[dict[str, Any]]:
     """One row per limit: its period in `zone` (calendar days, weeks, months there), the
-    spend and forecast in it; `alerted` is of the period the proxy alerts on (UTC)."""
+    spend and forecast in it; `alerted` is of the period the proxy alerts on (its
+    calendar: `enforced_in`, `[budgets] tz`)."""
     found = budget_spend.standings(limits, now, zone)
-    enforced = budget_spend.standings(limits, now)
+    enforced = budget_spend.standings(limits, now, enforced_in)
     out = []
     for standing, utc_period, spent in zip(found, enforced, budget_spend.read(engine, found), strict=True):
         standing.spent_pico = spent

@@ -58,7 +58,8 @@ def utc(moment: datetime) -> datetime:
 
 
 def standings(limits: Iterable[Limit], now: datetime, zone: tzinfo = UTC) -> list[Standing]:
-    """Each limit's period that holds `now` (calendar periods in `zone`; the proxy's: UTC)."""
+    """Each limit's period that holds `now` (calendar periods in `zone`: the proxy's is
+    `[budgets] tz`)."""
     return [Standing(limit, *bounds(limit.period, now, zone)) for limit in limits]
 
 
@@ -94,8 +95,9 @@ class Tracker:
     """The standings of all limits, rolled to the current period, fed by committed rows.
     Not thread-safe: its owner (budgets.BudgetObserver) holds a lock around it."""
 
-    def __init__(self, limits: Sequence[Limit], now: datetime) -> None:
-        self.standings = standings(limits, now)
+    def __init__(self, limits: Sequence[Limit], now: datetime, zone: tzinfo = UTC) -> None:
+        self.zone = zone  # whose calendar the periods are
+        self.standings = standings(limits, now, zone)
         self._by_team: dict[str, list[Standing]] = {}
         self._by_key: dict[str, list[Standing]] = {}
         for standing in self.standings:
@@ -107,7 +109,7 @@ class Tracker:
         rolled = []
         for standing in self.standings:
             if now >= standing.end:
-                standing.start, standing.end = bounds(standing.limit.period, now)
+                standing.start, standing.end = bounds(standing.limit.period, now, self.zone)
                 standing.spent_pico = 0
                 rolled.append(standing)
         return rolled

@@ -1,13 +1,13 @@
 """Budgets per team or key (`[budgets]`): spend against limits, alerts, enforcement.
 
 In the writer's process, `BudgetObserver` (a storage.writer.Observer) keeps each limit's
-spend in its current UTC period: read from the store at start, then each committed
-row's cost added as the writer tells of it, and re-read from the store every
-`refresh_s` (15 s) so other proxies' spend and reprices count. After each change a
-thread of its own rewrites the state file (budget_state.py) and checks the thresholds
-(alerts: budget_alerts.py). Spend is fresh within a commit (the writer batches
-for up to 0.2 s) plus that thread's wake-up; the gate sees it within another
-`state_poll_s` (0.25 s).
+spend in its current period (calendar periods in `[budgets] tz`, UTC by default): read
+from the store at start, then each committed row's cost added as the writer tells of it,
+and re-read from the store every `refresh_s` (15 s) so other proxies' spend and reprices
+count. After each change a thread of its own rewrites the state file (budget_state.py)
+and checks the thresholds (alerts: budget_alerts.py). Spend is fresh within a commit (the
+writer batches for up to 0.2 s) plus that thread's wake-up; the gate sees it within
+another `state_poll_s` (0.25 s).
 
 A re-read runs on the writer's thread when rows are flowing (so no commit of this writer
 falls between the query and its rows being added), else on the budget thread once the
@@ -76,7 +76,8 @@ class BudgetObserver:
         self.engine = engine
         self.state_path = state_path
         self.clock = clock
-        self.tracker = Tracker(settings.limits, clock())
+        self.zone = settings.zone
+        self.tracker = Tracker(settings.limits, clock(), self.zone)
         self.webhook = budget_alerts.Webhook(settings.webhook) if settings.webhook else None
         self._lock = threading.Lock()
         self._loaded = False
@@ -161,23 +162,28 @@ class BudgetObserver:
             log.warning("llmtap budgets: cannot use the store (%s); retrying", type(exc).__name__, exc_info=bug)
 
     def _alert(self, snapshot: list[Standing], now: datetime) -> None:
-        for index, standing in enumerate(snapshot):
-            crossed = standing.crossed()
-            if not crossed:
-                continue
-            period = (index, standing.start)
-            if period not in self._fired:
-                self._fired = {k: v for k, v in self._fired.items() if k[0] != index}  # the old period's
-                self._fired[period] = budget_alerts.fired(self.engine, standing.limit, standing.start)
-            done = self._fired[period]
-            for threshold in crossed:
-                if threshold in done:
+        sent: list[tuple[Standing, int]] = []
+        try:
+            for index, standing in enumerate(snapshot):
+                crossed = standing.crossed()
+                if not crossed:
                     continue
-                if budget_alerts.claim(self.engine, standing, threshold, now):  # raises: tried again next step
-                    log.warning("%s", budget_alerts.line(standing, threshold))
-                    if self.webhook is not None:
-                        self.webhook.send(budget_alerts.payload(standing, threshold, now))
-                done.add(threshold)
+                period = (index, standing.start)
+                if period not in self._fired:
+                    self._fired = {k: v for k, v in self._fired.items() if k[0] != index}  # the old period's
+                    self._fired[period] = budget_alerts.fired(self.engine, standing.limit, standing.start)
+                done = self._fired[period]
+                for threshold in crossed:
+                    if threshold in done:
+                        continue
+                    if budget_alerts.claim(self.engine, standing, threshold, now):  # raises: tried again next step
+                        log.warning("%s", budget_alerts.line(standing, threshold, self.zone))
+                        sent.append((standing, threshold))
+                    done.add(threshold)
+        finally:  # what was claimed goes out, even when the store fails part way
+            if self.webhook is not None:
+                for body in budget_alerts.bodies(sent, now, self.zone, self.settings.webhook_format):
+                    self.webhook.send(body)
 
 
 def observer(telemetry: Telemetry) -> Observer:

@@ -52,6 +52,10 @@ WRONG_TYPE = [
         '[budgets.teams]\nsearch = { usd = "lots" }\n',
         "[budgets.teams] search.usd must be a positive number of dollars, not 'lots'",
     ),
+    (
+        '[budgets]\ntz = "Europe/Atlantis"\n[budgets.teams]\nsearch = { usd = 5 }\n',
+        "[budgets] tz must be an IANA time zone such as Europe/Berlin or UTC, not 'Europe/Atlantis'",
+    ),
     ("[lake]\nwarehouse = 5\n", "[lake] warehouse must be text, not 5"),
     ('[[providers]]\nname = "acme"\nhosts = "llm.acme"\n', "[[providers]] #1 hosts must be a list, not 'llm.acme'"),
     ('[lake]\n"s3.region" = ["eu"]\n', '[lake] "s3.region" must be text, not a list'),
@@ -70,6 +74,10 @@ UNKNOWN_KEY = [
         "[budgets.teams] search.perod is not a known key (did you mean search.period?)",
     ),
     ("[budgets.team]\nsearch = { usd = 5 }\n", "[budgets.team] is not a known table (did you mean [budgets.teams]?)"),
+    (
+        '[budgets]\nwebhook_fromat = "slack"\n[budgets.teams]\nsearch = { usd = 5 }\n',
+        "[budgets] webhook_fromat is not a known key (did you mean webhook_format?)",
+    ),
     ('[lake]\n"s3.regoin" = "eu-west-1"\n', '[lake] "s3.regoin" is not a known key (did you mean "s3.region"?)'),
     (
         '[[providers]]\nname = "acme"\nhosts = ["llm.acme.internal"]\nhost = "x"\n',
