@@ -6,7 +6,7 @@ taken from the CONNECT request for HTTPS or from the request itself for plain HT
 `X-LLMTap-Team` header, the reverse listener's team, the key-fingerprint map; else
 `unattributed` (storage/teams.py). With `[auth]` credentials the proxy-auth user counts
 only once `auth.py` has checked its password, and the header rule is off.
-`X-LLMTap-Team` and `Proxy-Authorization` are removed before the request is forwarded.
+`X-LLMTap-Team`, `X-LLMTap-Tags` and `Proxy-Authorization` are removed before the request is forwarded.
 API keys become a keyed fingerprint and their last four characters here; the key itself
 goes no further.
 
@@ -36,10 +36,12 @@ from llmtap.protocols.api_keys import request_keys
 from llmtap.protocols.headers import TEAM_HEADER, proxy_auth_user
 from llmtap.protocols.hosts import UNVERIFIED_HOST, destination
 from llmtap.protocols.providers import DEFAULT, ProviderNames
+from llmtap.protocols.who_asked import TAGS_HEADER, merged, parse_tags
 from llmtap.storage.secrets import KeyFingerprinter
 from llmtap.storage.teams import attribute
 
 _TEAM = TEAM_HEADER.encode()
+_TAGS = TAGS_HEADER.encode()
 _PROXY_AUTH = b"proxy-authorization"
 _KEY_HEADERS = frozenset((b"x-api-key", b"x-goog-api-key", b"api-key", b"authorization"))  # what `request_keys` reads
 VERIFIED_KEY = "llmtap_proxy_team"  # flow.metadata: the team whose [auth] credentials `auth.py` checked
@@ -58,6 +60,8 @@ class Who:
     # every credential the request carried, fingerprinted: the key's (`key_fingerprint`)
     # first, then the others (protocols/api_keys.py); budgets count them all
     key_fingerprints: tuple[str, ...] = ()
+    # the request's X-LLMTap-Tags under its listener's and key's configured tags (who_asked.py)
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -65,6 +69,9 @@ class Attribution:
     fingerprinter: KeyFingerprinter | None = None
     key_teams: Mapping[str, str] = field(default_factory=dict)
     listener_teams: Mapping[int, str] = field(default_factory=dict)  # listen port -> team
+    # the operator's tags, over any a client sends: per listen port, per key fingerprint
+    listener_tags: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+    key_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # listen port -> provider, for reverse listeners that name one (`--reverse openai=8082`)
     # in front of an upstream whose host does not say it (a gateway, a local stand-in)
     listener_providers: Mapping[int, str] = field(default_factory=dict)
@@ -106,6 +113,7 @@ class Attribution:
     @staticmethod
     def strip(flow: http.HTTPFlow) -> None:
         flow.request.headers.pop(TEAM_HEADER, None)
+        flow.request.headers.pop(TAGS_HEADER, None)
         flow.request.headers.pop("proxy-authorization", None)
 
     def identify(self, flow: http.HTTPFlow, protocol: str | None = None) -> Who:
@@ -115,17 +123,20 @@ class Attribution:
         reads (protocols/api_keys.py), whatever else the request carries."""
         request = flow.request
         team_values: list[str] = []
+        tag_values: list[str] = []
         auth_values: list[str] = []
         key_pairs: list[tuple[str, str]] = []
         for raw_name, raw_value in request.headers.fields:
             name = raw_name.lower()
             if name == _TEAM:
                 team_values.append(raw_value.decode("utf-8", "surrogateescape"))
+            elif name == _TAGS:
+                tag_values.append(raw_value.decode("utf-8", "replace"))
             elif name == _PROXY_AUTH:
                 auth_values.append(raw_value.decode("utf-8", "surrogateescape"))
             elif name in _KEY_HEADERS:
                 key_pairs.append((name.decode("latin-1"), raw_value.decode("utf-8", "surrogateescape")))
-        if team_values or auth_values:
+        if team_values or auth_values or tag_values:
             self.strip(flow)
         user = self._connect_users.get(flow.client_conn.id)
         if self.credentials is None:
@@ -167,7 +178,19 @@ class Attribution:
             price_reason=self.price_reason(flow),
             destination=destination(request.scheme, request.host, request.port),
             key_fingerprints=fingerprints,
+            tags=self._tags(flow, fingerprint, tag_values),
         )
+
+    def _tags(self, flow: http.HTTPFlow, fingerprint: str | None, values: list[str]) -> dict[str, str]:
+        """The client's tags under the key's, under the listener's (the operator's win)."""
+        configured: dict[str, str] = {}
+        sockname = flow.client_conn.sockname
+        port = sockname[1] if sockname and len(sockname) > 1 else None
+        if port is not None and port in self.listener_tags:
+            configured.update(self.listener_tags[port])
+        if fingerprint is not None and fingerprint in self.key_tags:
+            configured.update(self.key_tags[fingerprint])
+        return merged(parse_tags(values), configured)
 
     def provider(self, flow: http.HTTPFlow, protocol: str) -> str:
         """The exchange's `provider`: the reverse listener's, else as its host (or, for

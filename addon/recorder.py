@@ -251,6 +251,7 @@ class Recorder:
             attribution=who.attribution,
             price_reason=who.price_reason,
             destination=who.destination,
+            tags=who.tags,
             secrets=secrets,
         )
         self.in_flight[flow.id] = flow

@@ -88,6 +88,7 @@ class ExchangeMeta:
     # every credential the request carried, fingerprinted, the key's first (budgets count
     # them all: addon/budget_gate.py); and the budget reservation its gate made, if any
     key_fingerprints: tuple[str, ...] = ()
+    tags: dict[str, str] = field(default_factory=dict)  # addon/attribution.py `Who.tags`
     reservation: int | None = None
     # The upstream gave no response: the proxy answered (addon/upstream_failure.py), and this
     # detail (`upstream_unreachable`, `upstream_timeout`) is the record's error code. The
@@ -203,6 +204,7 @@ class PendingExchange:
             attribution=meta.attribution,
             price_reason=meta.price_reason,
             destination=meta.destination,
+            tags=meta.tags,
             key_fingerprint=meta.key_fingerprint,
             key_last4=meta.key_last4,
             client_addr=meta.client_addr,

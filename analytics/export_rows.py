@@ -39,7 +39,7 @@ MONEY = (
     ("fee_cost_usd", "fee"),
 )
 PRICE_FIELDS = ("price_status", "price_reason", "price_version", "price_model")
-NESTED = ("server_tool_uses", "tool_calls", "server_tool_calls", "request")
+NESTED = ("tags", "server_tool_uses", "tool_calls", "server_tool_calls", "request")
 MONEY_TYPE = "DECIMAL(38,12)"  # Parquet: a decimal128 with 12 places, one per pico-dollar
 
 # The flat row (CSV and Parquet) in column order, with each column's DuckDB type: nested
@@ -49,6 +49,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("id", _TEXT),
     ("conversation_id", _TEXT),
     ("team", _TEXT),
+    ("tags", _JSON),
+    ("end_user", _TEXT),
     ("attribution", _TEXT),
     ("key_fingerprint", _TEXT),
     ("key_last4", _TEXT),

@@ -33,6 +33,7 @@ from llmtap.analytics import lake_daily, lake_views
 from llmtap.analytics.duck import connect
 from llmtap.analytics.sql_quoting import identifier, literal
 from llmtap.protocols.error_kinds import kinds
+from llmtap.protocols.who_asked import TAG_NAME
 
 # --by names and the SQL they group on. Values users type never reach SQL text.
 DIMENSIONS = {
@@ -45,11 +46,16 @@ DIMENSIONS = {
     "protocol": "protocol",
     "status": "coalesce(CAST(status AS VARCHAR), '(none)')",
     "tier": "coalesce(service_tier, '(not stated)')",
+    "user": "coalesce(end_user, '(none)')",  # the end user the request named (SPEC §4)
 }
+# `--by tag:NAME`: the value of one tag (protocols/who_asked.py); NAME is checked against
+# the tag-name pattern and then quoted, so it reaches SQL only as a string literal
+TAG_PREFIX = "tag:"
+_TAG_VALUE = "coalesce(json_extract_string(tags, {path}), '(none)')"
 # `--by day`/`hour` in another zone than UTC: the UTC instant's wall time there (ICU).
 _DAY_IN_ZONE = "CAST(CAST((started_at AT TIME ZONE 'UTC') AT TIME ZONE {zone} AS DATE) AS VARCHAR)"
 _HOUR_IN_ZONE = "strftime((started_at AT TIME ZONE 'UTC') AT TIME ZONE {zone}, '%Y-%m-%d %H:00')"
-GROUPED = ("team", "provider", "model", "day", "hour", "key", "protocol", "tier")
+GROUPED = ("team", "provider", "model", "day", "hour", "key", "protocol", "tier", "user")
 MONEY = (
     "cost_usd",
     "input_cost_usd",
@@ -258,7 +264,10 @@ def zone(name: str | None) -> ZoneInfo:
 def dimensions_for(report: Report, by: list[str] | None) -> list[str]:
     chosen = by if by else list(report.default_by)
     for name in chosen:
-        if name not in report.dimensions:
+        if name.startswith(TAG_PREFIX) and "team" in report.dimensions:
+            if not TAG_NAME.fullmatch(name.removeprefix(TAG_PREFIX)):
+                raise ReportError(f"--by {name!r}: a tag name is 1 to 32 of a-z, 0-9, _ and -")
+        elif name not in report.dimensions:
             raise ReportError(f"--by {name!r} is not one of {', '.join(report.dimensions)} for {report.name}")
     if len(set(chosen)) != len(chosen):
         raise ReportError("--by names a column twice")
@@ -281,6 +290,9 @@ def build(
         known["day"] = _DAY_IN_ZONE.format(zone=quoted)
         known["hour"] = _HOUR_IN_ZONE.format(zone=quoted)
     known.update(extra or {})
+    for name in by:
+        if name.startswith(TAG_PREFIX) and name not in known and TAG_NAME.fullmatch(name.removeprefix(TAG_PREFIX)):
+            known[name] = _TAG_VALUE.format(path=literal(f'$."{name.removeprefix(TAG_PREFIX)}"'))
     text = Template(sql(source or report.name)).safe_substitute(
         dims="".join(f"{known[name]} AS {identifier(name)},\n    " for name in by),
         names="".join(f"{n},\n    " for n in names),

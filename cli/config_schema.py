@@ -16,6 +16,7 @@ flag, environment, file, default).
     secret_file = "/etc/llmtap/fingerprint.secret"   # the store's key fingerprint secret: the same file on
                                  # every machine of one store (env LLMTAP_SECRET_FILE)
     [teams]                             # key fingerprint (`llmtap fingerprint`) -> team
+    [tags."FINGERPRINT"]                # that key's tags: project = "atlas" (a listener: tags = {...})
     "9f2c…" = "search"
     [auth]                              # team -> proxy password: the proxy refuses (407) any other
     search = "a long random password"   # clients: HTTPS_PROXY=http://search:PASSWORD@host:8080
@@ -42,6 +43,7 @@ from llmtap.config.problems import problem
 from llmtap.config.section import Env, Section
 from llmtap.lake.settings import LakeSection
 from llmtap.protocols.providers import host_pattern, provider_name
+from llmtap.protocols.who_asked import MAX_TAG_VALUE_CHARS, MAX_TAGS, TAG_NAME
 from llmtap.telemetry.budget_config import BudgetsSection
 from llmtap.telemetry.metrics import MetricsSection
 from llmtap.telemetry.otlp_config import OtlpSection
@@ -70,6 +72,22 @@ def _teams(table: dict[str, SecretStr]) -> dict[str, SecretStr]:
 Port = Annotated[int, AfterValidator(_port)]
 
 
+def _tags(table: dict[str, str]) -> dict[str, str]:
+    """Tags the operator names (a listener's, a key's): the same names and values a
+    client's `X-LLMTap-Tags` may carry (protocols/who_asked.py), at most as many."""
+    if len(table) > MAX_TAGS:
+        raise ValueError(f"at most {MAX_TAGS} tags, not {len(table)}")
+    for name, value in table.items():
+        if not TAG_NAME.fullmatch(name):
+            raise ValueError(f"tag {name!r}: a name is 1 to 32 of a-z, 0-9, _ and -")
+        if not value.strip() or len(value) > MAX_TAG_VALUE_CHARS or not value.isprintable() or "," in value:
+            raise ValueError(f"tag {name!r}: a value is 1 to {MAX_TAG_VALUE_CHARS} printable characters without ','")
+    return {name: value.strip() for name, value in table.items()}
+
+
+Tags = Annotated[dict[str, str], AfterValidator(_tags)]
+
+
 def _seconds(value: float) -> float:
     if value < 0 or value != value or value == float("inf"):
         raise ValueError(f"must be a number of seconds (0 for no limit), not {value!r}")
@@ -85,6 +103,7 @@ class ReverseEntry(Section):
     provider: str  # anthropic | openai | gemini (checked with the proxy's own list: cli/proxy.py)
     port: Port
     team: str | None = None  # this listener's traffic belongs to it
+    tags: Tags = {}  # and carries these tags, over any its clients send
     upstream: str | None = None  # else the provider's API
 
 
@@ -142,6 +161,7 @@ class ConfigFile(Section):
     spool: Annotated[str | None, Env("LLMTAP_SPOOL")] = None
     secret_file: Annotated[str | None, Env("LLMTAP_SECRET_FILE")] = None  # one file on every machine of a store
     teams: dict[str, str] = {}
+    tags: dict[str, Tags] = {}  # key fingerprint -> the tags of its traffic, over any a client sends
     auth: Annotated[dict[str, SecretStr], AfterValidator(_teams)] | None = None
     proxy: ProxySection = ProxySection()
     providers: Annotated[list[ProviderEntry], AfterValidator(_providers)] = []

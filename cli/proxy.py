@@ -229,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
     plan.ca_bundle = prepare_ca(plan.confdir, home() / "ca-bundle.pem")
     listeners = recording.Listeners(
         teams={listener.port: listener.team for listener in plan.reverse if listener.team},
+        tags={entry.port: entry.tags for entry in settings.config.proxy.reverse if entry.tags},
         providers={
             listener.port: "google" if listener.provider == "gemini" else listener.provider for listener in plan.reverse
         },

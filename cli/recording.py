@@ -29,6 +29,7 @@ class Listeners:
     """What the proxy's reverse listeners tell attribution, by listen port."""
 
     teams: Mapping[int, str] = field(default_factory=dict)
+    tags: Mapping[int, Mapping[str, str]] = field(default_factory=dict)  # [[proxy.reverse]] tags
     providers: Mapping[int, str] = field(default_factory=dict)
     trusted_upstreams: frozenset[tuple[str, int]] = frozenset()  # (host, port) billed like a provider's
 
@@ -129,6 +130,8 @@ def start(
         fingerprinter=fingerprinter,
         key_teams=settings.key_teams,
         listener_teams=dict(listeners.teams),
+        listener_tags=dict(listeners.tags),
+        key_tags=settings.key_tags,
         listener_providers=dict(listeners.providers),
         credentials=dict(settings.auth) or None,
         trusted_upstreams=listeners.trusted_upstreams,

@@ -72,6 +72,7 @@ class Settings:
     secret_file: Path
     sources: Sources = field(repr=False)
     key_teams: dict[str, str] = field(default_factory=dict)
+    key_tags: dict[str, dict[str, str]] = field(default_factory=dict)  # [tags]: fingerprint -> tags
     price_file: Path | None = None
     auth: dict[str, str] = field(default_factory=dict, repr=False)  # [auth]: team -> proxy password (a secret)
     config: ConfigFile = field(default_factory=ConfigFile)
@@ -113,6 +114,7 @@ def load(args: argparse.Namespace) -> Settings:
         spool_dir=Path(sources.pick(("spool",), default=lambda: base / "spool")).expanduser(),
         secret_file=Path(sources.pick(("secret_file",), default=lambda: base / "fingerprint.secret")).expanduser(),
         key_teams=dict(config.teams),
+        key_tags={fingerprint: dict(tags) for fingerprint, tags in config.tags.items()},
         auth={team: revealed(password) for team, password in (config.auth or {}).items()},
         price_file=_price_file(prices),
         provider_files={e.name: path for e in config.providers if (path := _price_file(e.prices)) is not None},

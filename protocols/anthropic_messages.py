@@ -35,6 +35,7 @@ from llmtap.protocols.common import (
     without_cache_markers,
 )
 from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
+from llmtap.protocols.who_asked import anthropic_user
 
 PROTOCOL = "anthropic.messages"
 
@@ -355,6 +356,7 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         max_tokens=count(body.get("max_tokens")),
         tool_choice=body.get("tool_choice"),
         thinking=body.get("thinking") if isinstance(body.get("thinking"), dict) else None,
+        end_user=anthropic_user(body),
         params={
             k: body[k]
             for k in ("temperature", "top_p", "top_k", "stop_sequences", "service_tier", "speed", "inference_geo")

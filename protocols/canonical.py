@@ -147,6 +147,8 @@ class RequestFacts:
     # The same prefix in parts, where a protocol lets a request extend the prefix of a
     # response it names (protocols/prefix.py; Responses): None for the others.
     prefix: dict[str, str | None] | None = None
+    # the end user the request names (protocols/who_asked.py): text from the client
+    end_user: str | None = None
 
 
 @dataclass(slots=True)

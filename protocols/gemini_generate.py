@@ -35,6 +35,7 @@ from llmtap.protocols.common import (
 )
 from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
 from llmtap.protocols.partial_args import PartialArgs
+from llmtap.protocols.who_asked import vertex_user
 
 PROTOCOL = "gemini.generate"
 
@@ -585,6 +586,7 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         max_tokens=count(config.get("maxOutputTokens")),
         tool_choice=body.get("toolConfig"),
         cached_content=body.get("cachedContent") if isinstance(body.get("cachedContent"), str) else None,
+        end_user=vertex_user(body),
         thinking=config.get("thinkingConfig") if isinstance(config.get("thinkingConfig"), dict) else None,
         params={
             k: config[k]

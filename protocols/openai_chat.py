@@ -33,6 +33,7 @@ from llmtap.protocols.common import (
     without_cache_markers,
 )
 from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
+from llmtap.protocols.who_asked import openai_user
 
 PROTOCOL = "openai.chat"
 
@@ -311,6 +312,7 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         stream=body.get("stream") if isinstance(body.get("stream"), bool) else None,
         max_tokens=first_count(body, "max_completion_tokens", "max_tokens"),
         tool_choice=body.get("tool_choice", body.get("function_call")),
+        end_user=openai_user(body),
         prompt_cache_key=body.get("prompt_cache_key") if isinstance(body.get("prompt_cache_key"), str) else None,
         params={
             k: body[k]

@@ -38,6 +38,7 @@ from llmtap.protocols.common import (
 )
 from llmtap.protocols.contract import NO_EXTRAS, Folded, FoldExtras
 from llmtap.protocols.openai_chat import modalities
+from llmtap.protocols.who_asked import openai_user
 
 PROTOCOL = "openai.responses"
 
@@ -407,6 +408,7 @@ def decode_request(body: dict[str, Any], path: str = "") -> RequestFacts:
         if isinstance(body.get("previous_response_id"), str)
         else None,
         thinking=reasoning if isinstance(reasoning, dict) else None,
+        end_user=openai_user(body),
         params={k: body[k] for k in _PARAMS if k in body},
     )
     if facts.params.get("prompt_cache_retention") == "24h":

@@ -8,6 +8,7 @@ for money as dollars or for conversations (analytics/export_rows.py adds those).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -64,6 +65,8 @@ REQUEST_COLUMNS = tuple(c.name for c in exchanges.c if c.name.startswith("reques
 # JSON would be most of an export's time.
 _READ = (
     *IDENTITY,
+    "tags",
+    "end_user",
     *TIMINGS,
     *CANONICAL,
     *USAGE_COLUMNS.values(),
@@ -220,8 +223,21 @@ def tool_calls_by_exchange(connection: Any, ids: list[str]) -> dict[str, list[di
     return out
 
 
+def _tags(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def to_canonical(row: Any, calls: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {key: row[key] for key in IDENTITY}
+    # SPEC §4: the request's tags (an object of text; {} when it had none) and end user
+    out["tags"] = _tags(row["tags"])
+    out["end_user"] = row["end_user"]
     out.update({key: utc(row[key]) if key.endswith("_at") else row[key] for key in TIMINGS})
     out.update({key: row[key] for key in CANONICAL})
     out["service_tier"] = row["service_tier"]

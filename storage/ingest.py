@@ -30,6 +30,7 @@ from llmtap.protocols.followups import CONTINUES, follow_up
 from llmtap.protocols.headers import TEAM_HEADER, proxy_auth_user, retry_after
 from llmtap.protocols.hosts import UNVERIFIED_HOST, destination
 from llmtap.protocols.providers import DEFAULT, ProviderNames
+from llmtap.protocols.who_asked import TAGS_HEADER, parse_tags
 from llmtap.storage.credentials import ProxyCredentials
 from llmtap.storage.followups import FollowUp
 from llmtap.storage.ids import capture_id
@@ -237,12 +238,16 @@ def to_record(
         method=http.method.upper(),
         host=http.host,
         destination=sender.destination,
+        # the tags the captured request carried (a file is the client's word, like its team header)
+        tags=parse_tags(http.header(TAGS_HEADER)),
         path=path,
         retry_after_s=retry_after(http.header("retry-after", "response"), http.header("retry-after-ms", "response")),
         request_body=http.request_body,
         response_body=None if http.response_encoded else http.response_body,
         response_content_type=content_type,
-        request_headers=redact_headers([(k, v) for k, v in http.request_headers if k.lower() != TEAM_HEADER]),
+        request_headers=redact_headers(
+            [(k, v) for k, v in http.request_headers if k.lower() not in (TEAM_HEADER, TAGS_HEADER)]
+        ),
     )
     # the exact key values the file's headers and URL hold, whatever their shape (SPEC §4)
     return scrub_record(record, request_secrets(http.request_headers, http.path.partition("?")[2]))

@@ -249,6 +249,7 @@ def _identity_column(key: str) -> bool:
         "key_last4",
         "key_secret_id",
         "client_addr",
+        "tags",  # from a header, not the bodies
         "source",
         "method",
         "host",

@@ -46,6 +46,8 @@ class Recorded:
     request_headers: list[tuple[str, str]] = field(default_factory=list)  # redacted
     # why it must stay unpriced whatever it claims: `unverified_host` (protocols/hosts.py)
     price_reason: str | None = None
+    # the tags the request carried (X-LLMTap-Tags) under the configured ones: protocols/who_asked.py
+    tags: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.id:

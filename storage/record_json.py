@@ -40,6 +40,7 @@ PLAIN = (
     # what the recorder decided of the destination: kept for the spool (the proxy's own
     # files); `llmtap import` decides it again, whatever a file says (storage/imported.py)
     "price_reason",
+    "tags",  # a dict of text: JSON as it is
 )
 
 

@@ -11,6 +11,7 @@ Not responsible for executing SQL (see `batch_insert.py`).
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -123,6 +124,7 @@ def _identity(rec: Recorded) -> dict[str, Any]:
         "key_last4": rec.key_last4,
         "key_secret_id": rec.key_secret_id if rec.key_fingerprint else None,
         "client_addr": rec.client_addr,
+        "tags": _tags(rec.tags),
         "source": rec.source,
         "method": rec.method,
         "host": rec.host,
@@ -188,6 +190,17 @@ def _canonical(ex: Any, keep_content: bool) -> dict[str, Any]:
     }
 
 
+def _tags(tags: dict[str, str]) -> str | None:
+    """Compact JSON, names sorted (so equal tag sets store equal text); values are the
+    client's text, scrubbed like any (a key-shaped value is no tag to keep)."""
+    if not isinstance(tags, dict):  # a spool file's, say: kept only as the recorder makes them
+        return None
+    kept = {name: scrub(value) for name, value in tags.items() if isinstance(name, str) and isinstance(value, str)}
+    if not kept:
+        return None
+    return json.dumps(dict(sorted(kept.items())), separators=(",", ":"), ensure_ascii=False)
+
+
 def _request(ex: Any) -> dict[str, Any]:
     if ex.request is None:
         return dict.fromkeys(_REQUEST_COLUMNS)
@@ -197,6 +210,7 @@ def _request(ex: Any) -> dict[str, Any]:
 def _request_values(facts: RequestFacts) -> dict[str, Any]:
     return {
         "request_stream": facts.stream,
+        "end_user": scrub(facts.end_user) if facts.end_user else None,
         "request_max_tokens": facts.max_tokens,
         # what a request declares is free text too (schemas, stop sequences): no keys
         "request_tools": scrub_json([{"name": t.name, "schema": t.schema, "type": t.type} for t in facts.tools]),

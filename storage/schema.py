@@ -61,6 +61,10 @@ exchanges = Table(
     # secret): NULL on rows stored before the store kept its secret (store_secret.py)
     Column("key_secret_id", StoredString(16), nullable=True),
     Column("client_addr", StoredString(64), nullable=True),
+    # what the request says it is for (protocols/who_asked.py; SPEC §4), NULL before 0014:
+    # its tags as a JSON object of text (compact, names sorted) and the end user it names
+    Column("tags", StoredText, nullable=True),
+    Column("end_user", StoredString(256), nullable=True),
     Column("source", StoredString(16), nullable=False, server_default="proxy"),
     Column("method", StoredString(10), nullable=True),
     Column("host", StoredString(255), nullable=True),
@@ -257,7 +261,7 @@ body_refs = Table(
 # `price_reason` (reports list why an exchange is unpriced), 0006 `service_tier` (--by
 # tier) and `cost_fee_pico`, 0007 `warmup`, `thread_key`,
 # `background_state` and the tool calls' `kind`, 0012 `previous_exchange_id`, 0013 the
-# stored verdicts.
+# stored verdicts, 0014 `tags` and `end_user`.
 EXCHANGE_FACT_COLUMNS = (
     "id", "team", "key_fingerprint", "key_last4", "started_at", "ended_at", "ttfb_ms", "ttft_ms",
     "duration_ms", "protocol", "provider", "status", "complete", "model", "model_requested",
@@ -270,7 +274,7 @@ EXCHANGE_FACT_COLUMNS = (
     "cost_cache_write_pico", "cost_output_pico", "cost_total_pico", "rate_input_pico", "rate_cache_read_pico",
     "service_tier", "cost_fee_pico", "warmup", "thread_key", "background_state", "previous_exchange_id",
     "conversation_id", "cache_verdict", "cache_cause", "cache_message_index", "cache_missed_tokens",
-    "cache_previous_id", "cache_gap_ms", "tool_problems",
+    "cache_previous_id", "cache_gap_ms", "tool_problems", "tags", "end_user",
 )  # fmt: skip
 TOOL_CALL_FACT_COLUMNS = ("exchange_id", "position", "call_id", "name", "status", "status_detail", "valid_json", "kind")
 

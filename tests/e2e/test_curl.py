@@ -134,3 +134,27 @@ def test_non_llm_paths_pass_through_unrecorded(proxy: Proxy) -> None:
     _post(proxy, "anthropic", "/v1/messages", c.request, token, f"x-api-key: {later}")
     harness.assert_matches_case(proxy.record(later), c)
     assert proxy.rows(key) == []
+
+
+def test_tags_header_is_recorded_not_forwarded(proxy: Proxy) -> None:
+    c = harness.case("a_anth_stream_text_basic")
+    token = proxy.routes.add(harness.stream_reply(c))
+    key = proxy.key(harness.ANTHROPIC_KEY)
+    assert c.request is not None
+    body = json.loads(c.request)
+    body["metadata"] = {"user_id": "user-7"}
+    _post(
+        proxy,
+        "anthropic",
+        "/v1/messages",
+        json.dumps(body).encode(),
+        token,
+        f"x-api-key: {key}",
+        "X-LLMTap-Tags: project=atlas,feature=search",
+    )
+
+    (seen,) = proxy.routes.done(token)
+    assert "x-llmtap-tags" not in seen.headers  # our header is not forwarded
+    row = proxy.record(key)
+    assert json.loads(row["tags"]) == {"feature": "search", "project": "atlas"}
+    assert row["end_user"] == "user-7"
