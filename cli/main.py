@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "print an API key's fingerprint (key read from stdin) for the [teams] map; status; rekey",
     ),
     "db": ("db", "manage the store's schema"),
+    "reconcile": ("reconcile", "compare the provider's own usage and cost reports with what llmtap recorded"),
     "lake": ("lake", "copy the report facts into Apache Iceberg tables (a lake)"),
     "config": (
         "config",
