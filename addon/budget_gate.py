@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from mitmproxy import ctx, http
@@ -48,14 +48,19 @@ class Gate(Protocol):
     def admit(
         self, *, team: str | None, fingerprints: Sequence[str], protocol: str, path: str, host: str | None,
         body: bytes | None, provider: str | None = None, price_reason: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> tuple[Refusal | None, int | None]: ...  # fmt: skip
 
     def admit_message(
         self, *, team: str | None, fingerprints: Sequence[str], protocol: str, path: str, host: str | None,
         body: bytes, provider: str | None = None, price_reason: str | None = None, stream_id: Any = None,
+        tags: Mapping[str, str] | None = None,
     ) -> tuple[bytes | None, int | None]: ...  # fmt: skip
 
-    def over(self, *, team: str | None, fingerprints: Sequence[str], protocol: str, path: str) -> Refusal | None: ...
+    def over(
+        self, *, team: str | None, fingerprints: Sequence[str], protocol: str, path: str,
+        tags: Mapping[str, str] | None = None,
+    ) -> Refusal | None: ...  # fmt: skip
 
     def ended(self, token: int) -> None: ...
 
@@ -96,6 +101,7 @@ class BudgetGate:
             refusal, token = self.gate.admit(
                 team=meta.team, fingerprints=_fingerprints(meta), protocol=meta.protocol, path=meta.path,
                 host=meta.host, body=meta.request_body, provider=meta.provider, price_reason=meta.price_reason,
+                tags=meta.tags,
             )  # fmt: skip
         except Exception:  # noqa: BLE001 - a gate's bug never stops traffic
             log.exception("llmtap: the budget gate failed; request let through")
@@ -113,7 +119,9 @@ class BudgetGate:
         protocol = websocket_protocol(request.path)
         if who is None or protocol is None or request.headers.get("upgrade", "").lower() != "websocket":
             return
-        refusal = self.gate.over(team=who.team, fingerprints=who.key_fingerprints, protocol=protocol, path=request.path)
+        refusal = self.gate.over(
+            team=who.team, fingerprints=who.key_fingerprints, protocol=protocol, path=request.path, tags=who.tags
+        )
         if refusal is not None:
             _answer(flow, refusal)
             self.refused += 1
@@ -151,7 +159,7 @@ class WebSocketBudgetGate:
             refusal, token = self.parent.gate.admit_message(
                 team=who.team, fingerprints=who.key_fingerprints, protocol=PROTOCOL, path=session.path,
                 host=session.host, body=message.content, provider=session.provider, price_reason=who.price_reason,
-                stream_id=event.get("stream_id"),
+                stream_id=event.get("stream_id"), tags=who.tags,
             )  # fmt: skip
         except (ValueError, RecursionError):
             return

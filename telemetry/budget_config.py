@@ -13,6 +13,8 @@ the calendar periods a limit counts over.
     infra  = { usd = 20, period = "day", thresholds = [90, 100] }
     [budgets.keys]                              # by key fingerprint (`llmtap fingerprint`)
     "9f2c…" = { usd = 5, period = "week" }
+    [budgets.tags]                              # by tag (SPEC §4): NAME=VALUE
+    "project=atlas" = { usd = 50 }
 
 A request reserves its estimate against its limits as it passes the gate (budget_gate.py):
 its input at a token per four bytes and its output limit (`max_tokens` and the like; a
@@ -43,11 +45,12 @@ from pydantic import AfterValidator, PlainValidator, model_validator
 
 from llmtap.config import section as config_section
 from llmtap.config.section import Section
+from llmtap.protocols.who_asked import parse_tags
 
 Period = Literal["day", "week", "month"]
 WebhookFormat = Literal["llmtap", "slack"]  # budget_alerts.py: its own JSON, or a Slack (and Teams) message
 PERIODS: tuple[str, ...] = get_args(Period)
-SCOPES = {"teams": "team", "keys": "key"}  # [budgets.<table>] -> a limit's scope
+SCOPES = {"teams": "team", "keys": "key", "tags": "tag"}  # [budgets.<table>] -> a limit's scope
 DEFAULT_THRESHOLDS = (50, 80, 100)
 # The output a request reserves when it sets no limit of its own: the models' own default
 # is then their maximum (32k to 128k tokens for OpenAI's and Google's current models).
@@ -56,8 +59,8 @@ DEFAULT_OUTPUT_TOKENS = 32_768
 
 @dataclass(frozen=True)
 class Limit:
-    scope: str  # team | key
-    name: str  # the team, or the key's fingerprint
+    scope: str  # team | key | tag
+    name: str  # the team, the key's fingerprint, or the tag as NAME=VALUE
     usd: Decimal
     period: str  # day | week | month
     thresholds: tuple[int, ...]  # percent, ascending
@@ -133,6 +136,15 @@ Usd = Annotated[Decimal, PlainValidator(_usd)]
 Thresholds = Annotated[tuple[int, ...], PlainValidator(_thresholds)]
 
 
+def _tag_limits(table: dict[str, Any]) -> dict[str, Any]:
+    """`[budgets.tags]`: each name is one tag as a request carries it, `NAME=VALUE`."""
+    for name in table:
+        tag, equals, value = name.partition("=")
+        if not equals or parse_tags(name) != {tag: value}:  # read back exactly as written
+            raise ValueError(f"{name!r} is not a tag as NAME=VALUE (a name of a-z, 0-9, _ and -; a value without ',')")
+    return table
+
+
 class LimitEntry(Section):
     """One limit: `search = { usd = 200, period = "month", thresholds = [90, 100] }`."""
 
@@ -152,11 +164,12 @@ class BudgetsSection(Section):
     default_output_tokens: Annotated[int, PlainValidator(_output_tokens)] = DEFAULT_OUTPUT_TOKENS
     teams: dict[str, LimitEntry] = {}
     keys: dict[str, LimitEntry] = {}  # by key fingerprint
+    tags: Annotated[dict[str, LimitEntry], AfterValidator(_tag_limits)] = {}  # by tag: "NAME=VALUE"
 
     @model_validator(mode="after")
     def _some_limit(self) -> BudgetsSection:
-        if not self.teams and not self.keys:
-            raise ValueError("sets no limit: add [budgets.teams] or [budgets.keys]")
+        if not self.teams and not self.keys and not self.tags:
+            raise ValueError("sets no limit: add [budgets.teams], [budgets.keys] or [budgets.tags]")
         return self
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -78,8 +78,10 @@ class ProxyGate:
         self.writer = writer
         self._teams: dict[str, list[Limit]] = {}
         self._keys: dict[str, list[Limit]] = {}
+        self._tags: dict[str, list[Limit]] = {}  # "NAME=VALUE"
+        indexes = {"team": self._teams, "key": self._keys, "tag": self._tags}
         for limit in settings.limits:
-            (self._teams if limit.scope == "team" else self._keys).setdefault(limit.name, []).append(limit)
+            indexes[limit.scope].setdefault(limit.name, []).append(limit)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="llmtap-budget-gate", daemon=True)
 
@@ -106,27 +108,31 @@ class ProxyGate:
         body: bytes | None,
         provider: str | None = None,
         price_reason: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> tuple[budget_refusal.Refusal | None, int | None]:
         """(a refusal in the protocol's shape, None) or (None, the reservation's token;
         None when no limit applies)."""
         asked = {"protocol": protocol, "path": path, "host": host, "body": body, "provider": provider}
-        short, token = self._admit(team, fingerprints, price_reason=price_reason, **asked)
+        short, token = self._admit(team, fingerprints, tags, price_reason=price_reason, **asked)
         return (self._refusal(protocol, path, short), None) if short is not None else (None, token)
 
     def admit_message(
         self, *, team: str | None, fingerprints: Sequence[str], protocol: str, path: str, host: str | None,
         body: bytes, provider: str | None = None, price_reason: str | None = None, stream_id: Any = None,
+        tags: Mapping[str, str] | None = None,
     ) -> tuple[bytes | None, int | None]:  # fmt: skip
         """`admit` for a WebSocket `response.create`: a refusal is the `error` event."""
         asked = {"protocol": protocol, "path": path, "host": host, "body": body, "provider": provider}
-        short, token = self._admit(team, fingerprints, price_reason=price_reason, **asked)
+        short, token = self._admit(team, fingerprints, tags, price_reason=price_reason, **asked)
         if short is None:
             return None, token
         retry = short.retry_s if short.retry_s is not None else budget_refusal.retry_after(short.end, self.clock())
         return budget_refusal.websocket_refusal(short.text, retry, stream_id), None
 
-    def _admit(self, team: str | None, fingerprints: Sequence[str], **asked: Any) -> tuple[_Short | None, int | None]:
-        limits = self._limits(team, fingerprints)
+    def _admit(
+        self, team: str | None, fingerprints: Sequence[str], tags: Mapping[str, str] | None, **asked: Any
+    ) -> tuple[_Short | None, int | None]:
+        limits = self._limits(team, fingerprints, tags)
         if not limits:
             return None, None
         estimate = self.estimator.estimate(**asked)
@@ -136,11 +142,12 @@ class ProxyGate:
         return None, self.ledger.reserve(((limit.scope, limit.name) for limit in limits), estimate.pico)
 
     def over(
-        self, *, team: str | None, fingerprints: Sequence[str], protocol: str, path: str
-    ) -> budget_refusal.Refusal | None:
+        self, *, team: str | None, fingerprints: Sequence[str], protocol: str, path: str,
+        tags: Mapping[str, str] | None = None,
+    ) -> budget_refusal.Refusal | None:  # fmt: skip
         """A refusal when a limit is reached already (nothing fits): for a WebSocket
         upgrade, whose messages are each admitted on their own."""
-        limits = self._limits(team, fingerprints)
+        limits = self._limits(team, fingerprints, tags)
         short = self._short(limits, 0) if limits else None
         return self._refusal(protocol, path, short) if short is not None else None
 
@@ -148,10 +155,16 @@ class ProxyGate:
         """The reservation's record was handed to the writer."""
         self.ledger.ended(token)
 
-    def _limits(self, team: str | None, fingerprints: Sequence[str]) -> list[Limit]:
+    def _limits(
+        self, team: str | None, fingerprints: Sequence[str], tags: Mapping[str, str] | None = None
+    ) -> list[Limit]:
         found = list(self._teams.get(team, ())) if team else []
-        for fingerprint in fingerprints:
-            for limit in self._keys.get(fingerprint, ()):
+        named = [
+            *(self._keys.get(fingerprint, ()) for fingerprint in fingerprints),
+            *(self._tags.get(f"{name}={value}", ()) for name, value in (tags or {}).items()),
+        ]
+        for limits in named:
+            for limit in limits:
                 if limit not in found:
                     found.append(limit)
         return found

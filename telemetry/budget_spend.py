@@ -12,13 +12,14 @@ for pricing (the rows arrive priced: analytics/pricing.py).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, and_, case, func, select
+from sqlalchemy import ColumnElement, Engine, and_, case, func, or_, select
 
 from llmtap.storage.schema import exchanges
 from llmtap.telemetry.budget_config import Limit, bounds
@@ -75,6 +76,15 @@ def read(engine: Engine, found: Sequence[Standing]) -> list[int]:
     sums = [func.sum(case((and_(started >= a, started < b), cost), else_=0)) for a, b in windows]
     totals: dict[tuple[str, str, int], int] = {}
     with engine.connect() as connection:
+        for standing in {s.limit.name: s for s in found if s.limit.scope == "tag"}.values():
+            query = (
+                select(*sums)
+                .where(tagged(standing.limit.name), started >= windows[0][0], started < max(b for _, b in windows))
+                .where(cost.is_not(None))
+            )
+            for row in connection.execute(query):
+                for index, value in enumerate(row):
+                    totals[("tag", standing.limit.name, index)] = int(value or 0)
         for scope, column in (("team", exchanges.c.team), ("key", exchanges.c.key_fingerprint)):
             names = sorted({s.limit.name for s in found if s.limit.scope == scope})
             if not names:
@@ -91,6 +101,28 @@ def read(engine: Engine, found: Sequence[Standing]) -> list[int]:
     return [totals.get((s.limit.scope, s.limit.name, windows.index((s.start, s.end))), 0) for s in found]
 
 
+def tagged(tag: str) -> ColumnElement[bool]:
+    """The stored rows that carry `tag` (`NAME=VALUE`): their `tags` text is compact JSON
+    with sorted names (storage/rows.py), and a name or value holds no `,` (who_asked.py),
+    so the pair is the text `"NAME":"VALUE"` right after `{` or `,` and before `,` or `}`."""
+    name, _, value = tag.partition("=")
+    pair = json.dumps({name: value}, separators=(",", ":"), ensure_ascii=False)[1:-1]
+    like = pair.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    column = exchanges.c.tags
+    return or_(*(column.like(f"{head}{like}{tail}", escape="\\") for head in ("{", "%,") for tail in ("}", ",%")))
+
+
+def row_tags(text: Any) -> list[str]:
+    """A row's tags as `NAME=VALUE` (its `tags` column as storage/rows.py makes it)."""
+    try:
+        found = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return []
+    if not isinstance(found, dict):
+        return []
+    return [f"{name}={value}" for name, value in found.items() if isinstance(value, str)]
+
+
 class Tracker:
     """The standings of all limits, rolled to the current period, fed by committed rows.
     Not thread-safe: its owner (budgets.BudgetObserver) holds a lock around it."""
@@ -100,9 +132,10 @@ class Tracker:
         self.standings = standings(limits, now, zone)
         self._by_team: dict[str, list[Standing]] = {}
         self._by_key: dict[str, list[Standing]] = {}
+        self._by_tag: dict[str, list[Standing]] = {}  # "NAME=VALUE"
+        indexes = {"team": self._by_team, "key": self._by_key, "tag": self._by_tag}
         for standing in self.standings:
-            index = self._by_team if standing.limit.scope == "team" else self._by_key
-            index.setdefault(standing.limit.name, []).append(standing)
+            indexes[standing.limit.scope].setdefault(standing.limit.name, []).append(standing)
 
     def roll(self, now: datetime) -> list[Standing]:
         """Start a new period for each limit whose period ended; those that rolled."""
@@ -133,6 +166,9 @@ class Tracker:
             matching = self._by_team.get(row.get("team") or "", [])
             if fingerprint:
                 matching = matching + self._by_key.get(fingerprint, [])
+            if self._by_tag and row.get("tags"):
+                for tag in row_tags(row["tags"]):
+                    matching = matching + self._by_tag.get(tag, [])
             for standing in matching:
                 if standing.start <= started < standing.end:
                     standing.spent_pico += int(cost)
