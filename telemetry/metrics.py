@@ -14,6 +14,8 @@ teams = 200                 # distinct team labels, then `other`
 models = 200                # distinct priced models, then `other`
 unpriced_models = 50        # distinct models the price catalogue does not know, then `other`
 series = 10000              # distinct (team, provider, model) triples, then `other`
+tags = 20                   # distinct tag names (llmtap_tag_* counters), then `other`
+tag_values = 1000           # distinct (tag, value) pairs, then the tag's `other`
 ```
 
 The endpoint admits requests as the dashboard server does (SPEC §6, storage/access.py):
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from llmtap.telemetry.settings import Telemetry
 
 log = logging.getLogger("llmtap.telemetry")
-CAPS = {"teams": 200, "models": 200, "unpriced_models": 50, "series": 10_000}
+CAPS = {"teams": 200, "models": 200, "unpriced_models": 50, "series": 10_000, "tags": 20, "tag_values": 1000}
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class MetricsSettings:
     models: int = CAPS["models"]
     unpriced_models: int = CAPS["unpriced_models"]
     series: int = CAPS["series"]
+    tags: int = CAPS["tags"]
+    tag_values: int = CAPS["tag_values"]
     providers: tuple[str, ...] = ()  # the config's [[providers]] names: labels beside genai-prices' ids
 
 
@@ -72,6 +76,8 @@ class MetricsSection(Section):
     models: Positive = CAPS["models"]
     unpriced_models: Positive = CAPS["unpriced_models"]
     series: Positive = CAPS["series"]
+    tags: Positive = CAPS["tags"]
+    tag_values: Positive = CAPS["tag_values"]
 
 
 def settings_from(
@@ -123,6 +129,8 @@ def observer(telemetry: Telemetry) -> Observer:
         unpriced_models=settings.unpriced_models,
         series=settings.series,
         providers=settings.providers,
+        tags=settings.tags,
+        tag_values=settings.tag_values,
     )
     try:
         return Counting(folder(telemetry), labels)

@@ -25,6 +25,7 @@ protocols/rules.py).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -35,6 +36,7 @@ from llmtap.storage.rows import RowSet
 from llmtap.telemetry.metrics_labels import Labels, bounded
 
 WHO = ("team", "provider", "model")
+TAG = ("tag", "value")
 # Seconds. An LLM call takes from well under a second to minutes (long outputs, reasoning).
 BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 TOKEN_KINDS = (
@@ -62,6 +64,17 @@ def multiprocess(folder: Path) -> None:
         values.ValueClass = values.get_value_class()
 
 
+def seen_tags(folder: Path) -> Iterator[tuple[str, str]]:
+    """The (tag, value) labels earlier processes of this run counted under."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    for family in MultiProcessCollector(CollectorRegistry(auto_describe=False), path=str(folder)).collect():
+        if family.name == "llmtap_tag_requests":
+            for sample in family.samples:
+                yield sample.labels["tag"], sample.labels["value"]
+
+
 def seen_triples(folder: Path) -> Iterator[tuple[str, str, str]]:
     """The (team, provider, model) labels earlier processes of this run counted under."""
     from prometheus_client import CollectorRegistry
@@ -81,6 +94,7 @@ class Counting:
         from prometheus_client import CollectorRegistry, Counter, Histogram
 
         labels.seed(seen_triples(folder))
+        labels.seed_tags(seen_tags(folder))
         self.labels = labels
         # A registry of its own: the values go to the files, nothing here is served.
         registry = CollectorRegistry(auto_describe=False)
@@ -94,6 +108,9 @@ class Counting:
         self.requests = counter("llmtap_requests", "Exchanges recorded", [*WHO, "finish_reason"])
         self.tokens = counter("llmtap_tokens", "Tokens as billed, by kind", [*WHO, "kind"])
         self.cost = counter("llmtap_cost_usd", "Priced cost in US dollars", WHO)
+        # by tag (SPEC §4): a series per (tag, value), both bounded (metrics_labels.py)
+        self.tag_requests = counter("llmtap_tag_requests", "Exchanges recorded, by each tag they carry", TAG)
+        self.tag_cost = counter("llmtap_tag_cost_usd", "Priced cost in US dollars, by each tag", TAG)
         self.decode_errors = counter("llmtap_decode_errors", "Exchanges stored with a decode error", ["provider"])
         self.cache_misses = counter(
             "llmtap_cache_misses", "Prompt-cache misses (the stored verdicts), by cause", ["cause"]
@@ -128,6 +145,11 @@ class Counting:
         pico = row.get("cost_total_pico")
         if pico is not None:
             self.cost.labels(*who).inc(pico / PICO)
+        for name, value in _tags(row.get("tags")):
+            pair = self.labels.tag(name, value)
+            self.tag_requests.labels(*pair).inc()
+            if pico is not None:
+                self.tag_cost.labels(*pair).inc(pico / PICO)
         if row.get("decode_error") is not None:
             self.decode_errors.labels(who[1]).inc()
         for histogram, column in ((self.ttft, "ttft_ms"), (self.duration, "duration_ms")):
@@ -160,6 +182,19 @@ class _Bounded:
 
     def inc(self, amount: float = 1) -> None:
         self.metric.inc(amount)
+
+
+def _tags(text: Any) -> list[tuple[str, str]]:
+    """A row's tags (storage/rows.py: compact JSON text), as pairs; none if unreadable."""
+    if not text:
+        return []
+    try:
+        found = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return []
+    if not isinstance(found, dict):
+        return []
+    return [(str(name), value) for name, value in found.items() if isinstance(value, str)]
 
 
 def _priced(row: Mapping[str, Any]) -> bool:

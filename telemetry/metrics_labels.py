@@ -12,6 +12,9 @@ How each label is bounded:
   every request fills the cap once and adds nothing after);
 - finish_reason: the canonical set (SPEC §2), else `other`; none is `unknown`;
 - tool status: toolcheck's statuses, else `other`;
+- tags (the `llmtap_tag_*` counters' `tag` and `value`): the first `tags` distinct tag
+  names, else `other` in both; of each kept name, values up to `tag_values` distinct
+  (tag, value) pairs in all, else that name's `other`;
 - and, whatever the above allow, at most `series` distinct (team, provider, model)
   triples: any more are `other` in all three;
 - every value at most `MAX_LENGTH` (128) characters (SPEC §6): a longer one keeps its
@@ -66,8 +69,9 @@ class Labels:
     """First come, first kept, up to the caps; then `other`."""
 
     def __init__(
-        self, *, teams: int, models: int, unpriced_models: int, series: int, providers: Iterable[str] = ()
-    ) -> None:
+        self, *, teams: int, models: int, unpriced_models: int, series: int, providers: Iterable[str] = (),
+        tags: int = 20, tag_values: int = 1000,
+    ) -> None:  # fmt: skip
         self.caps = {"team": teams, "model": models, "unpriced": unpriced_models}
         self.series_cap = series
         self.providers = _providers() | frozenset(bounded(name) for name in providers)
@@ -77,6 +81,9 @@ class Labels:
         self.models: set[str] = set()
         self.unpriced: set[str] = set()
         self.triples: set[tuple[str, str, str]] = set()
+        self.tag_caps = (tags, tag_values)
+        self.tag_names: set[str] = set()
+        self.tag_pairs: set[tuple[str, str]] = set()
 
     def seed(self, triples: Iterable[tuple[str, str, str]]) -> None:
         """Values a previous process of the same run already gave out (its counters)."""
@@ -84,6 +91,29 @@ class Labels:
             self.teams.add(team)
             self.models.add(model)  # priced or not, it keeps its series
             self.triples.add((team, provider, model))
+
+    def seed_tags(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Tag labels a previous process of the same run already gave out."""
+        for name, value in pairs:
+            if name != OTHER:
+                self.tag_names.add(name)
+            if value != OTHER:
+                self.tag_pairs.add((name, value))
+
+    def tag(self, name: str, value: str) -> tuple[str, str]:
+        """The (tag, value) labels of one tag an exchange carries."""
+        name, value = bounded(name), bounded(value)
+        if name not in self.tag_names:
+            if len(self.tag_names) >= self.tag_caps[0]:
+                return (OTHER, OTHER)
+            self.tag_names.add(name)
+        pair = (name, value)
+        if pair in self.tag_pairs:
+            return pair
+        if len(self.tag_pairs) >= self.tag_caps[1]:
+            return (name, OTHER)
+        self.tag_pairs.add(pair)
+        return pair
 
     def who(self, team: str | None, provider: str | None, model: str | None, priced: bool) -> tuple[str, str, str]:
         """The (team, provider, model) labels of one exchange."""

@@ -237,6 +237,9 @@ def _llmtap(row: dict[str, Any]) -> dict[str, Any]:
         out["llmtap.tool_calls.names"] = [str(c["name"] or "") for c in calls]
     if row.get("cache_verdict") is not None:
         out.update({attribute: row.get(column) for column, attribute in CACHE.items()})
+    tags = row.get("tags")
+    if isinstance(tags, dict):  # SPEC §4: a request's tags, each an attribute (at most 16, bounded)
+        out.update({f"llmtap.tag.{name}": str(value) for name, value in tags.items()})
     return out
 
 

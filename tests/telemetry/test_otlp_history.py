@@ -110,7 +110,7 @@ def traffic() -> list[HttpExchange]:
                 "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
                 "messages": json.loads(json.dumps(messages)),
             }
-            headers = {"x-llmtap-team": "billing"}
+            headers = {"x-llmtap-team": "billing", "x-llmtap-tags": f"project=invoice-{conversation % 2}"}
             if variant == "session":
                 headers["x-claude-code-session-id"] = "session-0123456789"
             at = START + timedelta(minutes=offset, seconds=20 * turn)
@@ -257,6 +257,7 @@ def check_against_export(span: Received, row: dict[str, Any]) -> None:
     assert a["llmtap.conversation.id"] == row["conversation_id"]
     assert a.get("gen_ai.conversation.id", row["conversation_id"]) == row["conversation_id"]
     assert a["llmtap.team"] == row["team"]
+    assert {k.removeprefix("llmtap.tag."): v for k, v in a.items() if k.startswith("llmtap.tag.")} == row["tags"]
     assert a.get("llmtap.attribution") == row["attribution"]
     assert a.get("http.response.status_code") == row["status"]
     assert a.get("llmtap.price.status") == row["price_status"]
