@@ -1,5 +1,6 @@
 """`llmtap export`: canonical exchange rows with their conversation and money as JSON
-Lines, CSV or Parquet (SPEC §3), in a file private to its user (0600) in every format; or
+Lines, CSV or Parquet (SPEC §3), or as FOCUS 1.2 cost rows in CSV (`--format focus`,
+analytics/focus_rows.py), in a file private to its user (0600) in every format; or
 `--format otlp --endpoint URL` to send them as OpenTelemetry spans (telemetry/otlp_backfill.py),
 the ones `llmtap proxy --otlp-endpoint` sends live.
 
@@ -41,13 +42,15 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="export exchange rows with their cost (jsonl, csv, parquet)",
         description="Export stored exchanges: the canonical fields plus id, conversation, team, key "
         "fingerprint, host, path, timings and the money (cost_usd and its parts in exact dollars, "
-        "price_status, price_version). Stale prices are brought up to date first.",
+        "price_status, price_version). Stale prices are brought up to date first. --format focus writes "
+        "FinOps FOCUS 1.2 CSV instead: one row per exchange and token class (or server tool fees), "
+        "whose BilledCost adds up to report cost's total.",
     )
     parser.add_argument(
         "--format",
-        choices=("jsonl", "csv", "parquet", "otlp"),
+        choices=("jsonl", "csv", "parquet", "focus", "otlp"),
         default="jsonl",
-        help="jsonl (default), csv, parquet (needs --output) or otlp (spans sent to --endpoint)",
+        help="jsonl (default), csv, parquet (needs --output), focus (FOCUS 1.2 CSV) or otlp (spans sent to --endpoint)",
     )
     parser.add_argument("--since", help="ISO date/time or age (7d) — exchanges started at or after")
     parser.add_argument("--until", help="ISO date/time or age — exchanges started before")
@@ -110,16 +113,20 @@ def run(args: argparse.Namespace) -> int:
                 rows = _metered(export_rows(engine, since, until, only=only), meter)
                 if otlp is not None:
                     return _otlp(engine, rows, otlp)
+                focus = None
                 if args.format == "parquet":
                     _parquet(rows, Path(args.output))
                 else:
                     with _open_output(args.output) as out:
-                        (_jsonl if args.format == "jsonl" else _csv)(rows, out)
+                        if args.format == "focus":
+                            focus = _focus(rows, out)
+                        else:
+                            (_jsonl if args.format == "jsonl" else _csv)(rows, out)
         finally:
             duck.close()
     finally:
         engine.dispose()
-    print(_exported(meter.done, args.output), file=sys.stderr)
+    print(_exported(meter.done, args.output, focus), file=sys.stderr)
     return 0
 
 
@@ -129,19 +136,20 @@ def _metered(rows: Iterable[dict[str, Any]], meter: Any) -> Iterator[dict[str, A
         yield row
 
 
-def _exported(count: int, output: str | None) -> str:
+def _exported(count: int, output: str | None, focus: int | None = None) -> str:
     """The final count line (standard error: standard output may be the data)."""
     from rich.filesize import decimal
 
     from llmtap.cli.progress import counted
 
+    what = counted(count, "exchange") + ("" if focus is None else f" as {counted(focus, 'FOCUS row')}")
     if output is None:
-        return f"exported {counted(count, 'exchange')} to stdout"
+        return f"exported {what} to stdout"
     try:
         size = f" ({decimal(os.path.getsize(output))})"
     except OSError:
         size = ""
-    return f"exported {counted(count, 'exchange')} to {output}{size}"
+    return f"exported {what} to {output}{size}"
 
 
 def _otlp_options(args: argparse.Namespace, config: Any) -> Any:
@@ -192,6 +200,20 @@ def _csv(rows: Iterable[dict[str, Any]], out: TextIO) -> None:
         writer.writerow(
             [csv_cell(decimal_text(value) if isinstance(value, Decimal) else value) for value in flat(row).values()]
         )
+
+
+def _focus(rows: Iterable[dict[str, Any]], out: TextIO) -> int:
+    """FOCUS rows as CSV, the form focus-validator reads; returns how many."""
+    from llmtap.analytics.focus_rows import COLUMNS, csv_line, focus_rows
+
+    writer = csv.writer(out)
+    writer.writerow(COLUMNS)
+    written = 0
+    for row in rows:
+        for line in focus_rows(row):
+            writer.writerow(csv_line(line))
+            written += 1
+    return written
 
 
 def _parquet(rows: Iterable[dict[str, Any]], path: Path) -> None:
