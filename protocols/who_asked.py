@@ -21,6 +21,7 @@ from the client, like a team named in a header.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -92,3 +93,17 @@ def merged(client: Mapping[str, str], configured: Mapping[str, str] | None) -> d
         if name not in out and len(out) < MAX_TAGS:
             out[name] = value
     return out
+
+
+def stored_tags(text: object) -> dict[str, str]:
+    """The tags a stored row holds (its `tags` column: compact JSON text, storage/rows.py),
+    as a dict of text; {} for none or for anything else."""
+    if not isinstance(text, str) or not text:
+        return {}
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(name): value for name, value in found.items() if isinstance(value, str)}

@@ -8,7 +8,6 @@ for money as dollars or for conversations (analytics/export_rows.py adds those).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ from typing import Any, overload
 
 from sqlalchemy import ColumnElement, Engine, func, select
 
+from llmtap.protocols.who_asked import stored_tags
 from llmtap.storage.schema import exchanges, tool_calls
 
 PAGE = 1000
@@ -223,20 +223,10 @@ def tool_calls_by_exchange(connection: Any, ids: list[str]) -> dict[str, list[di
     return out
 
 
-def _tags(text: str | None) -> dict[str, str]:
-    if not text:
-        return {}
-    try:
-        found = json.loads(text)
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
 def to_canonical(row: Any, calls: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {key: row[key] for key in IDENTITY}
     # SPEC §4: the request's tags (an object of text; {} when it had none) and end user
-    out["tags"] = _tags(row["tags"])
+    out["tags"] = stored_tags(row["tags"])
     out["end_user"] = row["end_user"]
     out.update({key: utc(row[key]) if key.endswith("_at") else row[key] for key in TIMINGS})
     out.update({key: row[key] for key in CANONICAL})

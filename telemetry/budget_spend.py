@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, and_, case, func, or_, select
 
+from llmtap.protocols.who_asked import stored_tags
 from llmtap.storage.schema import exchanges
 from llmtap.telemetry.budget_config import Limit, bounds
 
@@ -112,17 +113,6 @@ def tagged(tag: str) -> ColumnElement[bool]:
     return or_(*(column.like(f"{head}{like}{tail}", escape="\\") for head in ("{", "%,") for tail in ("}", ",%")))
 
 
-def row_tags(text: Any) -> list[str]:
-    """A row's tags as `NAME=VALUE` (its `tags` column as storage/rows.py makes it)."""
-    try:
-        found = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return []
-    if not isinstance(found, dict):
-        return []
-    return [f"{name}={value}" for name, value in found.items() if isinstance(value, str)]
-
-
 class Tracker:
     """The standings of all limits, rolled to the current period, fed by committed rows.
     Not thread-safe: its owner (budgets.BudgetObserver) holds a lock around it."""
@@ -167,7 +157,7 @@ class Tracker:
             if fingerprint:
                 matching = matching + self._by_key.get(fingerprint, [])
             if self._by_tag and row.get("tags"):
-                for tag in row_tags(row["tags"]):
+                for tag in (f"{name}={value}" for name, value in stored_tags(row["tags"]).items()):
                     matching = matching + self._by_tag.get(tag, [])
             for standing in matching:
                 if standing.start <= started < standing.end:

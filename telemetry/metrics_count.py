@@ -25,12 +25,12 @@ protocols/rules.py).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from llmtap.protocols.who_asked import stored_tags
 from llmtap.storage.private import private_dir
 from llmtap.storage.rows import RowSet
 from llmtap.telemetry.metrics_labels import Labels, bounded
@@ -145,7 +145,7 @@ class Counting:
         pico = row.get("cost_total_pico")
         if pico is not None:
             self.cost.labels(*who).inc(pico / PICO)
-        for name, value in _tags(row.get("tags")):
+        for name, value in stored_tags(row.get("tags")).items():
             pair = self.labels.tag(name, value)
             self.tag_requests.labels(*pair).inc()
             if pico is not None:
@@ -182,19 +182,6 @@ class _Bounded:
 
     def inc(self, amount: float = 1) -> None:
         self.metric.inc(amount)
-
-
-def _tags(text: Any) -> list[tuple[str, str]]:
-    """A row's tags (storage/rows.py: compact JSON text), as pairs; none if unreadable."""
-    if not text:
-        return []
-    try:
-        found = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return []
-    if not isinstance(found, dict):
-        return []
-    return [(str(name), value) for name, value in found.items() if isinstance(value, str)]
 
 
 def _priced(row: Mapping[str, Any]) -> bool:
