@@ -55,13 +55,20 @@ def multiprocess(folder: Path) -> None:
     prometheus-client picks its value class when it is first imported, from
     PROMETHEUS_MULTIPROC_DIR; this process may have imported it already (a writer thread
     in the proxy's own process, after the writer process kept failing), so the class is
-    set again here, which is what the library does at import."""
+    set again here, which is what the library does at import.
+
+    The library's class keeps the files it opened, named from the folder of its first
+    value: a class made for another folder (an earlier writer of this process) would
+    still write there, so it is replaced too."""
     private_dir(folder)  # team and model names: private like the spool beside it
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
     from prometheus_client import values
 
-    if not getattr(values.ValueClass, "_multiprocess", False):
-        values.ValueClass = values.get_value_class()
+    current = values.ValueClass
+    if not getattr(current, "_multiprocess", False) or getattr(current, "_llmtap_folder", None) != str(folder):
+        made = values.get_value_class()
+        made._llmtap_folder = str(folder)  # type: ignore[attr-defined]
+        values.ValueClass = made
 
 
 def seen_tags(folder: Path) -> Iterator[tuple[str, str]]:

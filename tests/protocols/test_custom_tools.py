@@ -313,3 +313,36 @@ def test_chat_custom_call_streamed_in_pieces() -> None:
     [decoded] = ex.tool_calls
     assert (decoded.id, decoded.name, decoded.kind, decoded.arguments_raw) == ("call_1", "csv", "custom", "1,2")
     assert decoded.status == "valid" and decoded.arguments is None
+
+
+def test_the_first_lark_grammar_of_a_process_is_checked_within_the_smallest_clock() -> None:
+    """Importing `lark` is work no exchange causes (a fifth of a CPU second here, more on a
+    loaded machine): the first custom call a fresh writer checks (Codex's `exec`) is still
+    checked, not `unchecked`. A process of its own, where `lark` is not yet loaded and its
+    import is made to spend 0.3 s of CPU, three times the smallest exchange's clock."""
+    import subprocess
+    import sys
+
+    request = json.loads((FIXTURES / "request_codex0171_turn1.json").read_text())
+    declared = request["input"][0]["tools"][0]["tools"][0]["format"]
+    script = (
+        "import importlib.abc, json, sys, time\n"
+        "class Slow(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'lark':\n"
+        "            end = time.thread_time() + 0.3\n"
+        "            while time.thread_time() < end: pass\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Slow())\n"
+        "from llmtap.protocols import grammar\n"
+        "from llmtap.protocols.budget import CheckClock\n"
+        "assert 'lark' not in sys.modules\n"
+        "declared = json.loads(sys.stdin.read())\n"
+        "text = 'const r = await tools.exec_command({ cmd: \"ls\" });\\ntext(r.output);\\n'\n"
+        "print(json.dumps(grammar.verdict(declared, text, CheckClock.for_size(0))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], input=json.dumps(declared), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["valid", None]

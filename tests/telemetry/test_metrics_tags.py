@@ -68,3 +68,13 @@ def test_exchanges_count_under_each_tag_they_carry(tmp_path: Path) -> None:
     assert requests == {("feature", "search"): 1, ("project", "atlas"): 2, (OTHER, OTHER): 10}
     cost = _samples(tmp_path, "llmtap_tag_cost_usd")
     assert cost[("project", "atlas")] == 2 and cost[("feature", "search")] == 2
+
+
+def test_a_second_counting_in_another_folder_counts_into_its_own(tmp_path: Path) -> None:
+    """The library's value class keeps the files of the folder it first wrote to: a later
+    observer of the same process (a writer restarted on another run) must not count there."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    Counting(first, _labels()).observe(RowSet(exchanges=[_row('{"project":"atlas"}', None)]))
+    Counting(second, _labels()).observe(RowSet(exchanges=[_row('{"project":"zephyr"}', None)]))
+    assert _samples(first, "llmtap_tag_requests") == {("project", "atlas"): 1}
+    assert _samples(second, "llmtap_tag_requests") == {("project", "zephyr"): 1}
