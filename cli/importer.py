@@ -80,6 +80,8 @@ class Counts:
     skipped: int = 0
     unreadable: int = 0
     follow_ups: int = 0  # polls, resumed streams, cancels of background work (SPEC §1)
+    held: int = 0  # agent-logged calls the store holds already (recorded live, or imported)
+    logged: int = 0  # agent-logged calls read (each once)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,13 +91,14 @@ def run(args: argparse.Namespace) -> int:
     from llmtap.cli.pricing import pricer_for
     from llmtap.cli.store import open_store
     from llmtap.storage.credentials import ProxyCredentials
+    from llmtap.storage.importers import agent_logs
     from llmtap.storage.importers.har import HarError
     from llmtap.storage.store_secret import fingerprinter_for
     from llmtap.storage.writer import Writer
 
-    paths = [Path(p) for p in args.files]
-    for path in paths:
-        if not path.is_file():
+    given = [Path(p) for p in args.files]
+    for path in given:
+        if not path.is_file() and not path.is_dir():
             raise UsageError(f"no such file: {str(path)!r}")
     settings = settings_module.load(args)
     import_team = _import_team(args.team)
@@ -120,9 +123,16 @@ def run(args: argparse.Namespace) -> int:
     counts = Counts()
     err = Console(stderr=True)
     broken: list[str] = []
+    logs = AgentLogs(agent_logs.Seen(), agent_logs.Fresh(engine))
     try:
         with _progress(err) as progress:
-            for path in paths:
+            for path, in_folder in agent_logs.expand(given):
+                reader = _agent_reader(path)
+                if reader is not None:
+                    _import_agent_log(path, reader, writer, counts, rules, logs, progress, err)
+                    continue
+                if in_folder:  # a folder's other files: not what was asked for
+                    continue
                 source = _open(path)
                 task = progress.add_task(path.name, total=source.total, in_bytes=source.position is not None)
                 try:
@@ -158,6 +168,8 @@ def _summary(writer: Writer, counts: Counts) -> str:
     note = f", {stats.spooled} waiting in the spool (database unavailable)" if stats.spooled else ""
     if counts.follow_ups:
         note += f", {counts.follow_ups} polls of background work"
+    if counts.logged:
+        note += f"; of {counts.logged} calls in agent logs, {counts.held} were recorded already"
     if stats.rejected:
         note += f"; {stats.rejected} rejected by the database, kept in {writer.rejected_path}"
     return (
@@ -223,6 +235,82 @@ def _submit(item: Item, writer: RecordSink, counts: Counts, rules: Rules) -> Non
         counts.follow_ups += 1
     else:
         counts.skipped += 1
+
+
+@dataclass(frozen=True)
+class AgentLogs:
+    """What an import knows of the agent-logged calls: those it took, those the store holds."""
+
+    seen: Any  # storage.importers.agent_logs.Seen
+    fresh: Any  # storage.importers.agent_logs.Fresh
+
+
+def _agent_reader(path: Path) -> Any:
+    """The agent log reader of `path`, or None for every other file (a rejected file too)."""
+    from llmtap.storage import rejected
+    from llmtap.storage.importers.agent_logs import reader_for
+
+    if path.suffix not in (".jsonl", ".json") or rejected.looks_like_rejected(path):
+        return None
+    return reader_for(path)
+
+
+AGENT_CHUNK = 200  # agent-logged calls checked against the store at once
+
+
+def _import_agent_log(
+    path: Path, reader: Any, writer: Writer, counts: Counts, rules: Rules, logs: AgentLogs, progress: Any, err: Any
+) -> None:
+    """One agent's session log: each call new to this import and to the store, stored as
+    the provider's own answer would be (see storage/importers/agent_logs.py)."""
+    from rich.markup import escape
+
+    from llmtap.protocols.providers import DEFAULT
+    from llmtap.storage.importers.agent_calls import as_http
+    from llmtap.storage.importers.agent_logs import SOURCE
+    from llmtap.storage.ingest import to_record
+
+    task = progress.add_task(path.name, total=None, in_bytes=False)
+    pending: list[Recorded] = []
+
+    def flush() -> None:
+        new = logs.fresh.new(pending)
+        counts.held += len(pending) - len(new)
+        for record in new:
+            writer.submit(record)
+            counts.stored += 1
+            _keep_up(writer)
+        pending.clear()
+
+    try:
+        with open(path, "rb") as handle:
+            for call, problem in reader(handle, path.name):
+                if problem:
+                    counts.unreadable += 1
+                    err.print(f"[yellow]skipped[/] {escape(problem)}", highlight=False)
+                    continue
+                if call is None or not logs.seen.first(call):
+                    continue
+                counts.logged += 1
+                progress.advance(task)
+                record = to_record(
+                    as_http(call),
+                    fingerprinter=rules.fingerprinter,
+                    key_teams=rules.key_teams,
+                    credentials=rules.credentials,
+                    import_team=rules.import_team,
+                    providers=rules.providers or DEFAULT,
+                    source=SOURCE,
+                )
+                if record is None:
+                    counts.skipped += 1
+                    continue
+                pending.append(record)
+                if len(pending) >= AGENT_CHUNK:
+                    flush()
+            flush()
+    except OSError as exc:
+        raise UsageError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
 
 
 def _keep_up(writer: Writer) -> None:

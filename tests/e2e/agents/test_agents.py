@@ -15,10 +15,12 @@ here only reads what a run left behind.
 from __future__ import annotations
 
 import json
+import shutil
 from typing import Any
 
 import pytest
 
+from tests.e2e import harness
 from tests.e2e.agents import agents, responses, scripts
 from tests.e2e.agents.agents import Run, Session
 
@@ -387,3 +389,50 @@ def test_show_conversation_lists_the_turns_in_order(run: Run) -> None:
     assert [turn["finish_reason"] for turn in shown["turns"]] == [sent[i - 1].finish_reason for i in group]
     names = [[c.rsplit(".", 1)[-1] for c in turn["tool_calls"]] for turn in shown["turns"]]
     assert names == [[c["name"] for c in sent[i - 1].tool_calls] for i in group]
+
+
+# -- the agents' own logs ------------------------------------------------------------------------
+
+
+def in_the_agents_log(row: dict[str, Any]) -> bool:
+    """Whether the agent's own session log tells of this exchange: not Codex's warm-up (it
+    asks for no generation), nor Gemini CLI's non-streamed classifier call."""
+    return not row["warmup"] and not (row["protocol"] == "gemini.generate" and not row["streamed"])
+
+
+def _imported(session: Session, *args: str, home: Any) -> Any:
+    env = harness.clean_env(LLMTAP_HOME=str(home))
+    return agents._run([str(harness.LLMTAP), *args], env, session.root, agents.COMMAND_TIMEOUT)
+
+
+def test_the_agents_own_log_imports_as_the_proxy_recorded_it(run: Run, session: Session, tmp_path: Any) -> None:
+    """SPEC §3: the CLI's session log of this very run, imported into a store of its own,
+    holds the calls the proxy recorded, token for token and, where the proxy could price
+    them, cent for cent; imported into a copy of the live store, it adds nothing."""
+    live = [row for row in generations(run) if in_the_agents_log(row)]
+    assert live
+    own = f"sqlite:///{tmp_path / 'own.db'}"
+    done = _imported(session, "import", str(run.home), "--team", run.agent.name, "--db", own, home=tmp_path / "h")
+    assert done.code == 0, done.err
+    exported = _imported(session, "export", "--format", "jsonl", "--db", own, home=tmp_path / "h")
+    assert exported.code == 0, exported.err
+    rows = [json.loads(line) for line in exported.out.splitlines()]
+    names = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
+
+    def tokens(of: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        return sorted(tuple((row.get("usage") or {}).get(name) for name in names) for row in of)
+
+    assert tokens(rows) == tokens(live)
+    assert {(row["team"], row["attribution"]) for row in rows} == {(run.agent.name, "import")}
+    if all(row["price_status"] == "priced" for row in live):  # a provider's route (not https://localhost)
+        assert sum(row["cost_usd"] for row in rows) == pytest.approx(sum(row["cost_usd"] for row in live), abs=1e-9)
+    if run.agent.route != "gemini":  # the log keeps the provider's id
+        assert sorted(row["response_id"] for row in rows) == sorted(row["response_id"] for row in live)
+    # after the live recording: a copy of the live store and its secret
+    shutil.copy(session.root / "llmtap.db", tmp_path / "live.db")
+    shutil.copytree(session.llmtap_home, tmp_path / "live-home")
+    live_db = f"sqlite:///{tmp_path / 'live.db'}"
+    again = _imported(session, "import", str(run.home), "--db", live_db, home=tmp_path / "live-home")
+    assert again.code == 0, again.err
+    assert "imported 0 LLM exchanges" in again.out, again.out
+    assert f"of {len(live)} calls in agent logs, {len(live)} were recorded already" in again.out, again.out
