@@ -124,14 +124,16 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     broken: list[str] = []
     logs = AgentLogs(agent_logs.Seen(), agent_logs.Fresh(engine))
+    found: set[Path | None] = set()  # the folders agent logs were found in
     try:
         with _progress(err) as progress:
-            for path, in_folder in agent_logs.expand(given):
+            for path, folder in agent_logs.expand(given):
                 reader = _agent_reader(path)
                 if reader is not None:
+                    found.add(folder)
                     _import_agent_log(path, reader, writer, counts, rules, logs, progress, err)
                     continue
-                if in_folder:  # a folder's other files: not what was asked for
+                if folder is not None:  # a folder's other files: not what was asked for
                     continue
                 source = _open(path)
                 task = progress.add_task(path.name, total=source.total, in_bytes=source.position is not None)
@@ -155,6 +157,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         writer.close()
     print(_summary(writer, counts))
+    broken += [
+        f"{str(path)!r} holds no agent session logs (Claude Code, Codex, Gemini CLI): a folder is read for those only"
+        for path in given
+        if path.is_dir() and path not in found
+    ]
     if broken:
         raise UsageError("; ".join(broken))
     return 0

@@ -58,13 +58,13 @@ def reader_for(path: Path) -> Reader | None:
     return None
 
 
-def expand(paths: list[Path]) -> Iterator[tuple[Path, bool]]:
-    """The files of `paths`, each with whether it was found in a folder: a file as it is, a
+def expand(paths: list[Path]) -> Iterator[tuple[Path, Path | None]]:
+    """The files of `paths`, each with the folder it was found in (or None): a file as it is, a
     folder's candidate session logs in name order (those that are no agent's log are for
     the caller to pass over: a folder holds other JSON Lines files too)."""
     for path in paths:
         if not path.is_dir():
-            yield path, False
+            yield path, None
             continue
         found = 0
         for candidate in sorted(path.rglob("*")):
@@ -74,7 +74,7 @@ def expand(paths: list[Path]) -> Iterator[tuple[Path, bool]]:
                 found += 1
                 if found > MAX_FILES:
                     return
-                yield candidate, True
+                yield candidate, path
 
 
 class Seen:

@@ -248,7 +248,7 @@ def test_a_gemini_call_recorded_live_is_matched_by_its_tokens_and_time(tmp_path:
 def test_a_folder_of_no_logs_and_a_file_of_no_log_are_told_apart(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     done = _import(tmp_path / "s.db", tmp_path / "home", tmp_path / "empty")
-    assert done.code == 0 and "imported 0 LLM exchanges" in done.out
+    assert done.code == 2 and "holds no agent session logs" in done.err and len(done.err.strip().splitlines()) == 1
     stray = tmp_path / "notes.jsonl"
     stray.write_text('{"hello": 1}\n')
     refused = _import(tmp_path / "s.db", tmp_path / "home", stray)
