@@ -67,7 +67,7 @@ def multiprocess(folder: Path) -> None:
     current = values.ValueClass
     if not getattr(current, "_multiprocess", False) or getattr(current, "_llmtap_folder", None) != str(folder):
         made = values.get_value_class()
-        made._llmtap_folder = str(folder)  # type: ignore[attr-defined]
+        made._llmtap_folder = str(folder)
         values.ValueClass = made
 
 

@@ -52,10 +52,12 @@ def reader_for(path: Path) -> Reader | None:
         return None
     if first is None:
         return None
-    for module in (codex_sessions, gemini_chats, claude_code):  # the most particular first
-        if module.looks_like(first):
-            return module.read
-    return None
+    readers: tuple[tuple[Callable[[dict[str, Any]], bool], Reader], ...] = (  # the most particular first
+        (codex_sessions.looks_like, codex_sessions.read),
+        (gemini_chats.looks_like, gemini_chats.read),
+        (claude_code.looks_like, claude_code.read),
+    )
+    return next((read for looks_like, read in readers if looks_like(first)), None)
 
 
 def expand(paths: list[Path]) -> Iterator[tuple[Path, Path | None]]:
