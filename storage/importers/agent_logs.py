@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtap.storage.importers import claude_code, codex_sessions, gemini_chats
-from llmtap.storage.importers.agent_calls import MAX_LINE, LoggedCall, json_lines
+from llmtap.storage.importers.agent_calls import LoggedCall, json_lines
 
 MAX_FILES = 100_000
 WINDOW = timedelta(minutes=15)
@@ -120,7 +120,7 @@ class Fresh:
         return out
 
     def _stored(self, records: list[Any]) -> list[dict[str, Any]]:
-        from sqlalchemy import or_, select
+        from sqlalchemy import ColumnElement, or_, select
 
         from llmtap.storage.schema import exchanges
 
@@ -138,13 +138,14 @@ class Fresh:
             exchanges.c.usage_cache_read_input_tokens,
             exchanges.c.usage_output_tokens,
         ]
-        where = []
+        where: list[ColumnElement[bool]] = []
         if ids:
             where.append(exchanges.c.response_id.in_(ids))
         if alike:
             start = min(r.started_at for r in alike) - WINDOW
             end = max(r.started_at for r in alike) + timedelta(minutes=1)
-            where.append(exchanges.c.started_at.between(start, end))
+            protocols = sorted({r.exchange.protocol for r in alike})
+            where.append(exchanges.c.started_at.between(start, end) & exchanges.c.protocol.in_(protocols))
         with self.engine.connect() as connection:
             return [dict(row) for row in connection.execute(select(*columns).where(or_(*where))).mappings()]
 
@@ -159,6 +160,8 @@ class Fresh:
         return None
 
     def _held_alike(self, record: Any, rows: list[dict[str, Any]]) -> str | None:
+        from llmtap.storage.export import utc
+
         ex, usage = record.exchange, record.exchange.usage
         if usage is None:
             return None
@@ -167,21 +170,10 @@ class Fresh:
             if row["id"] in self._taken or row["protocol"] != ex.protocol:
                 continue
             got = (row["usage_input_tokens"], row["usage_cache_read_input_tokens"] or 0, row["usage_output_tokens"])
-            started = _aware(row["started_at"])
+            started = utc(row["started_at"])
             if got != wanted or started is None or not (record.started_at - WINDOW <= started <= record.started_at):
                 continue
             names = {row["model"] or "", row["model_requested"] or ""}
             if any(name == ex.model or name.startswith(ex.model or "\x00") for name in names):
                 return str(row["id"])
         return None
-
-
-def _aware(value: Any) -> Any:
-    from datetime import UTC, datetime
-
-    if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    return None
-
-
-__all__ = ["MAX_LINE", "SOURCE", "Fresh", "Seen", "expand", "reader_for"]
