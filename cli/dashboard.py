@@ -3,6 +3,9 @@ answers), or `--serve` it live on 127.0.0.1 (another address only when `--host` 
 The server asks for a token off loopback, and on loopback when the store is private to
 its user (storage/access.py): LLMTAP_DASHBOARD_TOKEN, or one made and printed in the URL.
 
+The last `llmtap reconcile` results made for the same store, when there are any, are the
+page's reconcile section (`data["reconcile"]`).
+
 Not responsible for who the server answers (`storage/access.py` decides, `dashboards/serve.py` checks)."""
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from llmtap.cli import settings as settings_module
 from llmtap.cli.errors import UsageError
@@ -69,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
     args.lake_kwargs = {"lake": args.lake, "lake_settings": lake_file_settings(args, settings), "tz": args.zone.key}
     if not args.serve:
         with lake_damage(args.lake):
-            html = page.render(data.collect(url, since, until, **args.lake_kwargs), store=label)
+            collected = data.collect(url, since, until, **args.lake_kwargs)
+        collected["reconcile"] = _reconciled(url, say=True)
+        html = page.render(collected, store=label)
         try:
             with open_private(args.output, "w", encoding="utf-8") as handle:
                 handle.write(html)
@@ -92,7 +98,7 @@ def _serve(args, engine, pricer, url, label, since, until) -> int:
 
     def collect():
         reprice(engine, pricer)  # price what arrived since the last poll
-        return fresh()
+        return {**fresh(), "reconcile": _reconciled(url)}  # two small files: read on every poll
 
     private = store_is_private(url)
     try:
@@ -114,6 +120,7 @@ def _serve(args, engine, pricer, url, label, since, until) -> int:
         print(
             "  the store is private to its user: other local users cannot read it without this token", file=sys.stderr
         )
+    _reconciled(url, say=True)  # after the address line, which scripts read first
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -121,6 +128,19 @@ def _serve(args, engine, pricer, url, label, since, until) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def _reconciled(url: str, say: bool = False) -> dict[str, Any]:
+    """The last `llmtap reconcile` results made for this store (analytics/reconcile_saved.py),
+    as the page's data carries them; with `say`, what was not shown, a line each on stderr."""
+    from llmtap.analytics.reconcile_saved import load_saved, store_identity
+    from llmtap.storage.engine import home
+
+    loaded = load_saved(home(), store_identity(url))
+    if say:
+        for note in loaded.notes:
+            print(f"llmtap: note: {note}", file=sys.stderr)
+    return {"results": [saved.shown() for saved in loaded.saved], "notes": loaded.notes}
 
 
 def _zone(name: str | None):

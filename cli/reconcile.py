@@ -7,7 +7,8 @@ The admin key comes from `ANTHROPIC_ADMIN_KEY` / `OPENAI_ADMIN_KEY` only: never 
 option (it would show in `ps` and shell history), never stored, logged or printed, and
 scrubbed from every error. `--since` and `--until` are UTC days, `--until` exclusive (as
 the providers' daily buckets are UTC days, there is no `--tz`). The last result, without
-the key, is kept in llmtap's home as `reconcile-PROVIDER.json` (0600) for a dashboard.
+the key, is kept in llmtap's home as `reconcile-PROVIDER.json` (0600) for a dashboard of
+the same store (its `store` names it without a secret: analytics/reconcile_saved.py).
 
 Not responsible for the HTTP (analytics/reconcile_sources.py) or the matching.
 """
@@ -67,19 +68,21 @@ def run(args: argparse.Namespace) -> int:
     if not admin_key:
         raise UsageError(f"{name} is not set: reconcile reads the provider's reports with an admin key from it")
     first, last = _days(args)
-    recorded = _recorded(args, first, last)
+    store, recorded = _recorded(args, first, last)
     fetched = _fetch(args.provider, args.api_base, admin_key, first, last)
     from llmtap.analytics.reconcile import reconcile
 
     columns, rows = reconcile(fetched, recorded)
-    _keep(args.provider, first, last, rows)
+    _keep(args.provider, store, first, last, rows)
     _show(args, columns, rows, first, last)
     return 0
 
 
-def _recorded(args: argparse.Namespace, first: date, last: date) -> list[dict[str, Any]]:
-    """llmtap's `report cost` rows by day, model and key of the provider, priced first."""
+def _recorded(args: argparse.Namespace, first: date, last: date) -> tuple[str, list[dict[str, Any]]]:
+    """The store's identity (analytics/reconcile_saved.py) and llmtap's `report cost` rows
+    by day, model and key of the provider, priced first."""
     from llmtap.analytics import reports
+    from llmtap.analytics.reconcile_saved import store_identity
     from llmtap.cli import pricing
     from llmtap.cli.report import opened
 
@@ -89,7 +92,8 @@ def _recorded(args: argparse.Namespace, first: date, last: date) -> list[dict[st
         with reports.window(store.duck, "cost", since, until):
             pricing.catch_up(store.engine, store.pricer, store.duck)
         table = reports.run(store.url, "cost", by=RECORDED_BY, since=since, until=until, connection=store.duck)
-    return [row for row in table.rows if row.get("provider") == args.provider]
+        identity = store_identity(store.url)
+    return identity, [row for row in table.rows if row.get("provider") == args.provider]
 
 
 def _fetch(provider: str, base: str | None, admin_key: str, first: date, last: date) -> Any:
@@ -136,16 +140,17 @@ def _show(args: argparse.Namespace, columns: list[str], rows: list[dict[str, Any
     print(f"causes: {', '.join(causes) if causes else 'none: the reports agree'}", file=sys.stdout)
 
 
-def _keep(provider: str, first: date, last: date, rows: list[dict[str, Any]]) -> None:
-    """The last result in llmtap's home (0600), for a dashboard; a folder that cannot be
-    written is not worth failing the command for."""
+def _keep(provider: str, store: str, first: date, last: date, rows: list[dict[str, Any]]) -> None:
+    """The last result in llmtap's home (0600), for a dashboard of the same store (`store`:
+    its identity, no secret in it); a folder that cannot be written is not worth failing
+    the command for."""
     from llmtap.analytics.render import as_json
     from llmtap.analytics.reports import Table
     from llmtap.storage.engine import home
     from llmtap.storage.private import open_private, private_dir
 
     columns = list(rows[-1]) if rows else []
-    about = {"provider": provider, "since": first.isoformat(), "until": last.isoformat()}
+    about = {"provider": provider, "store": store, "since": first.isoformat(), "until": last.isoformat()}
     about["made_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     document = json.dumps(about)[:-1] + ', "rows": ' + as_json(Table(columns, rows)) + "}\n"
     try:

@@ -72,6 +72,7 @@ def render(data: dict[str, Any], *, store: str, live: bool = False, refresh_seco
         dashboard_js="\n".join(_template_source(name) for name in SCRIPTS),
         plotly_js=plotly_js(),
         data_json=script_json(data),
+        reconcile=(data.get("reconcile") or {}).get("results") or [],  # _reconcile.html
     )
 
 
