@@ -51,16 +51,23 @@ STALLED = 30.0  # seconds without a record stored before the import stops waitin
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "import",
-        help="import HAR files and mitmproxy flow files into the store",
+        help="import HAR files, mitmproxy flow files and agent session logs into the store",
         description="Decode the LLM exchanges in HAR files (browser or proxy exports) and "
         "mitmproxy flow files and store them like live traffic. An entry's team follows the "
         "proxy's rules: with [auth] in the config, only a captured Proxy-Authorization whose "
         "password checks names a team (the X-LLMTap-Team header names no one); without it, "
         "the proxy-auth user name and the header are taken as the proxy takes them. The key "
         "map applies either way. Only traffic to a provider's API host is priced, whatever "
-        "the file says (a rejected file's lines too).",
+        "the file says (a rejected file's lines too). Claude Code, Codex and Gemini CLI session "
+        "logs (files or folders, such as ~/.claude/projects) are imported as the calls they "
+        "logged, each once, leaving out those the store already recorded.",
     )
-    parser.add_argument("files", nargs="+", metavar="FILE", help="HAR files and mitmproxy flow files")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="HAR files, mitmproxy flow files, agent session logs and folders of them",
+    )
     parser.add_argument(
         "--bodies", choices=("none", "metadata", "full"), help="what to keep of the bodies (default metadata)"
     )

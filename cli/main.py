@@ -38,7 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("audit", "one exchange in full, or its conversation"),
     "dashboard": ("dashboard", "write the dashboard as one offline HTML file, or serve it live"),
     "decode": ("decode", "decode one recorded exchange and print the canonical JSON"),
-    "import": ("importer", "import HAR files and mitmproxy flow files into the store"),
+    "import": ("importer", "import HAR files, mitmproxy flow files and agent session logs into the store"),
     "export": ("export", "export exchange rows with their cost (jsonl, csv, parquet)"),
     "prune": ("maintain", "delete exchanges older than an age, and unused bodies"),
     "reprocess": ("maintain", "re-decode stored raw bodies with the current translators, and rename providers"),
