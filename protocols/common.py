@@ -19,12 +19,14 @@ from llmtap.protocols.errors import DecodeError
 
 
 def count(value: Any) -> int | None:
-    """A token count as an int, or None when absent or not a number."""
+    """A token count (or an index) as an int, or None when absent, not a whole number, or
+    below zero: a negative count is no count, and must not lower a bill (an import file
+    can say anything)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
+        return value if value >= 0 else None
+    if isinstance(value, float) and value.is_integer() and value >= 0:
         return int(value)
     return None
 

@@ -497,3 +497,106 @@ def test_a_hostile_gemini_version_is_a_grounded_prompt_not_a_crash():
     ex = gemini({"groundingMetadata": {"webSearchQueries": ["a", "b"]}}, "gemini-" + "9" * 5000)
     assert ex.decode_error is None
     assert ex.server_tool_uses == {"web_search": 1}
+
+
+# -- counts that are no counts ----------------------------------------------------------------
+
+
+def _decoded(protocol: str, path: str, host: str, body: dict[str, Any]) -> Any:
+    return decode_exchange(
+        protocol,
+        response=json.dumps(body).encode(),
+        request=json.dumps({"model": "m", "messages": []}).encode(),
+        path=path,
+        host=host,
+        status=200,
+    )
+
+
+NEGATIVE_USAGE = [
+    pytest.param(
+        "anthropic.messages",
+        "/v1/messages",
+        "api.anthropic.com",
+        {
+            "id": "msg_01",
+            "type": "message",
+            "model": "claude-sonnet-4-6",
+            "content": [],
+            "stop_reason": "end_turn",
+            "usage": {
+                "input_tokens": -1_000_000,
+                "cache_read_input_tokens": -5,
+                "cache_creation_input_tokens": 7,
+                "output_tokens": 3,
+            },
+        },
+        id="anthropic",
+    ),
+    pytest.param(
+        "openai.chat",
+        "/v1/chat/completions",
+        "api.openai.com",
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": "gpt-4o",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {
+                "prompt_tokens": 10,
+                "completion_tokens": -1_000_000,
+                "prompt_tokens_details": {"cached_tokens": -4},
+            },
+        },
+        id="openai-chat",
+    ),
+    pytest.param(
+        "openai.responses",
+        "/v1/responses",
+        "api.openai.com",
+        {
+            "id": "resp_1",
+            "object": "response",
+            "status": "completed",
+            "model": "gpt-4o",
+            "output": [],
+            "usage": {
+                "input_tokens": -10,
+                "output_tokens": 4,
+                "output_tokens_details": {"reasoning_tokens": -2},
+            },
+        },
+        id="openai-responses",
+    ),
+    pytest.param(
+        "gemini.generate",
+        "/v1beta/models/gemini-2.5-flash:generateContent",
+        "generativelanguage.googleapis.com",
+        {
+            "candidates": [{"content": {"parts": [{"text": "ok"}]}, "finishReason": "STOP"}],
+            "modelVersion": "gemini-2.5-flash",
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "thoughtsTokenCount": -1_000_000},
+        },
+        id="gemini",
+    ),
+]
+
+
+@pytest.mark.parametrize(("protocol", "path", "host", "body"), NEGATIVE_USAGE)
+def test_a_negative_count_is_no_count(protocol: str, path: str, host: str, body: dict[str, Any]) -> None:
+    """An upstream (or a forged import) that reports a negative count must not lower a
+    bill: the count is missing, and no canonical count comes out below zero."""
+    ex = _decoded(protocol, path, host, body)
+    assert ex.decode_error is None
+    assert ex.usage is not None
+    counts = {
+        name: getattr(ex.usage, name)
+        for name in (
+            "input_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "output_tokens",
+            "reasoning_tokens",
+        )
+    }
+    assert all(value is None or value >= 0 for value in counts.values()), counts
