@@ -17,6 +17,7 @@ for which calls are new (agent_logs.py), nor for storing them.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from llmtap.storage.ingest import HttpExchange
 
 MAX_ID = 200  # characters of an id or a model name a log may give
 MAX_COUNT = 2**53  # a token count past this is no count
+MAX_HELD = 100_000  # calls a reader holds from one file before it hands the oldest on (`spill`)
 AGENTS = ("claude-code", "codex", "gemini-cli")
 _ID = re.compile(r"^[A-Za-z0-9._:/@+=~-]+$")  # what providers' and the CLIs' ids and model names use
 # Bedrock names Anthropic's models `anthropic.claude-…`, with a cross-region prefix (`us.`)
@@ -163,6 +165,18 @@ def _label(name: str) -> str:
 
 
 MAX_LINE = 32 * 1024 * 1024  # bytes of one log line read at most (a tool result may be large)
+
+
+def spill(held: dict[str, Any]) -> list[Any]:
+    """When `held` (a reader's calls of one file, oldest first) has more than MAX_HELD, its
+    oldest half taken out to hand on, so that a file of millions of calls is read in bounded
+    memory; else nothing. A line of a call handed on that comes later still is dropped as a
+    repeat (agent_logs.Seen): the lines of one call are written together, so only a file
+    that keeps more than MAX_HELD calls open at once loses any of their later counts."""
+    if len(held) <= MAX_HELD:
+        return []
+    oldest = list(itertools.islice(held, len(held) - MAX_HELD // 2))
+    return [held.pop(key) for key in oldest]
 
 
 def json_lines(handle: Any, name: str) -> Any:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from llmtap.storage.importers import agent_calls
 from llmtap.storage.importers.agent_calls import LoggedCall, clean_id, clean_usage, count, json_lines, moment
 
 AGENT = "claude-code"
@@ -31,8 +32,9 @@ def looks_like(first: dict[str, Any]) -> bool:
 
 
 def read(handle: Any, name: str) -> Iterator[tuple[LoggedCall | None, str | None]]:
-    """The file's calls, one per message id, after the whole file is read (a message's
-    lines may be apart); unreadable lines as problems on the way."""
+    """The file's calls, one per message id, when the file is read (a message's lines may be
+    apart), or when more than `agent_calls.MAX_HELD` are held; unreadable lines as problems
+    on the way."""
     best: dict[str, tuple[int, LoggedCall]] = {}
     for line, problem in json_lines(handle, name):
         if problem:
@@ -45,6 +47,8 @@ def read(handle: Any, name: str) -> Iterator[tuple[LoggedCall | None, str | None
         held = best.get(found.key)
         if held is None or output >= held[0]:
             best[found.key] = (output, found)
+        for _, call in agent_calls.spill(best):
+            yield call, None
     for _, call in best.values():
         yield call, None
 

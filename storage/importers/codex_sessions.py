@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from llmtap.storage.importers import agent_calls
 from llmtap.storage.importers.agent_calls import LoggedCall, clean_id, count, json_lines, moment
 
 AGENT = "codex"
@@ -32,11 +33,13 @@ def looks_like(first: dict[str, Any]) -> bool:
 
 
 def read(handle: Any, name: str) -> Iterator[tuple[LoggedCall | None, str | None]]:
-    """The file's calls (see the module's doc), after the whole file is read; unreadable
-    lines as problems on the way."""
+    """The file's calls (see the module's doc), when the file is read or when more than
+    `agent_calls.MAX_HELD` are held; unreadable lines as problems on the way. Once one
+    kind of line (records or counts) has been handed on, the file is read by that kind."""
     session, provider, model = "", "openai", None
     records: list[LoggedCall] = []
     counted: list[LoggedCall] = []
+    handed: str | None = None  # which kind was handed on before the end: "records", "counted"
     last_total: Any = None
     for line, problem in json_lines(handle, name):
         if problem:
@@ -53,8 +56,13 @@ def read(handle: Any, name: str) -> Iterator[tuple[LoggedCall | None, str | None
         elif kind == "token_usage_record" and model and at:
             response_id = clean_id(payload.get("response_id"))
             usage = _usage(payload.get("usage"))
-            if response_id and usage:
+            if response_id and usage and handed != "counted":
                 records.append(_call(response_id, model, at, usage, response_id, provider))
+                counted.clear()  # a file with records is read by its records alone
+                if len(records) > agent_calls.MAX_HELD:
+                    handed = "records"
+                    yield from ((call, None) for call in records)
+                    records.clear()
         elif kind == "event_msg" and payload.get("type") == "token_count" and model and at:
             info = payload.get("info")
             if not isinstance(info, dict) or info.get("total_token_usage") == last_total:
@@ -62,10 +70,14 @@ def read(handle: Any, name: str) -> Iterator[tuple[LoggedCall | None, str | None
             last_total = info.get("total_token_usage")
             usage = _usage(info.get("last_token_usage"))
             total = _usage(last_total)
-            if usage and total:
+            if usage and total and (handed == "counted" or (handed is None and not records)):
                 key = f"{session}:{total['total_tokens']}:{total['input_tokens']}:{total['output_tokens']}"
                 counted.append(_call(key, model, at, usage, None, provider))
-    for call in records or counted:
+                if len(counted) > agent_calls.MAX_HELD:
+                    handed = "counted"
+                    yield from ((call, None) for call in counted)
+                    counted.clear()
+    for call in counted if handed == "counted" else records or counted:
         yield call, None
 
 

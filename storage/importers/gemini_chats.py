@@ -20,6 +20,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from llmtap.storage.importers import agent_calls
 from llmtap.storage.importers.agent_calls import LoggedCall, clean_id, count, json_lines, moment
 
 AGENT = "gemini-cli"
@@ -40,7 +41,8 @@ def looks_like(first: dict[str, Any]) -> bool:
 
 
 def read(handle: Any, name: str) -> Iterator[tuple[LoggedCall | None, str | None]]:
-    """The file's calls, after the whole file is read; unreadable lines as problems."""
+    """The file's calls, when the file is read or when more than `agent_calls.MAX_HELD` are
+    held; unreadable lines as problems."""
     session = ""
     calls: dict[str, LoggedCall] = {}
     for line, problem in json_lines(handle, name):
@@ -54,6 +56,7 @@ def read(handle: Any, name: str) -> Iterator[tuple[LoggedCall | None, str | None
             found = _call(session, message)
             if found is not None:
                 calls[found.key] = found
+        yield from ((call, None) for call in agent_calls.spill(calls))
     yield from ((call, None) for call in calls.values())
 
 

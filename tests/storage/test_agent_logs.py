@@ -264,3 +264,58 @@ def test_a_folder_s_other_json_lines_files_are_passed_over(tmp_path: Path) -> No
     done = _import(tmp_path / "s.db", tmp_path / "home", home)
     assert done.code == 0, done.err
     assert len(_rows(tmp_path / "s.db")) == len(RECORDED["claude"])
+
+
+def _many_calls(agent: str, calls: int) -> bytes:
+    """A log of `calls` calls of `agent`, each written twice (a partial line, then the final)."""
+    lines = []
+    if agent == "claude-code":
+        for n in range(calls):
+            at = f"2026-11-02T10:{n // 60:02d}:{n % 60:02d}Z"
+            lines += [_claude_line(f"msg_{n}", 1, at), _claude_line(f"msg_{n}", 100 + n, at)]
+    elif agent == "codex":
+        lines += [_codex("session_meta", {"id": "s-7", "model_provider": "openai"})]
+        lines += [_codex("turn_context", {"model": "gpt-5"})]
+        for n in range(calls):
+            usage = {"input_tokens": 1000, "cached_input_tokens": 0, "output_tokens": 100 + n}
+            usage |= {"reasoning_output_tokens": 0, "total_tokens": 1100 + n}
+            lines += [_codex("token_usage_record", {"response_id": f"resp_{n}", "usage": usage})]
+    else:
+        lines += [json.dumps({"sessionId": "g-2", "projectHash": "x", "startTime": "2026-11-02T10:00:00Z"})]
+        for n in range(calls):
+            message = {
+                "id": f"m{n}",
+                "timestamp": "2026-11-02T10:00:00Z",
+                "type": "gemini",
+                "model": "gemini-2.5-flash",
+            }
+            tokens = {"input": 3000, "output": 1, "cached": 0, "thoughts": 0, "tool": 0, "total": 3001}
+            lines += [json.dumps(message | {"tokens": tokens})]
+            lines += [json.dumps(message | {"tokens": tokens | {"output": 100 + n, "total": 3100 + n}})]
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli"])
+def test_a_log_of_very_many_calls_is_read_in_bounded_memory_each_call_once(
+    agent: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file someone imports can hold millions of calls: a reader holds at most MAX_HELD of
+    them before it hands them on (so its memory does not grow with the file), and still
+    gives every call once, at its final usage."""
+    import io
+
+    from llmtap.storage.importers import agent_calls, claude_code, codex_sessions, gemini_chats
+
+    monkeypatch.setattr(agent_calls, "MAX_HELD", 4)
+    reader = {"claude-code": claude_code.read, "codex": codex_sessions.read, "gemini-cli": gemini_chats.read}[agent]
+    data = _many_calls(agent, 40)
+    handle = io.BytesIO(data)
+    calls = reader(handle, "log.jsonl")
+    first, problem = next(calls)
+    assert problem is None and first is not None
+    assert handle.tell() < len(data) // 2  # handed on long before the file's end
+    got = [first, *(call for call, _ in calls)]
+    assert sorted(call.key for call in got) == sorted({call.key for call in got}) and len(got) == 40
+    name = "candidatesTokenCount" if agent == "gemini-cli" else "output_tokens"
+    outputs = sorted(agent_calls.count(call.usage.get(name)) for call in got)
+    assert outputs == list(range(100, 140))
