@@ -107,12 +107,17 @@ class Fresh:
             return []
         rows = self._stored(records)
         by_id: dict[str, list[dict[str, Any]]] = {}
+        by_tokens: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
         for row in rows:
             if row["response_id"]:
                 by_id.setdefault(row["response_id"], []).append(row)
+            by_tokens.setdefault(_tokens(row), []).append(row)
         out = []
         for record in records:
-            held = self._held_by_id(record, by_id) if record.exchange.response_id else self._held_alike(record, rows)
+            if record.exchange.response_id:
+                held = self._held_by_id(record, by_id)
+            else:
+                held = self._held_alike(record, by_tokens)
             if held is None:
                 out.append(record)
             else:
@@ -145,7 +150,12 @@ class Fresh:
             start = min(r.started_at for r in alike) - WINDOW
             end = max(r.started_at for r in alike) + timedelta(minutes=1)
             protocols = sorted({r.exchange.protocol for r in alike})
-            where.append(exchanges.c.started_at.between(start, end) & exchanges.c.protocol.in_(protocols))
+            inputs = sorted({r.exchange.usage.input_tokens for r in alike if r.exchange.usage is not None})
+            where.append(
+                exchanges.c.started_at.between(start, end)
+                & exchanges.c.protocol.in_(protocols)
+                & exchanges.c.usage_input_tokens.in_(inputs)  # only rows that can match: not a busy day's every row
+            )
         with self.engine.connect() as connection:
             return [dict(row) for row in connection.execute(select(*columns).where(or_(*where))).mappings()]
 
@@ -159,21 +169,25 @@ class Fresh:
                 return str(row["id"])
         return None
 
-    def _held_alike(self, record: Any, rows: list[dict[str, Any]]) -> str | None:
+    def _held_alike(self, record: Any, by_tokens: dict[tuple[Any, ...], list[dict[str, Any]]]) -> str | None:
         from llmtap.storage.export import utc
 
         ex, usage = record.exchange, record.exchange.usage
         if usage is None:
             return None
-        wanted = (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens)
-        for row in rows:
+        wanted = (usage.input_tokens, usage.cache_read_tokens or 0, usage.output_tokens)
+        for row in by_tokens.get(wanted, []):
             if row["id"] in self._taken or row["protocol"] != ex.protocol:
                 continue
-            got = (row["usage_input_tokens"], row["usage_cache_read_input_tokens"] or 0, row["usage_output_tokens"])
             started = utc(row["started_at"])
-            if got != wanted or started is None or not (record.started_at - WINDOW <= started <= record.started_at):
+            if started is None or not (record.started_at - WINDOW <= started <= record.started_at):
                 continue
             names = {row["model"] or "", row["model_requested"] or ""}
             if any(name == ex.model or name.startswith(ex.model or "\x00") for name in names):
                 return str(row["id"])
         return None
+
+
+def _tokens(row: dict[str, Any]) -> tuple[Any, ...]:
+    """A stored row's input, cache-read and output tokens, as `_held_alike` compares them."""
+    return (row["usage_input_tokens"], row["usage_cache_read_input_tokens"] or 0, row["usage_output_tokens"])

@@ -319,3 +319,42 @@ def test_a_log_of_very_many_calls_is_read_in_bounded_memory_each_call_once(
     name = "candidatesTokenCount" if agent == "gemini-cli" else "output_tokens"
     outputs = sorted(agent_calls.count(call.usage.get(name)) for call in got)
     assert outputs == list(range(100, 140))
+
+
+def test_a_busy_store_is_not_read_whole_to_match_a_gemini_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gemini CLI logs no response id, so its calls are matched by tokens and time: only the
+    stored rows with the same input tokens are read for that, not every exchange of those
+    minutes (a team store has thousands), and the match still holds among them."""
+    from llmtap.storage.importers import agent_logs
+
+    db, home = tmp_path / "s.db", tmp_path / "home"
+    assert _import(db, home, LOGS / "gemini").code == 0
+    with sqlite3.connect(db) as connection:
+        connection.execute("update exchanges set source = 'proxy', response_id = 'r-' || id")
+        columns = [row[1] for row in connection.execute("pragma table_info(exchanges)")]
+        copied = ", ".join(
+            f"'busy' || n || {c}"
+            if c in ("id", "dedupe_key")
+            else "usage_input_tokens + n"
+            if c == "usage_input_tokens"
+            else c
+            for c in columns
+        )
+        connection.execute(
+            f"insert into exchanges ({', '.join(columns)}) "
+            f"with recursive k(n) as (select 1 union all select n + 1 from k where n < 2000) "
+            f"select {copied} from exchanges, k"
+        )
+    read: list[int] = []
+    stored = agent_logs.Fresh._stored
+    monkeypatch.setattr(
+        agent_logs.Fresh, "_stored", lambda self, records: read.append(len(got := stored(self, records))) or got
+    )
+    copy = tmp_path / "copy"
+    shutil.copytree(LOGS / "gemini", copy)
+    for chat in copy.rglob("*.jsonl"):
+        chat.write_text(chat.read_text().replace("f4fc759a-d844", "f4fc759a-0000"))
+    done = _import(db, home, copy)
+    assert done.code == 0, done.err
+    assert "of 2 calls in agent logs, 2 were recorded already" in done.out
+    assert sum(read) <= 10, read  # of 4,002 stored rows in those minutes
