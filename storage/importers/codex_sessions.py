@@ -77,7 +77,7 @@ def read(handle: Any, name: str) -> Iterator[tuple[LoggedCall | None, str | None
                     handed = "counted"
                     yield from ((call, None) for call in counted)
                     counted.clear()
-    for call in counted if handed == "counted" else records or counted:
+    for call in records or counted:  # once counts were handed on, no record is kept
         yield call, None
 
 
